@@ -1,0 +1,252 @@
+//! JWT access tokens (HS256).
+//!
+//! The algorithm is pinned on both sides: a token whose header names another algorithm —
+//! `none` included — is refused before its signature is looked at. Issuer, audience, expiry and
+//! the `typ` claim are all required and checked, so a token minted for something else (another
+//! service sharing the key, a future token type) is not accepted as an access token.
+
+use agentry_domain::identity::{AccessClaims, AccessTokenError, AccessTokens, IssuedAccessToken};
+use agentry_domain::ids::UserId;
+use anyhow::Context as _;
+use chrono::{DateTime, Duration, Utc};
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
+use secrecy::{ExposeSecret, SecretSlice};
+use serde::{Deserialize, Serialize};
+
+const ACCESS_TYPE: &str = "access";
+
+/// How access tokens are signed and what they claim.
+#[derive(Debug, Clone)]
+pub struct JwtSettings {
+    /// The HMAC key; at least 32 bytes.
+    pub secret: SecretSlice<u8>,
+    /// `iss`, e.g. the public URL of the service.
+    pub issuer: String,
+    /// `aud`.
+    pub audience: String,
+    /// Lifetime of an access token.
+    pub ttl: Duration,
+}
+
+/// [`AccessTokens`] as HS256 JWTs.
+pub struct JwtAccessTokens {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    issuer: String,
+    audience: String,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for JwtAccessTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtAccessTokens")
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    sub: String,
+    iss: String,
+    aud: String,
+    iat: i64,
+    exp: i64,
+    jti: String,
+    typ: String,
+}
+
+impl JwtAccessTokens {
+    /// Minimum key length in bytes: HS256 keys shorter than its output add no security and are
+    /// guessable.
+    pub const MIN_SECRET_BYTES: usize = 32;
+
+    /// A codec for `settings`.
+    ///
+    /// # Errors
+    /// When the key is shorter than [`Self::MIN_SECRET_BYTES`].
+    pub fn new(settings: JwtSettings) -> anyhow::Result<Self> {
+        let key = settings.secret.expose_secret();
+        anyhow::ensure!(
+            key.len() >= Self::MIN_SECRET_BYTES,
+            "the JWT secret must be at least {} bytes, got {}",
+            Self::MIN_SECRET_BYTES,
+            key.len()
+        );
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[&settings.issuer]);
+        validation.set_audience(&[&settings.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.leeway = 0;
+        Ok(Self {
+            encoding: EncodingKey::from_secret(key),
+            decoding: DecodingKey::from_secret(key),
+            validation,
+            issuer: settings.issuer,
+            audience: settings.audience,
+            ttl: settings.ttl,
+        })
+    }
+}
+
+impl AccessTokens for JwtAccessTokens {
+    fn issue(&self, user: &UserId, now: DateTime<Utc>) -> anyhow::Result<IssuedAccessToken> {
+        let claims = Claims {
+            sub: user.to_string(),
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+            iat: now.timestamp(),
+            exp: (now + self.ttl).timestamp(),
+            jti: uuid::Uuid::now_v7().simple().to_string(),
+            typ: ACCESS_TYPE.to_owned(),
+        };
+        let token = encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .context("encoding an access token")?;
+        Ok(IssuedAccessToken {
+            token,
+            expires_in: self.ttl.num_seconds(),
+        })
+    }
+
+    fn verify(&self, token: &str) -> Result<AccessClaims, AccessTokenError> {
+        let data =
+            decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| {
+                match e.kind() {
+                    ErrorKind::ExpiredSignature => AccessTokenError::Expired,
+                    other => AccessTokenError::Invalid(format!("{other:?}")),
+                }
+            })?;
+        let claims = data.claims;
+        if claims.typ != ACCESS_TYPE {
+            return Err(AccessTokenError::Invalid(format!(
+                "token type {:?}",
+                claims.typ
+            )));
+        }
+        let expires_at = DateTime::from_timestamp(claims.exp, 0)
+            .ok_or_else(|| AccessTokenError::Invalid("exp out of range".into()))?;
+        Ok(AccessClaims {
+            user_id: UserId::from_string(claims.sub),
+            token_id: claims.jti,
+            expires_at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+    use super::*;
+
+    fn settings(key: &[u8]) -> JwtSettings {
+        JwtSettings {
+            secret: SecretSlice::from(key.to_vec()),
+            issuer: "agentry".into(),
+            audience: "agentry-api".into(),
+            ttl: Duration::hours(1),
+        }
+    }
+
+    fn codec() -> JwtAccessTokens {
+        JwtAccessTokens::new(settings(&[7u8; 32])).unwrap()
+    }
+
+    fn user() -> UserId {
+        UserId::from_string("usr_1")
+    }
+
+    #[test]
+    fn issued_tokens_verify_with_their_claims() {
+        let c = codec();
+        let issued = c.issue(&user(), Utc::now()).unwrap();
+        assert_eq!(issued.expires_in, 3600);
+        let claims = c.verify(&issued.token).unwrap();
+        assert_eq!(claims.user_id, user());
+        assert!(claims.expires_at > Utc::now());
+    }
+
+    #[test]
+    fn short_keys_are_refused() {
+        assert!(JwtAccessTokens::new(settings(&[1u8; 31])).is_err());
+    }
+
+    #[test]
+    fn expired_tokens_are_refused_as_expired() {
+        let c = codec();
+        let issued = c.issue(&user(), Utc::now() - Duration::hours(2)).unwrap();
+        assert_eq!(c.verify(&issued.token), Err(AccessTokenError::Expired));
+    }
+
+    #[test]
+    fn a_token_signed_with_another_key_is_refused() {
+        let other = JwtAccessTokens::new(settings(&[8u8; 32])).unwrap();
+        let issued = other.issue(&user(), Utc::now()).unwrap();
+        assert!(matches!(
+            codec().verify(&issued.token),
+            Err(AccessTokenError::Invalid(_))
+        ));
+    }
+
+    fn forge(header: &str, claims: serde_json::Value, signature: &str) -> String {
+        format!(
+            "{}.{}.{}",
+            URL_SAFE_NO_PAD.encode(header),
+            URL_SAFE_NO_PAD.encode(claims.to_string()),
+            signature
+        )
+    }
+
+    fn valid_claims(typ: &str) -> serde_json::Value {
+        let now = Utc::now().timestamp();
+        serde_json::json!({"sub": "usr_1", "iss": "agentry", "aud": "agentry-api",
+            "iat": now, "exp": now + 600, "jti": "x", "typ": typ})
+    }
+
+    #[test]
+    fn alg_none_is_refused() {
+        let token = forge(r#"{"alg":"none","typ":"JWT"}"#, valid_claims("access"), "");
+        assert!(matches!(
+            codec().verify(&token),
+            Err(AccessTokenError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn other_token_types_issuers_and_audiences_are_refused() {
+        let key = EncodingKey::from_secret(&[7u8; 32]);
+        let sign = |claims: serde_json::Value| {
+            encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap()
+        };
+        let c = codec();
+        assert!(
+            c.verify(&sign(valid_claims("access"))).is_ok(),
+            "control case"
+        );
+        assert!(c.verify(&sign(valid_claims("refresh"))).is_err());
+        let mut wrong_iss = valid_claims("access");
+        wrong_iss["iss"] = "someone-else".into();
+        assert!(c.verify(&sign(wrong_iss)).is_err());
+        let mut wrong_aud = valid_claims("access");
+        wrong_aud["aud"] = "other-api".into();
+        assert!(c.verify(&sign(wrong_aud)).is_err());
+        let mut no_exp = valid_claims("access");
+        no_exp.as_object_mut().unwrap().remove("exp");
+        assert!(c.verify(&sign(no_exp)).is_err());
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        for t in ["", "abc", "a.b.c", "Zm9v.YmFy.YmF6"] {
+            assert!(
+                matches!(codec().verify(t), Err(AccessTokenError::Invalid(_))),
+                "{t}"
+            );
+        }
+    }
+}

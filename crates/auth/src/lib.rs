@@ -1,0 +1,14 @@
+//! Credential adapters for Agentry's identity ports:
+//! - [`Argon2Hasher`]: argon2id password hashing off the async executor, with bounded
+//!   concurrency and a dummy verification for unknown users;
+//! - [`JwtAccessTokens`]: HS256 JWT access tokens with the algorithm pinned and `iss`, `aud`,
+//!   `typ`, `exp` validated;
+//! - [`RingSecrets`]: 256-bit random tokens and their SHA-256 digests.
+
+mod jwt;
+mod password;
+mod secrets;
+
+pub use jwt::{JwtAccessTokens, JwtSettings};
+pub use password::{Argon2Hasher, HashingParams};
+pub use secrets::RingSecrets;

@@ -1,0 +1,22 @@
+//! Identity: users, their credentials, access and refresh tokens, and the account service that
+//! registers users, signs them in and keeps their sessions.
+
+mod model;
+mod ports;
+pub mod refresh;
+mod service;
+
+pub use model::{Company, Email, FullName, Password, PasswordHash, User, UserCredentials};
+pub use ports::{
+    AccessClaims, AccessTokenError, AccessTokens, AccountRepository, IssuedAccessToken, NewAccount,
+    PasswordHasher, RefreshTokenRepository, RotateOutcome,
+};
+#[cfg(any(test, feature = "mock"))]
+pub use ports::{
+    MockAccessTokens, MockAccountRepository, MockPasswordHasher, MockRefreshTokenRepository,
+};
+pub use refresh::{RefreshToken, RefreshTokenStatus};
+pub use service::{
+    AccountPolicy, AccountService, AccountServiceDeps, AuthenticateError, CurrentUser, LoginError,
+    LogoutError, MeError, RefreshError, RegisterCommand, RegisterError, Registration, TokenPair,
+};

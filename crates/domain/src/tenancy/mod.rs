@@ -1,0 +1,171 @@
+//! Tenants, memberships and roles, and the plans that set a tenant's limits.
+//!
+//! A tenant is the unit of isolation: every resource belongs to exactly one, and a user reaches
+//! a tenant's resources only through a [`Membership`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+
+use crate::ids::{TenantId, UserId};
+use crate::validation::{FieldError, FieldErrorKind, check_length};
+
+/// A tenant's display name: 1–200 characters after trimming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantName(String);
+
+impl TenantName {
+    /// Validates and trims a tenant name.
+    ///
+    /// # Errors
+    /// A [`FieldError`] when the trimmed name is empty or longer than 200 characters.
+    pub fn new(value: &str) -> Result<Self, FieldError> {
+        let value = value.trim();
+        check_length(value, 1, 200, "name")?;
+        Ok(Self(value.to_owned()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A tenant's subscription plan; it sets the tenant's rate limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Plan {
+    /// The plan every new tenant starts on.
+    Starter,
+    /// Higher limits.
+    Pro,
+    /// Negotiated limits.
+    Enterprise,
+}
+
+impl Plan {
+    /// The plan's stable name (`starter`, `pro`, `enterprise`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starter => "starter",
+            Self::Pro => "pro",
+            Self::Enterprise => "enterprise",
+        }
+    }
+}
+
+impl FromStr for Plan {
+    type Err = FieldError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "starter" => Ok(Self::Starter),
+            "pro" => Ok(Self::Pro),
+            "enterprise" => Ok(Self::Enterprise),
+            other => Err(FieldError::new(
+                "plan",
+                FieldErrorKind::InvalidValue,
+                format!("unknown plan {other:?}"),
+            )),
+        }
+    }
+}
+
+/// A user's role within one tenant. Ordered from most to least powerful.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Everything, including billing.
+    Owner,
+    /// Everything but billing changes.
+    Admin,
+    /// Reads and writes agents, memory and workflows; executes workflows.
+    Member,
+    /// Reads only.
+    Viewer,
+}
+
+impl Role {
+    /// The role's stable name (`owner`, `admin`, `member`, `viewer`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Owner => "owner",
+            Self::Admin => "admin",
+            Self::Member => "member",
+            Self::Viewer => "viewer",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = FieldError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "owner" => Ok(Self::Owner),
+            "admin" => Ok(Self::Admin),
+            "member" => Ok(Self::Member),
+            "viewer" => Ok(Self::Viewer),
+            other => Err(FieldError::new(
+                "role",
+                FieldErrorKind::InvalidValue,
+                format!("unknown role {other:?}"),
+            )),
+        }
+    }
+}
+
+/// A tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    /// Its identifier.
+    pub id: TenantId,
+    /// Its display name.
+    pub name: TenantName,
+    /// Its plan.
+    pub plan: Plan,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A user's membership in a tenant, with the tenant's name for display.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    /// The tenant.
+    pub tenant_id: TenantId,
+    /// The tenant's display name.
+    pub tenant_name: String,
+    /// The member.
+    pub user_id: UserId,
+    /// The member's role in the tenant.
+    pub role: Role,
+    /// When the membership began.
+    pub created_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_and_plans_round_trip_through_their_names() {
+        for role in [Role::Owner, Role::Admin, Role::Member, Role::Viewer] {
+            assert_eq!(role.as_str().parse::<Role>().unwrap(), role);
+        }
+        for plan in [Plan::Starter, Plan::Pro, Plan::Enterprise] {
+            assert_eq!(plan.as_str().parse::<Plan>().unwrap(), plan);
+        }
+        assert!("root".parse::<Role>().is_err());
+        assert!("gold".parse::<Plan>().is_err());
+    }
+
+    #[test]
+    fn tenant_names_are_trimmed_and_bounded() {
+        assert_eq!(TenantName::new("  Acme ").unwrap().as_str(), "Acme");
+        assert!(TenantName::new("   ").is_err());
+        assert!(TenantName::new(&"x".repeat(201)).is_err());
+    }
+}

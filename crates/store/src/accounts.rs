@@ -1,0 +1,187 @@
+//! [`AccountRepository`]: users, tenants, memberships and the registration transaction.
+
+use agentry_domain::identity::{
+    AccountRepository, Email, FullName, NewAccount, PasswordHash, RegisterError, User,
+    UserCredentials,
+};
+use agentry_domain::ids::{TenantId, UserId};
+use agentry_domain::tenancy::Membership;
+use anyhow::Context as _;
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::database::Database;
+use crate::schema::{credit_ledger, memberships, tenants, users};
+use crate::types::DbTime;
+
+/// Users, tenants and memberships in the database.
+#[derive(Debug, Clone)]
+pub struct AccountStore {
+    db: Database,
+}
+
+impl AccountStore {
+    /// A repository over `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = users, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct UserRow {
+    id: String,
+    email: String,
+    full_name: String,
+    password_hash: String,
+    is_active: bool,
+    created_at: DbTime,
+    updated_at: DbTime,
+}
+
+impl UserRow {
+    fn into_credentials(self) -> anyhow::Result<UserCredentials> {
+        Ok(UserCredentials {
+            user: User {
+                id: UserId::from_string(self.id),
+                email: Email::parse(&self.email).context("stored e-mail is invalid")?,
+                full_name: FullName::new(&self.full_name).context("stored name is invalid")?,
+                is_active: self.is_active,
+                created_at: self.created_at.0,
+            },
+            password_hash: PasswordHash::from_phc(self.password_hash),
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = tenants)]
+struct NewTenantRow<'a> {
+    id: &'a str,
+    name: &'a str,
+    plan: &'a str,
+    credits: i64,
+    created_at: DbTime,
+    updated_at: DbTime,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = memberships)]
+struct NewMembershipRow<'a> {
+    tenant_id: &'a str,
+    user_id: &'a str,
+    role: &'a str,
+    created_at: DbTime,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = credit_ledger)]
+struct NewLedgerRow<'a> {
+    id: &'a str,
+    tenant_id: &'a str,
+    delta: i64,
+    balance_after: i64,
+    reason: &'a str,
+    created_at: DbTime,
+}
+
+#[async_trait]
+impl AccountRepository for AccountStore {
+    async fn create_account(&self, account: &NewAccount) -> Result<(), RegisterError> {
+        let user = &account.user;
+        let tenant = &account.tenant;
+        let grant = &account.welcome_grant;
+        let user_row = UserRow {
+            id: user.id.to_string(),
+            email: user.email.as_str().to_owned(),
+            full_name: user.full_name.as_str().to_owned(),
+            password_hash: account.password_hash.as_str().to_owned(),
+            is_active: user.is_active,
+            created_at: user.created_at.into(),
+            updated_at: user.created_at.into(),
+        };
+        let tenant_row = NewTenantRow {
+            id: tenant.id.as_str(),
+            name: tenant.name.as_str(),
+            plan: tenant.plan.as_str(),
+            credits: grant.balance_after,
+            created_at: tenant.created_at.into(),
+            updated_at: tenant.created_at.into(),
+        };
+        let membership_row = NewMembershipRow {
+            tenant_id: account.membership.tenant_id.as_str(),
+            user_id: account.membership.user_id.as_str(),
+            role: account.membership.role.as_str(),
+            created_at: account.membership.created_at.into(),
+        };
+        let ledger_row = NewLedgerRow {
+            id: grant.id.as_str(),
+            tenant_id: grant.tenant_id.as_str(),
+            delta: grant.delta,
+            balance_after: grant.balance_after,
+            reason: grant.reason.as_str(),
+            created_at: grant.created_at.into(),
+        };
+        let result = transaction!(self.db, conn => {
+            diesel::insert_into(users::table).values(&user_row).execute(conn).await?;
+            diesel::insert_into(tenants::table).values(&tenant_row).execute(conn).await?;
+            diesel::insert_into(memberships::table).values(&membership_row).execute(conn).await?;
+            diesel::insert_into(credit_ledger::table).values(&ledger_row).execute(conn).await?;
+            Ok(())
+        });
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_unique_violation("users_email_unique", "users.email") => {
+                Err(RegisterError::EmailTaken)
+            }
+            Err(e) => Err(RegisterError::Unexpected(e.into())),
+        }
+    }
+
+    async fn find_credentials(&self, email: &Email) -> anyhow::Result<Option<UserCredentials>> {
+        let row: Option<UserRow> = with_conn!(self.db, conn => users::table
+            .filter(users::email.eq(email.as_str()))
+            .select(UserRow::as_select())
+            .first(conn)
+            .await
+            .optional())?;
+        row.map(UserRow::into_credentials).transpose()
+    }
+
+    async fn find_user(&self, id: &UserId) -> anyhow::Result<Option<User>> {
+        let row: Option<UserRow> = with_conn!(self.db, conn => users::table
+            .find(id.as_str())
+            .select(UserRow::as_select())
+            .first(conn)
+            .await
+            .optional())?;
+        Ok(row
+            .map(UserRow::into_credentials)
+            .transpose()?
+            .map(|c| c.user))
+    }
+
+    async fn memberships(&self, user: &UserId) -> anyhow::Result<Vec<Membership>> {
+        let rows: Vec<(String, String, String, DbTime)> = with_conn!(self.db, conn => memberships::table
+            .inner_join(tenants::table)
+            .filter(memberships::user_id.eq(user.as_str()))
+            .order((memberships::created_at.asc(), memberships::tenant_id.asc()))
+            .select((memberships::tenant_id, tenants::name, memberships::role, memberships::created_at))
+            .load(conn)
+            .await)?;
+        rows.into_iter()
+            .map(|(tenant_id, tenant_name, role, created_at)| {
+                Ok(Membership {
+                    tenant_id: TenantId::from_string(tenant_id),
+                    tenant_name,
+                    user_id: user.clone(),
+                    role: role
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("stored role is invalid: {e}"))?,
+                    created_at: created_at.0,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,300 @@
+//! The connection pool over either backend, chosen at runtime by the URL's scheme, and the two
+//! macros every repository uses to write a query once for both.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use diesel::SqliteConnection;
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use futures_util::FutureExt as _;
+
+/// The SQLite connection type: diesel's synchronous connection, run on tokio's blocking pool.
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+
+const PG_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+
+/// Which database a [`Database`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// PostgreSQL (`postgres://` or `postgresql://`).
+    Postgres,
+    /// SQLite (`sqlite://<path>`).
+    Sqlite,
+}
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    /// `postgres://…` or `sqlite://<path>` (`sqlite://data/agentry.db`).
+    pub url: String,
+    /// Most connections the pool opens.
+    pub max_connections: usize,
+    /// How long a request waits for a free connection before failing.
+    pub acquire_timeout: Duration,
+    /// Longest a single statement may run (PostgreSQL `statement_timeout`; SQLite waits at
+    /// most this long for a lock through `busy_timeout`).
+    pub statement_timeout: Duration,
+}
+
+impl DatabaseSettings {
+    /// Settings for `url` with the defaults used by the service.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum DbPool {
+    Pg(Pool<AsyncPgConnection>),
+    Sqlite(Pool<SqliteConn>),
+}
+
+/// A pooled database. Cheap to clone; clones share the pool.
+#[derive(Clone)]
+pub struct Database {
+    pub(crate) pool: DbPool,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The backend a URL names.
+///
+/// # Errors
+/// For any scheme but `postgres`, `postgresql` and `sqlite`.
+pub fn backend_of(url: &str) -> anyhow::Result<Backend> {
+    let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
+    match scheme {
+        "postgres" | "postgresql" => Ok(Backend::Postgres),
+        "sqlite" => Ok(Backend::Sqlite),
+        _ => anyhow::bail!(
+            "unsupported database URL {:?}: use postgres://… or sqlite://<path>",
+            redact(url)
+        ),
+    }
+}
+
+/// The URL without its password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl Database {
+    /// Opens a pool. For SQLite the file's directory is created when missing; every
+    /// connection gets WAL, a busy timeout and foreign keys. For PostgreSQL every connection
+    /// gets the statement timeout. Nothing is migrated here: see [`Database::migrate`].
+    ///
+    /// # Errors
+    /// For an unsupported URL, or when the pool cannot be built or its first connection fails.
+    pub async fn connect(settings: &DatabaseSettings) -> anyhow::Result<Self> {
+        let pool = match backend_of(&settings.url)? {
+            Backend::Postgres => DbPool::Pg(pg_pool(settings)?),
+            Backend::Sqlite => DbPool::Sqlite(sqlite_pool(settings)?),
+        };
+        let db = Self { pool };
+        db.ping()
+            .await
+            .with_context(|| format!("cannot connect to {}", redact(&settings.url)))?;
+        Ok(db)
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            DbPool::Pg(_) => Backend::Postgres,
+            DbPool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// Runs one trivial statement: the readiness check.
+    ///
+    /// # Errors
+    /// When no connection can be had or the statement fails.
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        with_conn!(self, conn => conn.batch_execute("SELECT 1").await)?;
+        Ok(())
+    }
+
+    /// Applies the embedded migrations of this backend that have not run yet; returns how
+    /// many ran.
+    ///
+    /// # Errors
+    /// When a migration fails; it is rolled back and nothing after it runs.
+    pub async fn migrate(&self) -> anyhow::Result<usize> {
+        // The harness drives an async connection from synchronous code with `block_in_place`,
+        // which needs a blocking-capable thread: give it one.
+        let pool = self.pool.clone();
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
+            let _guard = handle.enter();
+            let applied = match pool {
+                DbPool::Pg(p) => {
+                    let conn = handle
+                        .block_on(p.get())
+                        .context("no connection for migrations")?;
+                    let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
+                    harness
+                        .run_pending_migrations(PG_MIGRATIONS)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?
+                        .len()
+                }
+                DbPool::Sqlite(p) => {
+                    let conn = handle
+                        .block_on(p.get())
+                        .context("no connection for migrations")?;
+                    let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
+                    harness
+                        .run_pending_migrations(SQLITE_MIGRATIONS)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?
+                        .len()
+                }
+            };
+            Ok(applied)
+        })
+        .await
+        .context("migration task panicked")?
+    }
+}
+
+impl Database {
+    /// How many rows `table` holds: for diagnostics and for tests that prove a failed operation
+    /// left nothing behind. Only tables of this schema are accepted.
+    ///
+    /// # Errors
+    /// For an unknown table, or when the query fails.
+    pub async fn count_rows(&self, table: &str) -> anyhow::Result<i64> {
+        const TABLES: &[&str] = &[
+            "tenants",
+            "users",
+            "memberships",
+            "credit_ledger",
+            "refresh_tokens",
+        ];
+        anyhow::ensure!(TABLES.contains(&table), "unknown table {table:?}");
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let query = format!("SELECT COUNT(*) AS n FROM {table}");
+        let row: Count = with_conn!(self, conn => {
+            use diesel_async::RunQueryDsl as _;
+            diesel::sql_query(&query).get_result(conn).await
+        })?;
+        Ok(row.n)
+    }
+}
+
+fn pg_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<AsyncPgConnection>> {
+    let statement_timeout_ms = settings.statement_timeout.as_millis();
+    let mut config = ManagerConfig::<AsyncPgConnection>::default();
+    config.custom_setup = Box::new(move |url| {
+        async move {
+            let mut conn = AsyncPgConnection::establish(url).await?;
+            conn.batch_execute(&format!("SET statement_timeout = {statement_timeout_ms}"))
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    let manager = AsyncDieselConnectionManager::new_with_config(settings.url.clone(), config);
+    Pool::builder(manager)
+        .max_size(settings.max_connections)
+        .wait_timeout(Some(settings.acquire_timeout))
+        .create_timeout(Some(settings.acquire_timeout))
+        .runtime(deadpool::Runtime::Tokio1)
+        .build()
+        .context("building the PostgreSQL pool")
+}
+
+fn sqlite_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<SqliteConn>> {
+    let path = settings.url.trim_start_matches("sqlite://").to_owned();
+    anyhow::ensure!(
+        !path.is_empty(),
+        "the SQLite URL names no file: use sqlite://<path>"
+    );
+    if let Some(dir) = Path::new(&path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let busy_ms = settings.statement_timeout.as_millis();
+    let mut config = ManagerConfig::<SqliteConn>::default();
+    config.custom_setup = Box::new(move |url| {
+        async move {
+            let mut conn = SqliteConn::establish(url).await?;
+            // WAL lets readers run beside the one writer; busy_timeout makes a writer wait for
+            // the lock instead of failing at once; foreign keys are off by default in SQLite.
+            conn.batch_execute(&format!(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                 PRAGMA busy_timeout = {busy_ms}; PRAGMA foreign_keys = ON;"
+            ))
+            .await
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    let manager = AsyncDieselConnectionManager::new_with_config(path, config);
+    Pool::builder(manager)
+        .max_size(settings.max_connections)
+        .wait_timeout(Some(settings.acquire_timeout))
+        .create_timeout(Some(settings.acquire_timeout))
+        .runtime(deadpool::Runtime::Tokio1)
+        .build()
+        .context("building the SQLite pool")
+}
+
+/// Errors of a storage operation before they are mapped to domain errors.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    #[error("no database connection available: {0}")]
+    Pool(String),
+    #[error(transparent)]
+    Query(#[from] DieselError),
+}
+
+impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {
+    fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
+        Self::Pool(e.to_string())
+    }
+}
+
+impl StoreError {
+    /// Whether this is a unique violation of `constraint` (a PostgreSQL constraint name, or
+    /// the `table.column` SQLite names in its message).
+    pub(crate) fn is_unique_violation(&self, pg_constraint: &str, sqlite_column: &str) -> bool {
+        match self {
+            Self::Query(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, info)) => {
+                info.constraint_name() == Some(pg_constraint)
+                    || info.message().contains(sqlite_column)
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Agentry's storage adapter: every repository port of `agentry-domain`, over PostgreSQL
+//! (`diesel-async`'s `AsyncPgConnection`) or SQLite (diesel's `SqliteConnection` run on the
+//! blocking pool), chosen at runtime by the database URL.
+//!
+//! Queries are written once with diesel's query builder and expanded per backend by the
+//! `with_conn!` and `transaction!` macros, so both are type-checked at compile time. Backend
+//! differences are kept to the column types in [`types`] and the two migration directories.
+
+#[macro_use]
+mod macros;
+mod accounts;
+mod database;
+mod refresh_tokens;
+pub mod schema;
+pub mod types;
+
+pub use accounts::AccountStore;
+pub use database::{Backend, Database, DatabaseSettings, backend_of, redact};
+pub use refresh_tokens::RefreshTokenStore;

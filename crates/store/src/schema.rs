@@ -1,0 +1,86 @@
+//! One diesel schema for both backends, in portable column types (see [`crate::types`]).
+//! Kept by hand beside the migrations in `migrations/{postgres,sqlite}`.
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    tenants (id) {
+        id -> Text,
+        name -> Text,
+        plan -> Text,
+        credits -> BigInt,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    users (id) {
+        id -> Text,
+        email -> Text,
+        full_name -> Text,
+        password_hash -> Text,
+        is_active -> Bool,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    memberships (tenant_id, user_id) {
+        tenant_id -> Text,
+        user_id -> Text,
+        role -> Text,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    credit_ledger (id) {
+        id -> Text,
+        tenant_id -> Text,
+        delta -> BigInt,
+        balance_after -> BigInt,
+        reason -> Text,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    refresh_tokens (id) {
+        id -> Text,
+        family_id -> Text,
+        user_id -> Text,
+        token_digest -> Text,
+        status -> Text,
+        issued_at -> UtcTime,
+        expires_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::joinable!(memberships -> tenants (tenant_id));
+diesel::joinable!(memberships -> users (user_id));
+diesel::joinable!(credit_ledger -> tenants (tenant_id));
+diesel::joinable!(refresh_tokens -> users (user_id));
+
+diesel::allow_tables_to_appear_in_same_query!(
+    tenants,
+    users,
+    memberships,
+    credit_ledger,
+    refresh_tokens
+);

@@ -1,0 +1,8 @@
+//! Contract tests: every repository port, against SQLite always and against PostgreSQL when
+//! `AGENTRY_TEST_DATABASE_URL` is set (`AGENTRY_REQUIRE_POSTGRES=1` makes its absence a
+//! failure). Each test gets a database of its own: a fresh SQLite file, or a fresh PostgreSQL
+//! schema.
+
+mod accounts;
+mod harness;
+mod refresh_tokens;
