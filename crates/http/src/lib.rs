@@ -1,1 +1,85 @@
+//! Agentry's HTTP adapter (actix-web).
+//!
+//! [`build_app`] assembles the application: every API route under both `/api/v1` and `/v1`,
+//! `/healthz` and `/readyz` at the root, the OpenAPI document at `/api/v1/openapi.json` and
+//! its docs page at `/docs/`. Every response carries `X-Request-Id`; every error, unknown
+//! routes included, is JSON in the configured envelope ([`HttpSettings`]).
 
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod openapi;
+pub mod reply;
+pub mod routes;
+pub mod settings;
+
+use std::sync::Arc;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::{App, web};
+use agentry_domain::identity::AccountService;
+use async_trait::async_trait;
+use utoipa::OpenApi as _;
+use utoipa_swagger_ui::SwaggerUi;
+
+pub use error::{ApiError, ErrorCode};
+pub use settings::{Envelope, HttpSettings};
+
+/// Tells whether the service's dependencies answer (`GET /readyz`).
+#[async_trait]
+pub trait Readiness: Send + Sync {
+    /// `Ok` when the service can do its work.
+    async fn check(&self) -> anyhow::Result<()>;
+}
+
+/// The services the handlers call.
+#[derive(Clone)]
+pub struct AppState {
+    /// Accounts and sessions.
+    pub accounts: AccountService,
+    /// The readiness probe.
+    pub readiness: Arc<dyn Readiness>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+/// The routes served under each API base path.
+fn api_routes(cfg: &mut web::ServiceConfig) {
+    cfg.configure(routes::auth::configure)
+        .service(web::resource("/openapi.json").route(web::get().to(openapi::openapi_json)));
+}
+
+async fn no_such_route() -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::not_found("no such route"))
+}
+
+/// The application, ready for `HttpServer::new(move || build_app(state.clone(), settings.clone()))`.
+pub fn build_app(
+    state: web::Data<AppState>,
+    settings: web::Data<HttpSettings>,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<BoxBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .app_data(state)
+        .app_data(settings)
+        .wrap(actix_web::middleware::from_fn(middleware::request_context))
+        .configure(routes::health::configure)
+        .service(web::scope("/api/v1").configure(api_routes))
+        .service(web::scope("/v1").configure(api_routes))
+        .service(
+            SwaggerUi::new("/docs/{_:.*}").url("/docs/openapi.json", openapi::ApiDoc::openapi()),
+        )
+        .default_service(web::to(no_such_route))
+}

@@ -1,0 +1,89 @@
+//! Success responses in the configured envelope, and the timestamp format of every body.
+
+use actix_web::body::BoxBody;
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, Responder, web};
+use serde::Serialize;
+
+use crate::settings::{Envelope, HttpSettings};
+
+/// A successful JSON answer; wrapped as `{success: true, data}` when so configured.
+#[derive(Debug)]
+pub struct Reply<T> {
+    status: StatusCode,
+    body: T,
+}
+
+impl<T: Serialize> Reply<T> {
+    /// 200 with `body`.
+    pub fn ok(body: T) -> Self {
+        Self {
+            status: StatusCode::OK,
+            body,
+        }
+    }
+
+    /// 201 with `body`.
+    pub fn created(body: T) -> Self {
+        Self {
+            status: StatusCode::CREATED,
+            body,
+        }
+    }
+
+    /// `status` with `body`.
+    pub fn with_status(status: StatusCode, body: T) -> Self {
+        Self { status, body }
+    }
+}
+
+#[derive(Serialize)]
+struct Wrapped<'a, T> {
+    success: bool,
+    data: &'a T,
+}
+
+impl<T: Serialize> Responder for Reply<T> {
+    type Body = BoxBody;
+
+    fn respond_to(self, req: &HttpRequest) -> HttpResponse<Self::Body> {
+        let envelope = req
+            .app_data::<web::Data<HttpSettings>>()
+            .map_or(Envelope::Bare, |s| s.envelope);
+        let mut response = HttpResponse::build(self.status);
+        match envelope {
+            Envelope::Bare => response.json(&self.body),
+            Envelope::Wrapped => response.json(Wrapped {
+                success: true,
+                data: &self.body,
+            }),
+        }
+    }
+}
+
+/// Serde helpers for RFC 3339 UTC timestamps with millisecond precision and `Z`.
+pub mod timestamp {
+    use chrono::{DateTime, SecondsFormat, Utc};
+    use serde::Serializer;
+
+    /// Formats `2026-11-01T12:00:00.123Z`.
+    pub fn format(t: &DateTime<Utc>) -> String {
+        t.to_rfc3339_opts(SecondsFormat::Millis, true)
+    }
+
+    /// `#[serde(serialize_with = "timestamp::serialize")]`.
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format(t))
+    }
+
+    /// The same for an optional timestamp (`null` when absent).
+    pub fn serialize_opt<S: Serializer>(
+        t: &Option<DateTime<Utc>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&format(t)),
+            None => s.serialize_none(),
+        }
+    }
+}

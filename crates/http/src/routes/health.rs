@@ -1,0 +1,46 @@
+//! `/healthz` (the process is up) and `/readyz` (its dependencies answer).
+
+use actix_web::web;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::error::{ApiError, ErrorCode};
+use crate::reply::Reply;
+
+/// Registers the routes of this module at the root.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
+        .service(web::resource("/readyz").route(web::get().to(readyz)));
+}
+
+/// Health status.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` or `ready`.
+    pub status: &'static str,
+}
+
+/// Liveness: answers as long as the process serves HTTP.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Health)))]
+pub async fn healthz() -> Reply<Health> {
+    Reply::ok(Health { status: "ok" })
+}
+
+/// Readiness: answers 200 only when the database answers.
+#[utoipa::path(
+    get, path = "/readyz", tag = "operations",
+    responses((status = 200, body = Health), (status = 503, description = "Database unreachable"))
+)]
+pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiError> {
+    match state.readiness.check().await {
+        Ok(()) => Ok(Reply::ok(Health { status: "ready" })),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            Err(
+                ApiError::new(ErrorCode::Unavailable, "the database is not reachable")
+                    .with_retry_after(5),
+            )
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Route handlers, one module per area. Handlers are thin: parse, convert to domain types, call
+//! one service method, map the result.
+
+pub mod auth;
+pub mod health;

@@ -1,0 +1,161 @@
+//! Wiring: configuration in, a running HTTP server out. The only place that knows every
+//! adapter.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::{HttpServer, web};
+use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingSecrets};
+use agentry_domain::identity::{AccountPolicy, AccountService, AccountServiceDeps};
+use agentry_http::{AppState, HttpSettings, Readiness};
+use agentry_store::{AccountStore, Database, DatabaseSettings, RefreshTokenStore, redact};
+use anyhow::Context as _;
+use async_trait::async_trait;
+
+use crate::config::Config;
+use crate::keys;
+use crate::system::{SystemClock, UlidIds};
+
+/// Opens the database described by `config`.
+///
+/// # Errors
+/// When the URL is invalid or the database cannot be reached.
+pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
+    let settings = DatabaseSettings {
+        url: config.database_url.clone(),
+        max_connections: config.database_max_connections,
+        acquire_timeout: Duration::from_millis(config.database_acquire_timeout_ms),
+        statement_timeout: Duration::from_millis(config.database_statement_timeout_ms),
+    };
+    Database::connect(&settings).await
+}
+
+struct DatabaseReadiness(Database);
+
+#[async_trait]
+impl Readiness for DatabaseReadiness {
+    async fn check(&self) -> anyhow::Result<()> {
+        self.0.ping().await
+    }
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
+}
+
+/// Builds the services over `db`.
+///
+/// # Errors
+/// When the JWT key is invalid or cannot be read or written.
+pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
+    let jwt = JwtAccessTokens::new(JwtSettings {
+        secret: keys::jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?,
+        issuer: config.public_url.clone(),
+        audience: "agentry-api".into(),
+        ttl: chrono::Duration::seconds(config.access_token_ttl_secs),
+    })?;
+    let hasher = Argon2Hasher::new(
+        HashingParams::OWASP,
+        config.password_hash_concurrency.unwrap_or_else(cpus),
+    )?;
+    let accounts = AccountService::new(
+        AccountServiceDeps {
+            accounts: Arc::new(AccountStore::new(db.clone())),
+            refresh_tokens: Arc::new(RefreshTokenStore::new(db.clone())),
+            hasher: Arc::new(hasher),
+            access_tokens: Arc::new(jwt),
+            secrets: Arc::new(RingSecrets::new()),
+            ids: Arc::new(UlidIds::default()),
+            clock: Arc::new(SystemClock),
+        },
+        AccountPolicy {
+            welcome_credits: config.welcome_credits,
+            refresh_token_ttl: chrono::Duration::days(config.refresh_token_ttl_days),
+        },
+    );
+    Ok(AppState {
+        accounts,
+        readiness: Arc::new(DatabaseReadiness(db.clone())),
+    })
+}
+
+/// The HTTP layer's settings from the configuration.
+pub fn http_settings(config: &Config) -> HttpSettings {
+    let mut settings = HttpSettings::new(config.api_envelope);
+    if let Some(status) = config.validation_status {
+        settings.validation_status = status;
+    }
+    settings.max_body_bytes = config.max_body_bytes;
+    settings
+}
+
+/// A bound, not yet running, service.
+pub struct Application {
+    server: Server,
+    addr: SocketAddr,
+    db: Database,
+}
+
+impl std::fmt::Debug for Application {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Application")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Application {
+    /// Opens the database (migrating it when configured to), builds the services and binds
+    /// the listener. Port 0 binds a free port; see [`Application::addr`].
+    ///
+    /// # Errors
+    /// When any of those steps fails.
+    pub async fn build(config: &Config) -> anyhow::Result<Self> {
+        let db = open_database(config).await?;
+        if config.migrates_on_start() {
+            let applied = db.migrate().await.context("migrating the database")?;
+            if applied > 0 {
+                tracing::info!(applied, "applied database migrations");
+            }
+        }
+        let state = web::Data::new(build_state(config, &db)?);
+        let settings = web::Data::new(http_settings(config));
+        let listener =
+            TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
+        let addr = listener.local_addr()?;
+        let server =
+            HttpServer::new(move || agentry_http::build_app(state.clone(), settings.clone()))
+                .workers(config.workers.unwrap_or_else(cpus))
+                .shutdown_timeout(config.shutdown_timeout_secs)
+                .listen(listener)?
+                .run();
+        tracing::info!(%addr, database = %redact(&config.database_url), "listening");
+        Ok(Self { server, addr, db })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The database the service uses.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// A handle to stop the server gracefully.
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until the server is stopped. SIGTERM and SIGINT stop accepting connections and
+    /// let in-flight requests finish within `shutdown_timeout_secs`.
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.server.await.context("HTTP server failed")
+    }
+}

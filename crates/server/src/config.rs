@@ -1,0 +1,215 @@
+//! Configuration: built-in defaults, then `agentry.toml` (or the file named by `--config` /
+//! `AGENTRY_CONFIG`), then `AGENTRY_*` environment variables — the later source wins. Every
+//! setting is documented in `docs/configuration.md`.
+
+use std::path::{Path, PathBuf};
+
+use agentry_http::Envelope;
+use figment::Figment;
+use figment::providers::{Env, Format as _, Serialized, Toml};
+use secrecy::SecretString;
+use serde::{Deserialize, Serialize};
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable `key=value` lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Every setting of the service.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Address to listen on.
+    pub bind: String,
+    /// `sqlite://<path>` or `postgres://…`.
+    pub database_url: String,
+    /// Most pooled database connections.
+    pub database_max_connections: usize,
+    /// Longest wait for a pooled connection, in milliseconds.
+    pub database_acquire_timeout_ms: u64,
+    /// Longest a statement may run (PostgreSQL) or wait for a lock (SQLite), in milliseconds.
+    pub database_statement_timeout_ms: u64,
+    /// Apply pending migrations at start. Unset: yes on SQLite, no on PostgreSQL (run
+    /// `agentry migrate` once per deployment instead).
+    pub auto_migrate: Option<bool>,
+    /// Where the service keeps its files (the generated JWT key, the SQLite default).
+    pub data_dir: PathBuf,
+    /// The JWT signing key (at least 32 bytes). Unset: generated once and kept in `data_dir`.
+    #[serde(skip_serializing)]
+    pub jwt_secret: Option<SecretString>,
+    /// The service's public base URL, used in links it generates and as the JWT issuer.
+    pub public_url: String,
+    /// `bare` or `wrapped` response bodies.
+    pub api_envelope: Envelope,
+    /// Status of validation errors: 422 or 400. Unset: 422 with `bare`, 400 with `wrapped`.
+    pub validation_status: Option<u16>,
+    /// Largest accepted request body in bytes.
+    pub max_body_bytes: usize,
+    /// Credits granted to each new tenant.
+    pub welcome_credits: i64,
+    /// Access token lifetime in seconds.
+    pub access_token_ttl_secs: i64,
+    /// Refresh token lifetime in days.
+    pub refresh_token_ttl_days: i64,
+    /// Most password hashes computed at once. Unset: the number of CPUs.
+    pub password_hash_concurrency: Option<usize>,
+    /// HTTP worker threads. Unset: the number of CPUs.
+    pub workers: Option<usize>,
+    /// Seconds in-flight requests get to finish after SIGTERM.
+    pub shutdown_timeout_secs: u64,
+    /// Log filter, e.g. `info` or `agentry=debug,info`.
+    pub log: String,
+    /// `text` or `json`.
+    pub log_format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            database_url: "sqlite://data/agentry.db".into(),
+            database_max_connections: 16,
+            database_acquire_timeout_ms: 5_000,
+            database_statement_timeout_ms: 10_000,
+            auto_migrate: None,
+            data_dir: PathBuf::from("data"),
+            jwt_secret: None,
+            public_url: "http://127.0.0.1:8080".into(),
+            api_envelope: Envelope::Bare,
+            validation_status: None,
+            max_body_bytes: 1024 * 1024,
+            welcome_credits: 1000,
+            access_token_ttl_secs: 3600,
+            refresh_token_ttl_days: 30,
+            password_hash_concurrency: None,
+            workers: None,
+            shutdown_timeout_secs: 30,
+            log: "info".into(),
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the configuration: defaults, then `file` if it exists, then the environment.
+    ///
+    /// # Errors
+    /// When a source has a value of the wrong type or an unknown enum member, or the result
+    /// fails [`Config::validate`].
+    pub fn load(file: &Path) -> anyhow::Result<Self> {
+        let config: Self = Figment::from(Serialized::defaults(Self::default()))
+            .merge(Toml::file(file))
+            // Secrets and URLs stay strings even when they look like numbers.
+            .merge(
+                Env::prefixed("AGENTRY_")
+                    .ignore(&["config"])
+                    .map(|k| k.as_str().to_lowercase().into()),
+            )
+            .extract()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks values that types alone do not constrain.
+    ///
+    /// # Errors
+    /// Naming the first invalid setting.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(status) = self.validation_status {
+            anyhow::ensure!(
+                status == 400 || status == 422,
+                "AGENTRY_VALIDATION_STATUS must be 400 or 422, got {status}"
+            );
+        }
+        anyhow::ensure!(
+            self.welcome_credits >= 0,
+            "AGENTRY_WELCOME_CREDITS must not be negative"
+        );
+        anyhow::ensure!(
+            self.access_token_ttl_secs > 0,
+            "AGENTRY_ACCESS_TOKEN_TTL_SECS must be positive"
+        );
+        anyhow::ensure!(
+            self.refresh_token_ttl_days > 0,
+            "AGENTRY_REFRESH_TOKEN_TTL_DAYS must be positive"
+        );
+        anyhow::ensure!(
+            self.max_body_bytes >= 1024,
+            "AGENTRY_MAX_BODY_BYTES must be at least 1024"
+        );
+        anyhow::ensure!(
+            self.database_max_connections >= 1,
+            "AGENTRY_DATABASE_MAX_CONNECTIONS must be at least 1"
+        );
+        agentry_store::backend_of(&self.database_url)?;
+        Ok(())
+    }
+
+    /// Whether pending migrations run at start.
+    pub fn migrates_on_start(&self) -> bool {
+        self.auto_migrate.unwrap_or_else(|| {
+            matches!(
+                agentry_store::backend_of(&self.database_url),
+                Ok(agentry_store::Backend::Sqlite)
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_serve_the_embedded_database_on_localhost() {
+        let c = Config::default();
+        assert_eq!(c.bind, "127.0.0.1:8080");
+        assert_eq!(c.database_url, "sqlite://data/agentry.db");
+        assert!(c.migrates_on_start());
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn file_then_environment_override_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "agentry.toml",
+                "bind = \"0.0.0.0:9000\"\nwelcome_credits = 5\nlog_format = \"json\"",
+            )?;
+            jail.set_env("AGENTRY_WELCOME_CREDITS", "7");
+            jail.set_env("AGENTRY_JWT_SECRET", "12345678901234567890123456789012");
+            jail.set_env("AGENTRY_API_ENVELOPE", "wrapped");
+            let c = Config::load(Path::new("agentry.toml")).map_err(|e| e.to_string())?;
+            assert_eq!(c.bind, "0.0.0.0:9000");
+            assert_eq!(c.welcome_credits, 7);
+            assert_eq!(c.log_format, LogFormat::Json);
+            assert_eq!(c.api_envelope, Envelope::Wrapped);
+            assert!(c.jwt_secret.is_some());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn invalid_values_are_refused_with_the_setting_named() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("AGENTRY_VALIDATION_STATUS", "418");
+            let err = Config::load(Path::new("none.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("AGENTRY_VALIDATION_STATUS"), "{err}");
+            jail.set_env("AGENTRY_VALIDATION_STATUS", "422");
+            jail.set_env("AGENTRY_DATABASE_URL", "mysql://x");
+            let err = Config::load(Path::new("none.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("unsupported database URL"), "{err}");
+            Ok(())
+        });
+    }
+}
