@@ -163,6 +163,7 @@ impl Config {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closures return its large error type.
 mod tests {
     use super::*;
 

@@ -248,11 +248,12 @@ fn sqlite_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<SqliteConn>> 
     config.custom_setup = Box::new(move |url| {
         async move {
             let mut conn = SqliteConn::establish(url).await?;
-            // WAL lets readers run beside the one writer; busy_timeout makes a writer wait for
-            // the lock instead of failing at once; foreign keys are off by default in SQLite.
+            // busy_timeout first: even switching to WAL takes a lock, and without it a
+            // connection opened while another writes would fail at once. WAL lets readers run
+            // beside the one writer; foreign keys are off by default in SQLite.
             conn.batch_execute(&format!(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                 PRAGMA busy_timeout = {busy_ms}; PRAGMA foreign_keys = ON;"
+                "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
+                 PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
             ))
             .await
             .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;

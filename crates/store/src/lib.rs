@@ -12,6 +12,8 @@ mod accounts;
 mod database;
 mod refresh_tokens;
 pub mod schema;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod types;
 
 pub use accounts::AccountStore;

@@ -384,12 +384,11 @@ impl AccountService {
     pub async fn logout(&self, user: &UserId, presented: &str) -> Result<(), LogoutError> {
         let d = &self.deps;
         let digest = d.secrets.digest(presented);
-        if let Some(token) = d.refresh_tokens.find_by_digest(&digest).await? {
-            if &token.user_id == user {
-                d.refresh_tokens
-                    .revoke_family(&token.family_id, d.clock.now())
-                    .await?;
-            }
+        let token = d.refresh_tokens.find_by_digest(&digest).await?;
+        if let Some(token) = token.filter(|t| &t.user_id == user) {
+            d.refresh_tokens
+                .revoke_family(&token.family_id, d.clock.now())
+                .await?;
         }
         Ok(())
     }

@@ -1,4 +1,5 @@
 //! Contract tests: every repository port, against SQLite always and against PostgreSQL when
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 //! `AGENTRY_TEST_DATABASE_URL` is set (`AGENTRY_REQUIRE_POSTGRES=1` makes its absence a
 //! failure). Each test gets a database of its own: a fresh SQLite file, or a fresh PostgreSQL
 //! schema.

@@ -1,0 +1,130 @@
+//! A running application per test, on its own SQLite file (or PostgreSQL schema), and a client.
+
+use std::sync::Once;
+
+use agentry_server::{Application, Config};
+use reqwest::{Client, Response};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+/// The JWT key the test applications sign with, so tests can mint tokens of their own.
+pub const JWT_SECRET: &str = "test-secret-test-secret-test-secret-0123";
+
+pub struct TestApp {
+    pub base: String,
+    pub client: Client,
+    pub handle: actix_web::dev::ServerHandle,
+    _dir: tempfile::TempDir,
+}
+
+fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A configuration for a test: port 0, its own data directory and SQLite file.
+pub fn test_config(dir: &tempfile::TempDir) -> Config {
+    Config {
+        bind: "127.0.0.1:0".into(),
+        database_url: format!("sqlite://{}", dir.path().join("agentry.db").display()),
+        data_dir: dir.path().to_path_buf(),
+        jwt_secret: Some(SecretString::from(JWT_SECRET)),
+        workers: Some(2),
+        log: "warn".into(),
+        ..Config::default()
+    }
+}
+
+/// Starts the application with the default test configuration.
+pub async fn spawn() -> TestApp {
+    spawn_with(|_| {}).await
+}
+
+/// Starts the application after `tweak` has adjusted the test configuration.
+pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut config = test_config(&dir);
+    tweak(&mut config);
+    start(config, dir).await
+}
+
+/// Starts the application with `config`, keeping `dir` alive as long as it runs.
+pub async fn start(config: Config, dir: tempfile::TempDir) -> TestApp {
+    install_crypto();
+    agentry_server::telemetry::init(&config);
+    let app = Application::build(&config)
+        .await
+        .expect("application starts");
+    let base = format!("http://{}", app.addr());
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
+    TestApp {
+        base,
+        client: Client::new(),
+        handle,
+        _dir: dir,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Response {
+        self.client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn get_with_token(&self, path: &str, token: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn register(&self, email: &str, company: Option<&str>) -> Response {
+        let mut body = json!({"email": email, "password": "correct horse battery", "full_name": "Ada Lovelace"});
+        if let Some(company) = company {
+            body["company"] = json!(company);
+        }
+        self.post_json("/api/v1/auth/register", &body).await
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> Response {
+        self.client
+            .post(self.url("/api/v1/auth/login"))
+            .form(&[
+                ("username", email),
+                ("password", password),
+                ("grant_type", "password"),
+            ])
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// Registers `email` and signs in: the token response.
+    pub async fn signed_in(&self, email: &str) -> Value {
+        assert_eq!(self.register(email, Some("Acme")).await.status(), 201);
+        let response = self.login(email, "correct horse battery").await;
+        assert_eq!(response.status(), 200);
+        response.json().await.expect("token JSON")
+    }
+}
+
+/// The body as JSON, asserting the status first.
+pub async fn json_with_status(response: Response, status: u16) -> Value {
+    let actual = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    assert_eq!(actual, status, "unexpected status, body: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("body is not JSON ({e}): {text}"))
+}

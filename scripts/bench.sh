@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Load benchmark: the release build on SQLite and on PostgreSQL, driven by wrk over many
+# connections. Prints requests/s and p50/p99 latency per route, and each route's throughput as a
+# ratio to GET /healthz measured in the same run (the baseline: the HTTP stack alone).
+#
+# Settings: BENCH_DURATION (default 10s), BENCH_CONNECTIONS (64), BENCH_THREADS (2),
+# BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/agentry_bench; set to "" to skip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration=${BENCH_DURATION:-10s}
+connections=${BENCH_CONNECTIONS:-64}
+threads=${BENCH_THREADS:-2}
+pg_url=${BENCH_PG_URL-postgres://postgres@127.0.0.1:5432/agentry_bench}
+port=18089
+base="http://127.0.0.1:$port"
+
+if ! command -v wrk >/dev/null 2>&1; then
+    echo "installing wrk (Debian package)"
+    apt-get install -y -qq wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+fi
+cargo build --release --quiet
+bin=target/release/agentry
+workdir=$(mktemp -d)
+server_pid=""
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+start_server() { # $1 = database URL
+    AGENTRY_BIND="127.0.0.1:$port" AGENTRY_DATABASE_URL="$1" AGENTRY_AUTO_MIGRATE=true \
+        AGENTRY_DATA_DIR="$workdir/data" AGENTRY_LOG=warn AGENTRY_PLAN_TABLE="${AGENTRY_PLAN_TABLE:-1}" \
+        "$bin" serve >"$workdir/server.log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 100); do curl -fs "$base/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+    echo "server did not start:"; cat "$workdir/server.log"; exit 1
+}
+
+stop_server() {
+    kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+}
+
+sign_in() { # prints an access token
+    local email="bench-$RANDOM$RANDOM@example.com"
+    curl -fs -X POST "$base/api/v1/auth/register" -H 'content-type: application/json' \
+        -d "{\"email\":\"$email\",\"password\":\"correct horse battery\",\"full_name\":\"Bench\",\"company\":\"Bench\"}" >/dev/null
+    curl -fs -X POST "$base/api/v1/auth/login" --data-urlencode "username=$email" \
+        --data-urlencode "password=correct horse battery" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])'
+}
+
+# run_wrk NAME ARGS... ; prints "rps p50 p99"
+run_wrk() {
+    local out
+    out=$(wrk --latency -t"$threads" -c"$connections" -d"$duration" "$@")
+    local rps p50 p99 non2xx
+    rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+    p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+    non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+    echo "$rps $p50 $p99 ${non2xx:-0}"
+}
+
+report() { # backend route rps p50 p99 non2xx baseline
+    local ratio
+    ratio=$(python3 -c "print(f'{float($3)/float($7):.2f}')")
+    printf '%-10s %-28s %12s %10s %10s %8s %10s\n' "$1" "$2" "$3" "$4" "$5" "${ratio}x" "$6"
+}
+
+bench_backend() { # name url
+    start_server "$2"
+    local token; token=$(sign_in)
+    read -r h_rps h_p50 h_p99 h_err < <(run_wrk "$base/healthz")
+    report "$1" "GET /healthz" "$h_rps" "$h_p50" "$h_p99" "$h_err" "$h_rps"
+    read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/auth/me")
+    report "$1" "GET /api/v1/auth/me (JWT)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    stop_server
+}
+
+echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
+printf '%-10s %-28s %12s %10s %10s %8s %10s\n' backend route "req/s" p50 p99 "vs health" "non-2xx"
+bench_backend sqlite "sqlite://$workdir/bench.db"
+if [ -n "$pg_url" ]; then
+    admin_url="${pg_url%/*}/postgres"
+    db_name="${pg_url##*/}"
+    psql "$admin_url" -q -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" -c "CREATE DATABASE $db_name"
+    bench_backend postgres "$pg_url"
+fi
