@@ -75,6 +75,16 @@ id_type!(
     "rtf"
 );
 id_type!(
+    /// Identifies an API key.
+    ApiKeyId,
+    "key"
+);
+id_type!(
+    /// Identifies a one-time token (password reset, magic link).
+    OneTimeTokenId,
+    "ott"
+);
+id_type!(
     /// Identifies one entry of a tenant's credit ledger.
     LedgerEntryId,
     "led"

@@ -163,18 +163,19 @@ impl AccountRepository for AccountStore {
     }
 
     async fn memberships(&self, user: &UserId) -> anyhow::Result<Vec<Membership>> {
-        let rows: Vec<(String, String, String, DbTime)> = with_conn!(self.db, conn => memberships::table
+        let rows: Vec<(String, String, String, String, DbTime)> = with_conn!(self.db, conn => memberships::table
             .inner_join(tenants::table)
             .filter(memberships::user_id.eq(user.as_str()))
             .order((memberships::created_at.asc(), memberships::tenant_id.asc()))
-            .select((memberships::tenant_id, tenants::name, memberships::role, memberships::created_at))
+            .select((memberships::tenant_id, tenants::name, tenants::plan, memberships::role, memberships::created_at))
             .load(conn)
             .await)?;
         rows.into_iter()
-            .map(|(tenant_id, tenant_name, role, created_at)| {
+            .map(|(tenant_id, tenant_name, plan, role, created_at)| {
                 Ok(Membership {
                     tenant_id: TenantId::from_string(tenant_id),
                     tenant_name,
+                    tenant_plan: parse_stored(&plan, "plan")?,
                     user_id: user.clone(),
                     role: role
                         .parse()
@@ -184,4 +185,15 @@ impl AccountRepository for AccountStore {
             })
             .collect()
     }
+}
+
+/// Parses an enum stored as text; a failure means the database holds something this version
+/// does not know, which is a bug or a botched migration.
+pub(crate) fn parse_stored<T: std::str::FromStr>(value: &str, what: &str) -> anyhow::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .parse()
+        .map_err(|e| anyhow::anyhow!("stored {what} {value:?} is invalid: {e}"))
 }

@@ -192,6 +192,9 @@ impl Database {
             "memberships",
             "credit_ledger",
             "refresh_tokens",
+            "api_keys",
+            "one_time_tokens",
+            "rate_limit_counters",
         ];
         anyhow::ensure!(TABLES.contains(&table), "unknown table {table:?}");
         #[derive(diesel::QueryableByName)]

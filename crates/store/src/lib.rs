@@ -9,7 +9,10 @@
 #[macro_use]
 mod macros;
 mod accounts;
+mod api_keys;
 mod database;
+mod one_time_tokens;
+mod rate_limits;
 mod refresh_tokens;
 pub mod schema;
 #[cfg(feature = "test-support")]
@@ -17,5 +20,8 @@ pub mod test_support;
 pub mod types;
 
 pub use accounts::AccountStore;
+pub use api_keys::ApiKeyStore;
 pub use database::{Backend, Database, DatabaseSettings, backend_of, redact};
+pub use one_time_tokens::OneTimeTokenStore;
+pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;

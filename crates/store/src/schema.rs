@@ -77,10 +77,60 @@ diesel::joinable!(memberships -> users (user_id));
 diesel::joinable!(credit_ledger -> tenants (tenant_id));
 diesel::joinable!(refresh_tokens -> users (user_id));
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    api_keys (id) {
+        id -> Text,
+        user_id -> Text,
+        tenant_id -> Text,
+        name -> Text,
+        key_prefix -> Text,
+        key_digest -> Text,
+        scopes -> Json,
+        created_at -> UtcTime,
+        expires_at -> Nullable<UtcTime>,
+        last_used_at -> Nullable<UtcTime>,
+        revoked_at -> Nullable<UtcTime>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    one_time_tokens (id) {
+        id -> Text,
+        user_id -> Text,
+        purpose -> Text,
+        token_digest -> Text,
+        created_at -> UtcTime,
+        expires_at -> UtcTime,
+        used_at -> Nullable<UtcTime>,
+    }
+}
+
+diesel::table! {
+    rate_limit_counters (bucket, window_start) {
+        bucket -> Text,
+        window_start -> BigInt,
+        hits -> BigInt,
+        expires_at -> BigInt,
+    }
+}
+
+diesel::joinable!(api_keys -> users (user_id));
+diesel::joinable!(api_keys -> tenants (tenant_id));
+diesel::joinable!(one_time_tokens -> users (user_id));
+
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
     users,
     memberships,
     credit_ledger,
-    refresh_tokens
+    refresh_tokens,
+    api_keys,
+    one_time_tokens,
+    rate_limit_counters,
 );

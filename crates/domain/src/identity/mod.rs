@@ -1,11 +1,17 @@
 //! Identity: users, their credentials, access and refresh tokens, and the account service that
 //! registers users, signs them in and keeps their sessions.
 
+pub mod access;
 mod model;
 mod ports;
+pub mod recovery;
 pub mod refresh;
 mod service;
 
+pub use access::{
+    AccessError, AccessService, AccessServiceDeps, ApiKey, ApiKeyError, ApiKeyGrant, ApiKeyName,
+    ApiKeyRepository, CreatedApiKey, Credential, Forbidden, NewApiKey, Principal,
+};
 pub use model::{Company, Email, FullName, Password, PasswordHash, User, UserCredentials};
 pub use ports::{
     AccessClaims, AccessTokenError, AccessTokens, AccountRepository, IssuedAccessToken, NewAccount,
@@ -14,6 +20,10 @@ pub use ports::{
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{
     MockAccessTokens, MockAccountRepository, MockPasswordHasher, MockRefreshTokenRepository,
+};
+pub use recovery::{
+    OneTimeToken, OneTimeTokenRepository, RecoveryError, RecoveryPolicy, RecoveryService,
+    RecoveryServiceDeps, TokenPurpose,
 };
 pub use refresh::{RefreshToken, RefreshTokenStatus};
 pub use service::{

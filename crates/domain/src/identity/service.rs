@@ -254,6 +254,7 @@ impl AccountService {
         let membership = Membership {
             tenant_id: tenant.id.clone(),
             tenant_name: tenant.name.as_str().to_owned(),
+            tenant_plan: tenant.plan,
             user_id: user.id.clone(),
             role: Role::Owner,
             created_at: now,
@@ -861,6 +862,7 @@ mod tests {
             Ok(vec![Membership {
                 tenant_id: TenantId::from_string("ten_1"),
                 tenant_name: "Acme".into(),
+                tenant_plan: Plan::Starter,
                 user_id: u.clone(),
                 role: Role::Owner,
                 created_at: t0(),

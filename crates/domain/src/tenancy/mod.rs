@@ -11,6 +11,9 @@ use chrono::{DateTime, Utc};
 use crate::ids::{TenantId, UserId};
 use crate::validation::{FieldError, FieldErrorKind, check_length};
 
+mod permissions;
+pub use permissions::{Permission, Scope};
+
 /// A tenant's display name: 1–200 characters after trimming.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantName(String);
@@ -138,6 +141,8 @@ pub struct Membership {
     pub tenant_id: TenantId,
     /// The tenant's display name.
     pub tenant_name: String,
+    /// The tenant's plan (it sets the member's rate limits in this tenant).
+    pub tenant_plan: Plan,
     /// The member.
     pub user_id: UserId,
     /// The member's role in the tenant.

@@ -39,6 +39,7 @@ pub fn account(n: &str, email: &str) -> NewAccount {
         membership: Membership {
             tenant_id: tenant_id.clone(),
             tenant_name: "Analytical Engines".into(),
+            tenant_plan: Plan::Starter,
             user_id,
             role: Role::Owner,
             created_at: t0(),

@@ -5,5 +5,8 @@
 //! schema.
 
 mod accounts;
+mod api_keys;
 mod harness;
+mod one_time_tokens;
+mod rate_limits;
 mod refresh_tokens;

@@ -1,0 +1,618 @@
+//! Password reset and magic-link sign-in by e-mail.
+//!
+//! Both send a single-use, 256-bit token that is stored only as a digest. Requests answer the
+//! same whether or not the address has an account, and a per-address budget keeps the service
+//! from being used to flood an inbox.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+
+use super::model::{Email, Password, PasswordHash};
+use super::ports::{AccountRepository, PasswordHasher};
+use super::service::{AccountService, TokenPair};
+use crate::ids::{IdGenerator, OneTimeTokenId, UserId};
+use crate::mail::{EmailMessage, Mailer, escape_html};
+use crate::secrets::{SecretDigest, Secrets};
+use crate::time::Clock;
+
+/// What a one-time token is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenPurpose {
+    /// Choosing a new password.
+    PasswordReset,
+    /// Signing in without a password.
+    MagicLink,
+}
+
+impl TokenPurpose {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PasswordReset => "password_reset",
+            Self::MagicLink => "magic_link",
+        }
+    }
+}
+
+/// A one-time token as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OneTimeToken {
+    /// Its id.
+    pub id: OneTimeTokenId,
+    /// Whose it is.
+    pub user_id: UserId,
+    /// What it is for.
+    pub purpose: TokenPurpose,
+    /// The digest of the token.
+    pub digest: SecretDigest,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+    /// When it stops being accepted.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// One-time tokens, stored by digest.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait OneTimeTokenRepository: Send + Sync {
+    /// Stores a new token.
+    async fn insert(&self, token: &OneTimeToken) -> anyhow::Result<()>;
+
+    /// How many tokens for `purpose` the user was sent since `since`.
+    async fn count_issued_since(
+        &self,
+        user: &UserId,
+        purpose: TokenPurpose,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<u64>;
+
+    /// The unused, unexpired token for `purpose` stored under `digest`.
+    async fn find_usable(
+        &self,
+        digest: &SecretDigest,
+        purpose: TokenPurpose,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<OneTimeToken>>;
+
+    /// Marks the token used and returns its user — only if it was unused and unexpired. MUST
+    /// let exactly one of several concurrent calls for the same token succeed.
+    async fn consume(
+        &self,
+        digest: &SecretDigest,
+        purpose: TokenPurpose,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<UserId>>;
+
+    /// In one transaction: consumes a password-reset token as [`Self::consume`] does, sets the
+    /// user's password hash and revokes every refresh token of the user. Nothing changes when
+    /// the token is not usable.
+    async fn reset_password(
+        &self,
+        digest: &SecretDigest,
+        new_hash: &PasswordHash,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<UserId>>;
+}
+
+/// Settings of the recovery flows.
+#[derive(Debug, Clone)]
+pub struct RecoveryPolicy {
+    /// Base of links in e-mails (`https://agentry.example.com`).
+    pub public_url: String,
+    /// Lifetime of a password-reset token.
+    pub reset_ttl: Duration,
+    /// Lifetime of a magic-link token.
+    pub magic_link_ttl: Duration,
+    /// Most e-mails of one kind sent to one address per hour.
+    pub max_emails_per_hour: u64,
+}
+
+impl Default for RecoveryPolicy {
+    fn default() -> Self {
+        Self {
+            public_url: "http://127.0.0.1:8080".into(),
+            reset_ttl: Duration::minutes(60),
+            magic_link_ttl: Duration::minutes(15),
+            max_emails_per_hour: 3,
+        }
+    }
+}
+
+/// A token that is invalid, used or expired.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    /// Invalid, used or expired token.
+    #[error("the token is invalid, used or expired")]
+    InvalidToken,
+    /// Storage, hashing or signing failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// The ports the recovery service uses.
+#[derive(Clone)]
+pub struct RecoveryServiceDeps {
+    /// Users.
+    pub accounts: Arc<dyn AccountRepository>,
+    /// One-time tokens.
+    pub tokens: Arc<dyn OneTimeTokenRepository>,
+    /// Hashing of the new password.
+    pub hasher: Arc<dyn PasswordHasher>,
+    /// Delivery.
+    pub mailer: Arc<dyn Mailer>,
+    /// Sessions for magic-link sign-in.
+    pub sessions: AccountService,
+    /// Tokens and digests.
+    pub secrets: Arc<dyn Secrets>,
+    /// Identifiers.
+    pub ids: Arc<dyn IdGenerator>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for RecoveryServiceDeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecoveryServiceDeps { .. }")
+    }
+}
+
+/// Password reset and magic links.
+#[derive(Clone, Debug)]
+pub struct RecoveryService {
+    deps: RecoveryServiceDeps,
+    policy: RecoveryPolicy,
+}
+
+impl RecoveryService {
+    /// A service over `deps` with `policy`.
+    pub fn new(deps: RecoveryServiceDeps, policy: RecoveryPolicy) -> Self {
+        Self { deps, policy }
+    }
+
+    /// Sends a password-reset e-mail if the address has an active account and its hourly
+    /// budget is not spent. Says nothing about which happened.
+    ///
+    /// # Errors
+    /// Only when storage or delivery fails.
+    pub async fn request_password_reset(&self, email: &Email) -> anyhow::Result<()> {
+        self.send_token(email, TokenPurpose::PasswordReset).await
+    }
+
+    /// Sends a magic-link e-mail, under the same rules as [`Self::request_password_reset`].
+    ///
+    /// # Errors
+    /// Only when storage or delivery fails.
+    pub async fn request_magic_link(&self, email: &Email) -> anyhow::Result<()> {
+        self.send_token(email, TokenPurpose::MagicLink).await
+    }
+
+    /// Sets a new password with a reset token, and ends every session of the user.
+    ///
+    /// # Errors
+    /// [`RecoveryError::InvalidToken`] when the token is unknown, used (also by a concurrent
+    /// request) or expired.
+    pub async fn reset_password(
+        &self,
+        token: &str,
+        new_password: &Password,
+    ) -> Result<(), RecoveryError> {
+        let d = &self.deps;
+        let digest = d.secrets.digest(token);
+        // Checked before hashing so a bad token costs no hash; the atomic consume below is what
+        // decides between concurrent requests.
+        if d.tokens
+            .find_usable(&digest, TokenPurpose::PasswordReset, d.clock.now())
+            .await?
+            .is_none()
+        {
+            return Err(RecoveryError::InvalidToken);
+        }
+        let hash = d.hasher.hash(new_password).await?;
+        match d
+            .tokens
+            .reset_password(&digest, &hash, d.clock.now())
+            .await?
+        {
+            Some(_) => Ok(()),
+            None => Err(RecoveryError::InvalidToken),
+        }
+    }
+
+    /// Exchanges a magic-link token for a new session.
+    ///
+    /// # Errors
+    /// [`RecoveryError::InvalidToken`] when the token is unknown, used or expired, or the
+    /// account was deactivated since.
+    pub async fn exchange_magic_link(&self, token: &str) -> Result<TokenPair, RecoveryError> {
+        let d = &self.deps;
+        let digest = d.secrets.digest(token);
+        let user = d
+            .tokens
+            .consume(&digest, TokenPurpose::MagicLink, d.clock.now())
+            .await?
+            .ok_or(RecoveryError::InvalidToken)?;
+        match d.accounts.find_user(&user).await? {
+            Some(u) if u.is_active => Ok(d.sessions.start_session(&u.id).await?),
+            _ => Err(RecoveryError::InvalidToken),
+        }
+    }
+
+    async fn send_token(&self, email: &Email, purpose: TokenPurpose) -> anyhow::Result<()> {
+        let d = &self.deps;
+        let Some(credentials) = d.accounts.find_credentials(email).await? else {
+            return Ok(());
+        };
+        let user = credentials.user;
+        if !user.is_active {
+            return Ok(());
+        }
+        let now = d.clock.now();
+        let sent = d
+            .tokens
+            .count_issued_since(&user.id, purpose, now - Duration::hours(1))
+            .await?;
+        if sent >= self.policy.max_emails_per_hour {
+            tracing::info!(user_id = %user.id, purpose = purpose.as_str(), "e-mail budget spent; not sending");
+            return Ok(());
+        }
+        let secret = d.secrets.random_token();
+        let ttl = match purpose {
+            TokenPurpose::PasswordReset => self.policy.reset_ttl,
+            TokenPurpose::MagicLink => self.policy.magic_link_ttl,
+        };
+        let token = OneTimeToken {
+            id: OneTimeTokenId::generate(d.ids.as_ref()),
+            user_id: user.id.clone(),
+            purpose,
+            digest: d.secrets.digest(&secret),
+            created_at: now,
+            expires_at: now + ttl,
+        };
+        d.tokens.insert(&token).await?;
+        let message = self.compose(&user.email, user.full_name.as_str(), purpose, &secret, ttl);
+        d.mailer.send(&message).await
+    }
+
+    fn compose(
+        &self,
+        to: &Email,
+        name: &str,
+        purpose: TokenPurpose,
+        secret: &str,
+        ttl: Duration,
+    ) -> EmailMessage {
+        let base = self.policy.public_url.trim_end_matches('/');
+        let minutes = ttl.num_minutes();
+        let (subject, link, intro, action, fallback) = match purpose {
+            TokenPurpose::PasswordReset => (
+                "Reset your Agentry password".to_owned(),
+                format!("{base}/reset-password?token={secret}"),
+                "Someone asked to reset the password of your Agentry account.",
+                "Choose a new password",
+                format!(
+                    "Or send the token to the API: POST {base}/api/v1/auth/reset-password \
+                     with {{\"token\": \"{secret}\", \"new_password\": \"…\"}}"
+                ),
+            ),
+            TokenPurpose::MagicLink => (
+                "Your Agentry sign-in link".to_owned(),
+                format!("{base}/api/v1/auth/magic-link/{secret}"),
+                "Use this link to sign in to Agentry without a password.",
+                "Sign in",
+                "The link signs you in once.".to_owned(),
+            ),
+        };
+        let footer = format!(
+            "The link works once and expires in {minutes} minutes. If you did not ask for it, \
+             ignore this e-mail: nothing changes."
+        );
+        let text =
+            format!("Hello {name},\n\n{intro}\n\n{action}: {link}\n\n{fallback}\n\n{footer}\n");
+        let html = format!(
+            "<!doctype html><html><body style=\"font-family: sans-serif\"><p>Hello {name},</p><p>{intro}</p>\
+             <p><a href=\"{link}\">{action}</a></p><p>{fallback}</p><p style=\"color: #666\">{footer}</p></body></html>",
+            name = escape_html(name),
+            intro = escape_html(intro),
+            link = escape_html(&link),
+            action = escape_html(action),
+            fallback = escape_html(&fallback),
+            footer = escape_html(&footer),
+        );
+        EmailMessage {
+            to: to.clone(),
+            subject,
+            text,
+            html,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::identity::model::{FullName, User, UserCredentials};
+    use crate::identity::ports::{
+        IssuedAccessToken, MockAccessTokens, MockAccountRepository, MockPasswordHasher,
+        MockRefreshTokenRepository,
+    };
+    use crate::identity::service::{AccountPolicy, AccountServiceDeps};
+    use crate::ids::MockIdGenerator;
+    use crate::mail::MockMailer;
+    use crate::secrets::MockSecrets;
+    use crate::time::MockClock;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
+    }
+
+    fn ada(active: bool) -> UserCredentials {
+        UserCredentials {
+            user: User {
+                id: UserId::from_string("usr_ada"),
+                email: Email::parse("ada@example.com").unwrap(),
+                full_name: FullName::new("Ada <Lovelace>").unwrap(),
+                is_active: active,
+                created_at: t0(),
+            },
+            password_hash: PasswordHash::from_phc("h"),
+        }
+    }
+
+    struct Mocks {
+        accounts: MockAccountRepository,
+        tokens: MockOneTimeTokenRepository,
+        hasher: MockPasswordHasher,
+        mailer: MockMailer,
+        refresh_tokens: MockRefreshTokenRepository,
+    }
+
+    impl Mocks {
+        fn new() -> Self {
+            Self {
+                accounts: MockAccountRepository::new(),
+                tokens: MockOneTimeTokenRepository::new(),
+                hasher: MockPasswordHasher::new(),
+                mailer: MockMailer::new(),
+                refresh_tokens: MockRefreshTokenRepository::new(),
+            }
+        }
+
+        fn service(self) -> RecoveryService {
+            let secrets = || {
+                let mut s = MockSecrets::new();
+                s.expect_random_token().returning(|| "tok".into());
+                s.expect_digest()
+                    .returning(|t| SecretDigest::from_string(format!("digest({t})")));
+                Arc::new(s)
+            };
+            let ids = || {
+                let mut i = MockIdGenerator::new();
+                i.expect_generate().returning(|p| format!("{p}_1"));
+                Arc::new(i)
+            };
+            let clock = || {
+                let mut c = MockClock::new();
+                c.expect_now().returning(t0);
+                Arc::new(c)
+            };
+            let accounts = Arc::new(self.accounts);
+            let mut access_tokens = MockAccessTokens::new();
+            access_tokens.expect_issue().returning(|_, _| {
+                Ok(IssuedAccessToken {
+                    token: "jwt".into(),
+                    expires_in: 3600,
+                })
+            });
+            let sessions = AccountService::new(
+                AccountServiceDeps {
+                    accounts: accounts.clone(),
+                    refresh_tokens: Arc::new(self.refresh_tokens),
+                    hasher: Arc::new(MockPasswordHasher::new()),
+                    access_tokens: Arc::new(access_tokens),
+                    secrets: secrets(),
+                    ids: ids(),
+                    clock: clock(),
+                },
+                AccountPolicy::default(),
+            );
+            RecoveryService::new(
+                RecoveryServiceDeps {
+                    accounts,
+                    tokens: Arc::new(self.tokens),
+                    hasher: Arc::new(self.hasher),
+                    mailer: Arc::new(self.mailer),
+                    sessions,
+                    secrets: secrets(),
+                    ids: ids(),
+                    clock: clock(),
+                },
+                RecoveryPolicy {
+                    public_url: "https://agentry.test/".into(),
+                    ..RecoveryPolicy::default()
+                },
+            )
+        }
+    }
+
+    fn email() -> Email {
+        Email::parse("ada@example.com").unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_known_address_gets_a_reset_link_with_a_stored_digest() {
+        let mut m = Mocks::new();
+        m.accounts
+            .expect_find_credentials()
+            .returning(|_| Ok(Some(ada(true))));
+        m.tokens
+            .expect_count_issued_since()
+            .returning(|_, _, since| {
+                assert_eq!(since, t0() - Duration::hours(1));
+                Ok(0)
+            });
+        m.tokens
+            .expect_insert()
+            .withf(|t| {
+                t.digest.as_str() == "digest(tok)"
+                    && t.purpose == TokenPurpose::PasswordReset
+                    && t.expires_at == t0() + Duration::minutes(60)
+            })
+            .times(1)
+            .returning(|_| Ok(()));
+        m.mailer
+            .expect_send()
+            .withf(|msg| {
+                msg.to.as_str() == "ada@example.com"
+                    && msg.subject.contains("Reset")
+                    && msg
+                        .text
+                        .contains("https://agentry.test/reset-password?token=tok")
+                    && msg
+                        .html
+                        .contains("href=\"https://agentry.test/reset-password?token=tok\"")
+                    && msg.html.contains("Ada &lt;Lovelace&gt;")
+                    && msg.text.contains("60 minutes")
+            })
+            .times(1)
+            .returning(|_| Ok(()));
+        m.service().request_password_reset(&email()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_magic_link_points_at_the_exchange_route_and_lives_15_minutes() {
+        let mut m = Mocks::new();
+        m.accounts
+            .expect_find_credentials()
+            .returning(|_| Ok(Some(ada(true))));
+        m.tokens
+            .expect_count_issued_since()
+            .returning(|_, _, _| Ok(0));
+        m.tokens
+            .expect_insert()
+            .withf(|t| {
+                t.purpose == TokenPurpose::MagicLink && t.expires_at == t0() + Duration::minutes(15)
+            })
+            .returning(|_| Ok(()));
+        m.mailer
+            .expect_send()
+            .withf(|msg| {
+                msg.text
+                    .contains("https://agentry.test/api/v1/auth/magic-link/tok")
+            })
+            .times(1)
+            .returning(|_| Ok(()));
+        m.service().request_magic_link(&email()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn unknown_inactive_and_over_budget_addresses_get_nothing() {
+        let mut m = Mocks::new();
+        m.accounts.expect_find_credentials().returning(|_| Ok(None));
+        m.tokens.expect_insert().never();
+        m.mailer.expect_send().never();
+        m.service().request_password_reset(&email()).await.unwrap();
+
+        let mut m = Mocks::new();
+        m.accounts
+            .expect_find_credentials()
+            .returning(|_| Ok(Some(ada(false))));
+        m.mailer.expect_send().never();
+        m.service().request_magic_link(&email()).await.unwrap();
+
+        let mut m = Mocks::new();
+        m.accounts
+            .expect_find_credentials()
+            .returning(|_| Ok(Some(ada(true))));
+        m.tokens
+            .expect_count_issued_since()
+            .returning(|_, _, _| Ok(3));
+        m.tokens.expect_insert().never();
+        m.mailer.expect_send().never();
+        m.service().request_password_reset(&email()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_valid_reset_token_sets_the_hash_atomically() {
+        let mut m = Mocks::new();
+        m.tokens
+            .expect_find_usable()
+            .returning(|_, _, _| Ok(Some(token())));
+        m.hasher
+            .expect_hash()
+            .withf(|p| p.expose() == "new password")
+            .returning(|_| Ok(PasswordHash::from_phc("new")));
+        m.tokens
+            .expect_reset_password()
+            .withf(|d, h, _| d.as_str() == "digest(tok)" && h.as_str() == "new")
+            .times(1)
+            .returning(|_, _, _| Ok(Some(UserId::from_string("usr_ada"))));
+        let pw = Password::new("new password".into()).unwrap();
+        m.service().reset_password("tok", &pw).await.unwrap();
+    }
+
+    fn token() -> OneTimeToken {
+        OneTimeToken {
+            id: OneTimeTokenId::from_string("ott_1"),
+            user_id: UserId::from_string("usr_ada"),
+            purpose: TokenPurpose::PasswordReset,
+            digest: SecretDigest::from_string("digest(tok)"),
+            created_at: t0(),
+            expires_at: t0() + Duration::hours(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unusable_reset_token_is_refused_without_hashing_and_a_lost_race_is_refused_too() {
+        let mut m = Mocks::new();
+        m.tokens.expect_find_usable().returning(|_, _, _| Ok(None));
+        m.hasher.expect_hash().never();
+        let pw = Password::new("new password".into()).unwrap();
+        assert!(matches!(
+            m.service().reset_password("tok", &pw).await,
+            Err(RecoveryError::InvalidToken)
+        ));
+
+        let mut m = Mocks::new();
+        m.tokens
+            .expect_find_usable()
+            .returning(|_, _, _| Ok(Some(token())));
+        m.hasher
+            .expect_hash()
+            .returning(|_| Ok(PasswordHash::from_phc("new")));
+        m.tokens
+            .expect_reset_password()
+            .returning(|_, _, _| Ok(None));
+        assert!(matches!(
+            m.service().reset_password("tok", &pw).await,
+            Err(RecoveryError::InvalidToken)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_magic_link_exchanges_once_for_a_session() {
+        let mut m = Mocks::new();
+        m.tokens
+            .expect_consume()
+            .returning(|_, _, _| Ok(Some(UserId::from_string("usr_ada"))));
+        m.accounts
+            .expect_find_user()
+            .returning(|_| Ok(Some(ada(true).user)));
+        m.refresh_tokens
+            .expect_insert()
+            .times(1)
+            .returning(|_| Ok(()));
+        let pair = m.service().exchange_magic_link("tok").await.unwrap();
+        assert_eq!(pair.access.token, "jwt");
+
+        let mut m = Mocks::new();
+        m.tokens.expect_consume().returning(|_, _, _| Ok(None));
+        assert!(matches!(
+            m.service().exchange_magic_link("tok").await,
+            Err(RecoveryError::InvalidToken)
+        ));
+    }
+}

@@ -1,0 +1,237 @@
+//! What a caller may do: the permissions a role grants, the scopes an API key carries, and the
+//! one rule that combines them — a key's rights are its scopes intersected with its user's role.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::Role;
+use crate::validation::{FieldError, FieldErrorKind};
+
+/// One right over one kind of resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Permission {
+    /// List and read agents and their conversations.
+    AgentsRead,
+    /// Create, change and delete agents; chat with them.
+    AgentsWrite,
+    /// Search and read memory.
+    MemoryRead,
+    /// Add and delete memory.
+    MemoryWrite,
+    /// List and read workflows, executions and triggers.
+    WorkflowsRead,
+    /// Create, change and delete workflows and triggers.
+    WorkflowsWrite,
+    /// Run workflows.
+    WorkflowsExecute,
+    /// List and read webhook subscriptions and deliveries.
+    WebhooksRead,
+    /// Create, change and delete webhook subscriptions.
+    WebhooksWrite,
+    /// Read the plan, balance and ledger.
+    BillingRead,
+    /// Buy credits and change the plan. Not available to API keys.
+    BillingWrite,
+}
+
+impl Permission {
+    /// Every permission.
+    pub const ALL: [Self; 11] = [
+        Self::AgentsRead,
+        Self::AgentsWrite,
+        Self::MemoryRead,
+        Self::MemoryWrite,
+        Self::WorkflowsRead,
+        Self::WorkflowsWrite,
+        Self::WorkflowsExecute,
+        Self::WebhooksRead,
+        Self::WebhooksWrite,
+        Self::BillingRead,
+        Self::BillingWrite,
+    ];
+
+    /// The `<resource>:<action>` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AgentsRead => "agents:read",
+            Self::AgentsWrite => "agents:write",
+            Self::MemoryRead => "memory:read",
+            Self::MemoryWrite => "memory:write",
+            Self::WorkflowsRead => "workflows:read",
+            Self::WorkflowsWrite => "workflows:write",
+            Self::WorkflowsExecute => "workflows:execute",
+            Self::WebhooksRead => "webhooks:read",
+            Self::WebhooksWrite => "webhooks:write",
+            Self::BillingRead => "billing:read",
+            Self::BillingWrite => "billing:write",
+        }
+    }
+
+    fn is_read(self) -> bool {
+        matches!(
+            self,
+            Self::AgentsRead
+                | Self::MemoryRead
+                | Self::WorkflowsRead
+                | Self::WebhooksRead
+                | Self::BillingRead
+        )
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Role {
+    /// Whether the role grants `permission`.
+    ///
+    /// - `owner`: everything;
+    /// - `admin`: everything but billing changes;
+    /// - `member`: reads and writes agents, memory and workflows, and runs workflows;
+    /// - `viewer`: reads only.
+    pub fn grants(self, permission: Permission) -> bool {
+        use Permission::*;
+        match self {
+            Role::Owner => true,
+            Role::Admin => permission != BillingWrite,
+            Role::Member => matches!(
+                permission,
+                AgentsRead
+                    | AgentsWrite
+                    | MemoryRead
+                    | MemoryWrite
+                    | WorkflowsRead
+                    | WorkflowsWrite
+                    | WorkflowsExecute
+            ),
+            Role::Viewer => permission.is_read(),
+        }
+    }
+}
+
+/// A permission an API key can carry. Billing changes are not delegable to keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scope(Permission);
+
+impl Scope {
+    /// The permission this scope stands for.
+    pub fn permission(self) -> Permission {
+        self.0
+    }
+
+    /// The scope's name (`agents:read`).
+    pub fn as_str(self) -> &'static str {
+        self.0.as_str()
+    }
+
+    /// Every scope a key may carry.
+    pub fn all() -> impl Iterator<Item = Scope> {
+        Permission::ALL
+            .into_iter()
+            .filter(|p| *p != Permission::BillingWrite)
+            .map(Scope)
+    }
+}
+
+impl FromStr for Scope {
+    type Err = FieldError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::all()
+            .find(|scope| scope.as_str() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Self::all().map(Scope::as_str).collect();
+                FieldError::new(
+                    "scopes",
+                    FieldErrorKind::InvalidValue,
+                    format!("unknown scope {s:?}; known scopes: {}", known.join(", ")),
+                )
+            })
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Permission::*;
+    use super::*;
+
+    /// The whole role table, row by row: a change to what a role may do must change this test.
+    #[test]
+    fn role_table() {
+        let table: [(Role, &[Permission]); 4] = [
+            (Role::Owner, &Permission::ALL),
+            (
+                Role::Admin,
+                &[
+                    AgentsRead,
+                    AgentsWrite,
+                    MemoryRead,
+                    MemoryWrite,
+                    WorkflowsRead,
+                    WorkflowsWrite,
+                    WorkflowsExecute,
+                    WebhooksRead,
+                    WebhooksWrite,
+                    BillingRead,
+                ],
+            ),
+            (
+                Role::Member,
+                &[
+                    AgentsRead,
+                    AgentsWrite,
+                    MemoryRead,
+                    MemoryWrite,
+                    WorkflowsRead,
+                    WorkflowsWrite,
+                    WorkflowsExecute,
+                ],
+            ),
+            (
+                Role::Viewer,
+                &[
+                    AgentsRead,
+                    MemoryRead,
+                    WorkflowsRead,
+                    WebhooksRead,
+                    BillingRead,
+                ],
+            ),
+        ];
+        for (role, granted) in table {
+            for permission in Permission::ALL {
+                assert_eq!(
+                    role.grants(permission),
+                    granted.contains(&permission),
+                    "{role} / {permission}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn scopes_parse_by_name_and_exclude_billing_changes() {
+        assert_eq!(
+            "agents:read".parse::<Scope>().unwrap().permission(),
+            AgentsRead
+        );
+        assert_eq!(
+            "workflows:execute".parse::<Scope>().unwrap().permission(),
+            WorkflowsExecute
+        );
+        assert_eq!(Scope::all().count(), 10);
+        let err = "billing:write".parse::<Scope>().unwrap_err();
+        assert_eq!(err.kind, FieldErrorKind::InvalidValue);
+        assert!("agents:delete".parse::<Scope>().is_err());
+        assert!("".parse::<Scope>().is_err());
+    }
+}

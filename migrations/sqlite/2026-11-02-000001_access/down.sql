@@ -1,0 +1,3 @@
+DROP TABLE rate_limit_counters;
+DROP TABLE one_time_tokens;
+DROP TABLE api_keys;
