@@ -106,34 +106,21 @@ impl AccessTokens for JwtAccessTokens {
         };
         let token = encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .context("encoding an access token")?;
-        Ok(IssuedAccessToken {
-            token,
-            expires_in: self.ttl.num_seconds(),
-        })
+        Ok(IssuedAccessToken { token, expires_in: self.ttl.num_seconds() })
     }
 
     fn verify(&self, token: &str) -> Result<AccessClaims, AccessTokenError> {
-        let data =
-            decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| {
-                match e.kind() {
-                    ErrorKind::ExpiredSignature => AccessTokenError::Expired,
-                    other => AccessTokenError::Invalid(format!("{other:?}")),
-                }
-            })?;
+        let data = decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| match e.kind() {
+            ErrorKind::ExpiredSignature => AccessTokenError::Expired,
+            other => AccessTokenError::Invalid(format!("{other:?}")),
+        })?;
         let claims = data.claims;
         if claims.typ != ACCESS_TYPE {
-            return Err(AccessTokenError::Invalid(format!(
-                "token type {:?}",
-                claims.typ
-            )));
+            return Err(AccessTokenError::Invalid(format!("token type {:?}", claims.typ)));
         }
         let expires_at = DateTime::from_timestamp(claims.exp, 0)
             .ok_or_else(|| AccessTokenError::Invalid("exp out of range".into()))?;
-        Ok(AccessClaims {
-            user_id: UserId::from_string(claims.sub),
-            token_id: claims.jti,
-            expires_at,
-        })
+        Ok(AccessClaims { user_id: UserId::from_string(claims.sub), token_id: claims.jti, expires_at })
     }
 }
 
@@ -187,10 +174,7 @@ mod tests {
     fn a_token_signed_with_another_key_is_refused() {
         let other = JwtAccessTokens::new(settings(&[8u8; 32])).unwrap();
         let issued = other.issue(&user(), Utc::now()).unwrap();
-        assert!(matches!(
-            codec().verify(&issued.token),
-            Err(AccessTokenError::Invalid(_))
-        ));
+        assert!(matches!(codec().verify(&issued.token), Err(AccessTokenError::Invalid(_))));
     }
 
     fn forge(header: &str, claims: serde_json::Value, signature: &str) -> String {
@@ -211,23 +195,15 @@ mod tests {
     #[test]
     fn alg_none_is_refused() {
         let token = forge(r#"{"alg":"none","typ":"JWT"}"#, valid_claims("access"), "");
-        assert!(matches!(
-            codec().verify(&token),
-            Err(AccessTokenError::Invalid(_))
-        ));
+        assert!(matches!(codec().verify(&token), Err(AccessTokenError::Invalid(_))));
     }
 
     #[test]
     fn other_token_types_issuers_and_audiences_are_refused() {
         let key = EncodingKey::from_secret(&[7u8; 32]);
-        let sign = |claims: serde_json::Value| {
-            encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap()
-        };
+        let sign = |claims: serde_json::Value| encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
         let c = codec();
-        assert!(
-            c.verify(&sign(valid_claims("access"))).is_ok(),
-            "control case"
-        );
+        assert!(c.verify(&sign(valid_claims("access"))).is_ok(), "control case");
         assert!(c.verify(&sign(valid_claims("refresh"))).is_err());
         let mut wrong_iss = valid_claims("access");
         wrong_iss["iss"] = "someone-else".into();
@@ -243,10 +219,7 @@ mod tests {
     #[test]
     fn garbage_is_refused() {
         for t in ["", "abc", "a.b.c", "Zm9v.YmFy.YmF6"] {
-            assert!(
-                matches!(codec().verify(t), Err(AccessTokenError::Invalid(_))),
-                "{t}"
-            );
+            assert!(matches!(codec().verify(t), Err(AccessTokenError::Invalid(_))), "{t}");
         }
     }
 }

@@ -28,11 +28,7 @@ pub struct HashingParams {
 
 impl HashingParams {
     /// OWASP's recommendation for argon2id: m=19456 KiB (19 MiB), t=2, p=1.
-    pub const OWASP: Self = Self {
-        memory_kib: 19_456,
-        iterations: 2,
-        parallelism: 1,
-    };
+    pub const OWASP: Self = Self { memory_kib: 19_456, iterations: 2, parallelism: 1 };
 }
 
 /// [`PasswordHasher`] with argon2id.
@@ -52,13 +48,8 @@ impl Argon2Hasher {
     /// # Errors
     /// When the parameters are outside argon2's bounds.
     pub fn new(params: HashingParams, max_concurrent: usize) -> anyhow::Result<Self> {
-        let params = Params::new(
-            params.memory_kib,
-            params.iterations,
-            params.parallelism,
-            None,
-        )
-        .map_err(|e| anyhow::anyhow!("invalid argon2 parameters: {e}"))?;
+        let params = Params::new(params.memory_kib, params.iterations, params.parallelism, None)
+            .map_err(|e| anyhow::anyhow!("invalid argon2 parameters: {e}"))?;
         let secrets = Arc::new(RingSecrets::new());
         let mut random = [0u8; 24];
         secrets.fill(&mut random);
@@ -75,14 +66,8 @@ impl Argon2Hasher {
         &self,
         job: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
     ) -> anyhow::Result<T> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .context("password hasher is shut down")?;
-        tokio::task::spawn_blocking(job)
-            .await
-            .context("password hashing task failed")?
+        let _permit = self.permits.acquire().await.context("password hasher is shut down")?;
+        tokio::task::spawn_blocking(job).await.context("password hashing task failed")?
     }
 }
 
@@ -90,11 +75,7 @@ fn argon2(params: &Params) -> Argon2<'static> {
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone())
 }
 
-fn hash_blocking(
-    params: &Params,
-    secrets: &RingSecrets,
-    password: &[u8],
-) -> anyhow::Result<String> {
+fn hash_blocking(params: &Params, secrets: &RingSecrets, password: &[u8]) -> anyhow::Result<String> {
     let mut salt = [0u8; 16];
     secrets.fill(&mut salt);
     let hash = argon2(params)
@@ -109,17 +90,11 @@ impl PasswordHasher for Argon2Hasher {
         let params = self.params.clone();
         let secrets = self.secrets.clone();
         let password = password.expose().as_bytes().to_vec();
-        let phc = self
-            .run_blocking(move || hash_blocking(&params, &secrets, &password))
-            .await?;
+        let phc = self.run_blocking(move || hash_blocking(&params, &secrets, &password)).await?;
         Ok(PasswordHash::from_phc(phc))
     }
 
-    async fn verify<'a>(
-        &self,
-        password: &Password,
-        hash: Option<&'a PasswordHash>,
-    ) -> anyhow::Result<bool> {
+    async fn verify<'a>(&self, password: &Password, hash: Option<&'a PasswordHash>) -> anyhow::Result<bool> {
         let known = hash.is_some();
         let phc = match hash {
             Some(h) => h.as_str().to_owned(),
@@ -147,15 +122,7 @@ mod tests {
 
     fn cheap() -> Argon2Hasher {
         // Tiny parameters: the tests check behaviour, not cost.
-        Argon2Hasher::new(
-            HashingParams {
-                memory_kib: 64,
-                iterations: 1,
-                parallelism: 1,
-            },
-            2,
-        )
-        .unwrap()
+        Argon2Hasher::new(HashingParams { memory_kib: 64, iterations: 1, parallelism: 1 }, 2).unwrap()
     }
 
     fn pw(s: &str) -> Password {
@@ -188,20 +155,12 @@ mod tests {
     async fn owasp_parameters_are_used_in_production() {
         let h = Argon2Hasher::new(HashingParams::OWASP, 1).unwrap();
         let hash = h.hash(&pw("correct horse")).await.unwrap();
-        assert!(
-            hash.as_str().starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
-            "{}",
-            hash.as_str()
-        );
+        assert!(hash.as_str().starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{}", hash.as_str());
     }
 
     #[tokio::test]
     async fn a_corrupt_stored_hash_is_an_error_not_a_mismatch() {
         let h = cheap();
-        assert!(
-            h.verify(&pw("whatever1"), Some(&PasswordHash::from_phc("garbage")))
-                .await
-                .is_err()
-        );
+        assert!(h.verify(&pw("whatever1"), Some(&PasswordHash::from_phc("garbage"))).await.is_err());
     }
 }

@@ -16,9 +16,7 @@ pub struct RingSecrets {
 
 impl Default for RingSecrets {
     fn default() -> Self {
-        Self {
-            rng: SystemRandom::new(),
-        }
+        Self { rng: SystemRandom::new() }
     }
 }
 
@@ -34,9 +32,7 @@ impl RingSecrets {
     /// When the operating system cannot provide randomness, which leaves no safe way to go on.
     pub fn fill(&self, buf: &mut [u8]) {
         #[allow(clippy::expect_used)]
-        self.rng
-            .fill(buf)
-            .expect("the operating system's random number generator failed");
+        self.rng.fill(buf).expect("the operating system's random number generator failed");
     }
 }
 
@@ -72,12 +68,10 @@ impl Secrets for RingSecrets {
 /// Lowercase hexadecimal.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 #[cfg(test)]
@@ -89,10 +83,7 @@ mod tests {
         let s = RingSecrets::new();
         let a = s.random_token();
         assert_eq!(a.len(), 43);
-        assert!(
-            a.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        );
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
         assert_ne!(a, s.random_token());
     }
 
@@ -107,9 +98,6 @@ mod tests {
     #[test]
     fn digest_is_sha256_hex() {
         let d = RingSecrets::new().digest("abc");
-        assert_eq!(
-            d.as_str(),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(d.as_str(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

@@ -49,9 +49,6 @@ pub fn escape_html(text: &str) -> String {
 mod tests {
     #[test]
     fn html_is_escaped() {
-        assert_eq!(
-            super::escape_html(r#"<a href="x">&'"#),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
+        assert_eq!(super::escape_html(r#"<a href="x">&'"#), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
     }
 }

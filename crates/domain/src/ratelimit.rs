@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::tenancy::Plan;
 use crate::time::Clock;
 
 /// Budgets for one subject (a tenant, a client address). `None` is unlimited.
@@ -21,17 +22,35 @@ pub struct Quota {
 
 impl Quota {
     /// No limit at all.
-    pub const UNLIMITED: Self = Self {
-        per_minute: None,
-        per_day: None,
-    };
+    pub const UNLIMITED: Self = Self { per_minute: None, per_day: None };
 
     /// Only a per-minute budget.
     pub fn per_minute(limit: u64) -> Self {
-        Self {
-            per_minute: Some(limit),
-            per_day: None,
-        }
+        Self { per_minute: Some(limit), per_day: None }
+    }
+}
+
+/// Which published table of plan limits applies (`AGENTRY_PLAN_TABLE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlanTable {
+    /// Starter 60/min and 1,000/day; Pro 600/min and 50,000/day; Enterprise unlimited.
+    #[default]
+    One,
+    /// Starter 60/min and 10,000/day; Pro 300/min and 100,000/day; Enterprise unlimited.
+    Two,
+}
+
+impl PlanTable {
+    /// The quota of `plan` under this table.
+    pub fn quota(self, plan: Plan) -> Quota {
+        let (per_minute, per_day) = match (self, plan) {
+            (_, Plan::Enterprise) => return Quota::UNLIMITED,
+            (Self::One, Plan::Starter) => (60, 1_000),
+            (Self::One, Plan::Pro) => (600, 50_000),
+            (Self::Two, Plan::Starter) => (60, 10_000),
+            (Self::Two, Plan::Pro) => (300, 100_000),
+        };
+        Quota { per_minute: Some(per_minute), per_day: Some(per_day) }
     }
 }
 
@@ -107,10 +126,7 @@ impl RateLimiter {
             retry_after: None,
         };
         if let Some(limit) = quota.per_minute {
-            let count = self
-                .counter
-                .hit(&format!("{subject}:m"), minute, MINUTE)
-                .await?;
+            let count = self.counter.hit(&format!("{subject}:m"), minute, MINUTE).await?;
             status.remaining = limit.saturating_sub(count);
             if count > limit {
                 status.retry_after = Some(u64::try_from(minute + MINUTE - now).unwrap_or(1).max(1));
@@ -152,54 +168,26 @@ mod tests {
     #[tokio::test]
     async fn within_the_minute_budget_requests_pass_and_count_down() {
         let mut counter = MockRateCounter::new();
-        counter
-            .expect_hit()
-            .with(eq("ten_1:m"), eq(1_000_020), eq(60))
-            .returning(|_, _, _| Ok(59));
-        counter
-            .expect_hit()
-            .with(eq("ten_1:d"), eq(950_400), eq(86_400))
-            .returning(|_, _, _| Ok(500));
+        counter.expect_hit().with(eq("ten_1:m"), eq(1_000_020), eq(60)).returning(|_, _, _| Ok(59));
+        counter.expect_hit().with(eq("ten_1:d"), eq(950_400), eq(86_400)).returning(|_, _, _| Ok(500));
         let status = limiter(counter, at_secs(1_000_045))
-            .check(
-                "ten_1",
-                Quota {
-                    per_minute: Some(60),
-                    per_day: Some(1000),
-                },
-            )
+            .check("ten_1", Quota { per_minute: Some(60), per_day: Some(1000) })
             .await
             .unwrap();
         assert!(status.allowed());
-        assert_eq!(
-            (status.limit, status.remaining, status.reset_at),
-            (Some(60), 1, 1_000_080)
-        );
+        assert_eq!((status.limit, status.remaining, status.reset_at), (Some(60), 1, 1_000_080));
     }
 
     #[tokio::test]
     async fn past_the_minute_budget_the_wait_is_until_the_window_ends_and_the_day_is_spared() {
         let mut counter = MockRateCounter::new();
+        counter.expect_hit().with(eq("ten_1:m"), eq(1_000_020), eq(60)).returning(|_, _, _| Ok(61));
         counter
             .expect_hit()
-            .with(eq("ten_1:m"), eq(1_000_020), eq(60))
-            .returning(|_, _, _| Ok(61));
-        counter
-            .expect_hit()
-            .with(
-                eq("ten_1:d"),
-                mockall::predicate::always(),
-                mockall::predicate::always(),
-            )
+            .with(eq("ten_1:d"), mockall::predicate::always(), mockall::predicate::always())
             .never();
         let status = limiter(counter, at_secs(1_000_045))
-            .check(
-                "ten_1",
-                Quota {
-                    per_minute: Some(60),
-                    per_day: Some(1000),
-                },
-            )
+            .check("ten_1", Quota { per_minute: Some(60), per_day: Some(1000) })
             .await
             .unwrap();
         assert_eq!(status.retry_after, Some(35));
@@ -218,27 +206,32 @@ mod tests {
             .with(eq("ip:1:d"), mockall::predicate::always(), eq(86_400))
             .returning(|_, _, _| Ok(1001));
         let status = limiter(counter, at_secs(86_400 * 3 - 100))
-            .check(
-                "ip:1",
-                Quota {
-                    per_minute: Some(60),
-                    per_day: Some(1000),
-                },
-            )
+            .check("ip:1", Quota { per_minute: Some(60), per_day: Some(1000) })
             .await
             .unwrap();
         assert_eq!(status.retry_after, Some(100));
         assert_eq!(status.remaining, 0);
     }
 
+    #[test]
+    fn plan_tables_match_the_published_limits() {
+        let q = |t: PlanTable, p| {
+            let q = t.quota(p);
+            (q.per_minute, q.per_day)
+        };
+        assert_eq!(q(PlanTable::One, Plan::Starter), (Some(60), Some(1_000)));
+        assert_eq!(q(PlanTable::One, Plan::Pro), (Some(600), Some(50_000)));
+        assert_eq!(q(PlanTable::One, Plan::Enterprise), (None, None));
+        assert_eq!(q(PlanTable::Two, Plan::Starter), (Some(60), Some(10_000)));
+        assert_eq!(q(PlanTable::Two, Plan::Pro), (Some(300), Some(100_000)));
+        assert_eq!(q(PlanTable::Two, Plan::Enterprise), (None, None));
+    }
+
     #[tokio::test]
     async fn unlimited_quotas_touch_no_counter() {
         let mut counter = MockRateCounter::new();
         counter.expect_hit().never();
-        let status = limiter(counter, at_secs(0))
-            .check("x", Quota::UNLIMITED)
-            .await
-            .unwrap();
+        let status = limiter(counter, at_secs(0)).check("x", Quota::UNLIMITED).await.unwrap();
         assert!(status.allowed());
         assert_eq!(status.limit, None);
     }

@@ -54,11 +54,7 @@ pub struct FieldError {
 impl FieldError {
     /// A refusal of `field` for `kind`, explained by `message`.
     pub fn new(field: impl Into<String>, kind: FieldErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            kind,
-            message: message.into(),
-        }
+        Self { field: field.into(), kind, message: message.into() }
     }
 
     /// The field was required but absent.
@@ -156,11 +152,7 @@ impl Validator {
 
     /// `Ok(())` when nothing was refused.
     pub fn finish(self) -> Result<(), ValidationErrors> {
-        if self.errors.is_empty() {
-            Ok(())
-        } else {
-            Err(ValidationErrors(self.errors))
-        }
+        if self.errors.is_empty() { Ok(()) } else { Err(ValidationErrors(self.errors)) }
     }
 }
 
@@ -193,10 +185,7 @@ mod tests {
     fn validator_collects_every_error() {
         let mut v = Validator::new();
         let a: Option<u8> = v.required("a", None::<u8>, Ok);
-        let b = v.check(
-            "b",
-            Err::<u8, _>(FieldError::new("x", FieldErrorKind::TooLong, "long")),
-        );
+        let b = v.check("b", Err::<u8, _>(FieldError::new("x", FieldErrorKind::TooLong, "long")));
         let c = v.optional("c", None::<u8>, Ok);
         assert_eq!((a, b, c), (None, None, Some(None)));
         let errors = v.finish().unwrap_err().0;
@@ -208,13 +197,7 @@ mod tests {
     #[test]
     fn length_is_counted_in_characters() {
         assert!(check_length("ééé", 3, 3, "name").is_ok());
-        assert_eq!(
-            check_length("", 1, 3, "name").unwrap_err().kind,
-            FieldErrorKind::TooShort
-        );
-        assert_eq!(
-            check_length("abcd", 1, 3, "name").unwrap_err().kind,
-            FieldErrorKind::TooLong
-        );
+        assert_eq!(check_length("", 1, 3, "name").unwrap_err().kind, FieldErrorKind::TooShort);
+        assert_eq!(check_length("abcd", 1, 3, "name").unwrap_err().kind, FieldErrorKind::TooLong);
     }
 }

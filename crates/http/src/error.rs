@@ -7,7 +7,8 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use agentry_domain::identity::{
-    AuthenticateError, LoginError, LogoutError, MeError, RefreshError, RegisterError,
+    AccessError, ApiKeyError, AuthenticateError, Forbidden, LoginError, LogoutError, MeError, RecoveryError,
+    RefreshError, RegisterError,
 };
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use serde_json::{Value, json};
@@ -73,8 +74,9 @@ impl ErrorCode {
 
     fn status(self, settings: &HttpSettings) -> StatusCode {
         match self {
-            Self::ValidationError => StatusCode::from_u16(settings.validation_status)
-                .unwrap_or(StatusCode::UNPROCESSABLE_ENTITY),
+            Self::ValidationError => {
+                StatusCode::from_u16(settings.validation_status).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY)
+            }
             Self::Unauthorized | Self::InvalidCredentials => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
@@ -123,13 +125,7 @@ pub struct ApiError {
 impl ApiError {
     /// An error with `code` and a human-readable `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            details: Vec::new(),
-            retry_after: None,
-            cause: None,
-        }
+        Self { code, message: message.into(), details: Vec::new(), retry_after: None, cause: None }
     }
 
     /// A validation error naming the refused fields.
@@ -138,18 +134,11 @@ impl ApiError {
             [one] => one.message.clone(),
             _ => "the request is invalid".to_owned(),
         };
-        Self {
-            details,
-            ..Self::new(ErrorCode::ValidationError, message)
-        }
+        Self { details, ..Self::new(ErrorCode::ValidationError, message) }
     }
 
     /// A validation error of a single field.
-    pub fn field(
-        field: impl Into<String>,
-        kind: FieldErrorKind,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn field(field: impl Into<String>, kind: FieldErrorKind, message: impl Into<String>) -> Self {
         Self::validation(vec![FieldError::new(field, kind, message)])
     }
 
@@ -165,10 +154,7 @@ impl ApiError {
 
     /// 500 `internal_error`; `cause` is logged, a generic message is sent.
     pub fn internal(cause: anyhow::Error) -> Self {
-        Self {
-            cause: Some(cause),
-            ..Self::new(ErrorCode::Internal, "an unexpected error occurred")
-        }
+        Self { cause: Some(cause), ..Self::new(ErrorCode::Internal, "an unexpected error occurred") }
     }
 
     /// Adds `retry_after` (seconds) to a 429 or 503.
@@ -289,10 +275,9 @@ impl From<anyhow::Error> for ApiError {
 impl From<RegisterError> for ApiError {
     fn from(e: RegisterError) -> Self {
         match e {
-            RegisterError::EmailTaken => Self::new(
-                ErrorCode::Conflict,
-                "an account with this e-mail address already exists",
-            ),
+            RegisterError::EmailTaken => {
+                Self::new(ErrorCode::Conflict, "an account with this e-mail address already exists")
+            }
             RegisterError::Unexpected(e) => Self::internal(e),
         }
     }
@@ -313,9 +298,7 @@ impl From<LoginError> for ApiError {
 impl From<RefreshError> for ApiError {
     fn from(e: RefreshError) -> Self {
         match e {
-            RefreshError::InvalidToken => {
-                Self::unauthorized("the refresh token is invalid or expired")
-            }
+            RefreshError::InvalidToken => Self::unauthorized("the refresh token is invalid or expired"),
             RefreshError::Unexpected(e) => Self::internal(e),
         }
     }
@@ -332,9 +315,7 @@ impl From<LogoutError> for ApiError {
 impl From<MeError> for ApiError {
     fn from(e: MeError) -> Self {
         match e {
-            MeError::Unauthorized => {
-                Self::unauthorized("the account no longer exists or is deactivated")
-            }
+            MeError::Unauthorized => Self::unauthorized("the account no longer exists or is deactivated"),
             MeError::Unexpected(e) => Self::internal(e),
         }
     }
@@ -347,6 +328,47 @@ impl From<AuthenticateError> for ApiError {
                 tracing::debug!(%reason, "access token refused");
                 Self::unauthorized("the access token is invalid or expired")
             }
+        }
+    }
+}
+
+impl From<Forbidden> for ApiError {
+    fn from(e: Forbidden) -> Self {
+        Self::new(ErrorCode::Forbidden, e.0)
+    }
+}
+
+impl From<AccessError> for ApiError {
+    fn from(e: AccessError) -> Self {
+        match e {
+            AccessError::Unauthorized(reason) => {
+                tracing::debug!(%reason, "credentials refused");
+                Self::unauthorized("the access token or API key is invalid, expired or revoked")
+            }
+            AccessError::Forbidden(f) => f.into(),
+            AccessError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<ApiKeyError> for ApiError {
+    fn from(e: ApiKeyError) -> Self {
+        match e {
+            ApiKeyError::Forbidden(f) => f.into(),
+            ApiKeyError::NotFound => Self::not_found("no such API key"),
+            ApiKeyError::Invalid(e) => e.into(),
+            ApiKeyError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<RecoveryError> for ApiError {
+    fn from(e: RecoveryError) -> Self {
+        match e {
+            RecoveryError::InvalidToken => {
+                Self::new(ErrorCode::InvalidToken, "the token is invalid, used or expired")
+            }
+            RecoveryError::Unexpected(e) => Self::internal(e),
         }
     }
 }

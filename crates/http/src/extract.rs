@@ -7,13 +7,11 @@ use std::pin::Pin;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
-use agentry_domain::ids::UserId;
+use actix_web::{FromRequest, HttpRequest, web};
 use agentry_domain::validation::FieldErrorKind;
 use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
 
-use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::settings::HttpSettings;
 
@@ -28,22 +26,14 @@ pub struct JsonBody<T>(pub T);
 pub struct FormBody<T>(pub T);
 
 fn settings(req: &HttpRequest) -> HttpSettings {
-    req.app_data::<web::Data<HttpSettings>>()
-        .map(|s| s.get_ref().clone())
-        .unwrap_or_default()
+    req.app_data::<web::Data<HttpSettings>>().map(|s| s.get_ref().clone()).unwrap_or_default()
 }
 
 fn media_type(req: &HttpRequest) -> Option<String> {
     req.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
+        .map(|v| v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
 }
 
 fn is_json(media: &str) -> bool {
@@ -51,16 +41,9 @@ fn is_json(media: &str) -> bool {
 }
 
 /// Reads the whole body, refusing it with 413 as soon as it passes `limit`.
-async fn read_body(
-    mut payload: Payload,
-    declared: Option<usize>,
-    limit: usize,
-) -> Result<Vec<u8>, ApiError> {
+async fn read_body(mut payload: Payload, declared: Option<usize>, limit: usize) -> Result<Vec<u8>, ApiError> {
     let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the request body is larger than {limit} bytes"),
-        )
+        ApiError::new(ErrorCode::PayloadTooLarge, format!("the request body is larger than {limit} bytes"))
     };
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
@@ -83,10 +66,7 @@ async fn read_body(
 }
 
 fn declared_length(req: &HttpRequest) -> Option<usize> {
-    req.headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
+    req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
 }
 
 /// Turns a serde error into a field-level validation error, naming the field by its path.
@@ -102,28 +82,13 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     }
     let message = inner.to_string();
     // serde reports a missing field at the path of the object that lacks it.
-    if let Some(field) = message
-        .strip_prefix("missing field `")
-        .and_then(|m| m.split('`').next())
-    {
-        let field = if path == "." {
-            field.to_owned()
-        } else {
-            format!("{path}.{field}")
-        };
+    if let Some(field) = message.strip_prefix("missing field `").and_then(|m| m.split('`').next()) {
+        let field = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
         return ApiError::validation(vec![agentry_domain::validation::FieldError::missing(field)]);
     }
     let field = if path == "." { "body".to_owned() } else { path };
-    let message = message
-        .split(" at line ")
-        .next()
-        .unwrap_or(&message)
-        .to_owned();
-    ApiError::field(
-        field.clone(),
-        FieldErrorKind::InvalidType,
-        format!("{field}: {message}"),
-    )
+    let message = message.split(" at line ").next().unwrap_or(&message).to_owned();
+    ApiError::field(field.clone(), FieldErrorKind::InvalidType, format!("{field}: {message}"))
 }
 
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
@@ -141,10 +106,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
                 other => {
                     return Err(ApiError::new(
                         ErrorCode::UnsupportedMediaType,
-                        format!(
-                            "expected Content-Type application/json, got {}",
-                            other.unwrap_or("none")
-                        ),
+                        format!("expected Content-Type application/json, got {}", other.unwrap_or("none")),
                     ));
                 }
             }
@@ -211,66 +173,16 @@ impl<T: DeserializeOwned + 'static> FromRequest for QueryParams<T> {
     type Future = std::future::Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(
-            req.query_string().as_bytes(),
-        ));
-        let result = serde_path_to_error::deserialize(de)
-            .map(QueryParams)
-            .map_err(|e| {
-                let field = e.path().to_string();
-                let message = e.into_inner().to_string();
-                ApiError::field(
-                    field.clone(),
-                    FieldErrorKind::InvalidType,
-                    format!("query parameter {field}: {message}"),
-                )
-            });
-        std::future::ready(result)
-    }
-}
-
-/// The bearer token of the request, before it is verified.
-fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
-    let value = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <token> header"))?;
-    let value = value
-        .to_str()
-        .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
-    match value.split_once(' ') {
-        Some((scheme, token))
-            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
-        {
-            Ok(token.trim().to_owned())
-        }
-        _ => Err(ApiError::unauthorized(
-            "the Authorization header must be: Bearer <token>",
-        )),
-    }
-}
-
-/// A caller authenticated by a JWT access token.
-#[derive(Debug, Clone)]
-pub struct Authenticated {
-    /// Who is calling.
-    pub user_id: UserId,
-}
-
-impl FromRequest for Authenticated {
-    type Error = ApiError;
-    type Future = std::future::Ready<Result<Self, ApiError>>;
-
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let result = (|| {
-            let state = req.app_data::<web::Data<AppState>>().ok_or_else(|| {
-                ApiError::internal(anyhow::anyhow!("application state is not configured"))
-            })?;
-            let token = bearer_token(req)?;
-            let user_id = state.accounts.authenticate(&token)?;
-            req.extensions_mut().insert(user_id.clone());
-            Ok(Authenticated { user_id })
-        })();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(req.query_string().as_bytes()));
+        let result = serde_path_to_error::deserialize(de).map(QueryParams).map_err(|e| {
+            let field = e.path().to_string();
+            let message = e.into_inner().to_string();
+            ApiError::field(
+                field.clone(),
+                FieldErrorKind::InvalidType,
+                format!("query parameter {field}: {message}"),
+            )
+        });
         std::future::ready(result)
     }
 }

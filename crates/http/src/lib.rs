@@ -5,6 +5,7 @@
 //! its docs page at `/docs/`. Every response carries `X-Request-Id`; every error, unknown
 //! routes included, is JSON in the configured envelope ([`HttpSettings`]).
 
+pub mod access;
 pub mod error;
 pub mod extract;
 pub mod middleware;
@@ -18,7 +19,11 @@ use std::sync::Arc;
 use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{App, web};
-use agentry_domain::identity::AccountService;
+use std::net::IpAddr;
+
+use agentry_domain::identity::{AccessService, AccountService, RecoveryService};
+use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
+use agentry_domain::tenancy::Plan;
 use async_trait::async_trait;
 use utoipa::OpenApi as _;
 use utoipa_swagger_ui::SwaggerUi;
@@ -33,11 +38,37 @@ pub trait Readiness: Send + Sync {
     async fn check(&self) -> anyhow::Result<()>;
 }
 
+/// Rate-limit settings.
+#[derive(Debug, Clone)]
+pub struct RateLimits {
+    /// Plan limits for authenticated calls, counted per tenant.
+    pub plans: PlanTable,
+    /// Budget per client address of the unauthenticated auth routes.
+    pub auth_per_ip: Quota,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<IpAddr>,
+}
+
+impl RateLimits {
+    /// The quota of a tenant on `plan`.
+    pub fn quota_for(&self, plan: Plan) -> Quota {
+        self.plans.quota(plan)
+    }
+}
+
 /// The services the handlers call.
 #[derive(Clone)]
 pub struct AppState {
     /// Accounts and sessions.
     pub accounts: AccountService,
+    /// Authentication of callers and API keys.
+    pub access: AccessService,
+    /// Password reset and magic links.
+    pub recovery: RecoveryService,
+    /// Rate limiting.
+    pub limiter: RateLimiter,
+    /// Rate-limit settings.
+    pub limits: RateLimits,
     /// The readiness probe.
     pub readiness: Arc<dyn Readiness>,
 }
@@ -51,6 +82,8 @@ impl std::fmt::Debug for AppState {
 /// The routes served under each API base path.
 fn api_routes(cfg: &mut web::ServiceConfig) {
     cfg.configure(routes::auth::configure)
+        .configure(routes::api_keys::configure)
+        .configure(routes::recovery::configure)
         .service(web::resource("/openapi.json").route(web::get().to(openapi::openapi_json)));
 }
 
@@ -78,8 +111,6 @@ pub fn build_app(
         .configure(routes::health::configure)
         .service(web::scope("/api/v1").configure(api_routes))
         .service(web::scope("/v1").configure(api_routes))
-        .service(
-            SwaggerUi::new("/docs/{_:.*}").url("/docs/openapi.json", openapi::ApiDoc::openapi()),
-        )
+        .service(SwaggerUi::new("/docs/{_:.*}").url("/docs/openapi.json", openapi::ApiDoc::openapi()))
         .default_service(web::to(no_such_route))
 }

@@ -8,6 +8,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{Error, HttpMessage, web};
+use agentry_domain::ratelimit::RateStatus;
 use tracing::Instrument as _;
 
 use crate::error::ApiError;
@@ -25,9 +26,7 @@ fn incoming_request_id(req: &ServiceRequest) -> Option<String> {
     // Echoed into logs and headers: accept only short, printable, unambiguous ids.
     let ok = !value.is_empty()
         && value.len() <= 128
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
     ok.then(|| value.to_owned())
 }
 
@@ -40,40 +39,36 @@ pub async fn request_context(
     let request_id =
         incoming_request_id(&req).unwrap_or_else(|| ulid::Ulid::new().to_string().to_lowercase());
     req.extensions_mut().insert(RequestId(request_id.clone()));
-    let settings = req
-        .app_data::<web::Data<HttpSettings>>()
-        .map(|s| s.get_ref().clone())
-        .unwrap_or_default();
+    let settings = req.app_data::<web::Data<HttpSettings>>().map(|s| s.get_ref().clone()).unwrap_or_default();
     let method = req.method().clone();
     let path = req.path().to_owned();
     let span = tracing::info_span!("request", request_id = %request_id);
 
     // Handler and extractor errors arrive here as responses carrying their error; an `Err`
     // could only come from a middleware below this one, and there is none.
-    let response = next.call(req).instrument(span.clone()).await?;
+    // The rest of the request runs as its own task: when the client disconnects, the work
+    // (a transaction, a database call) finishes instead of being dropped halfway.
+    let response = actix_web::rt::spawn(next.call(req).instrument(span.clone()))
+        .await
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("request task failed: {e}")))??;
     let mut response = render_error(response.map_into_boxed_body(), &settings);
 
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
+    add_rate_limit_headers(&mut response);
     let status = response.status().as_u16();
-    let route = response
-        .request()
-        .match_pattern()
-        .unwrap_or_else(|| "-".to_owned());
+    let route = response.request().match_pattern().unwrap_or_else(|| "-".to_owned());
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    span.in_scope(|| {
-        tracing::info!(%method, %path, %route, status, latency_ms = format!("{latency_ms:.2}"), "request")
-    });
+    span.in_scope(
+        || tracing::info!(%method, %path, %route, status, latency_ms = format!("{latency_ms:.2}"), "request"),
+    );
     Ok(response)
 }
 
 /// Re-renders error responses: an [`ApiError`] under the configured envelope, anything else
 /// (actix's own 404 and 405, errors of built-in extractors) as the [`ApiError`] of its status.
-fn render_error(
-    response: ServiceResponse<BoxBody>,
-    settings: &HttpSettings,
-) -> ServiceResponse<BoxBody> {
+fn render_error(response: ServiceResponse<BoxBody>, settings: &HttpSettings) -> ServiceResponse<BoxBody> {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
@@ -108,4 +103,22 @@ fn is_json(response: &ServiceResponse<BoxBody>) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// `X-RateLimit-*` on every response whose request was counted against a limit.
+fn add_rate_limit_headers(response: &mut ServiceResponse<BoxBody>) {
+    let status = response.request().extensions().get::<RateStatus>().copied();
+    let Some(RateStatus { limit: Some(limit), remaining, reset_at, .. }) = status else {
+        return;
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        ("x-ratelimit-limit", limit.to_string()),
+        ("x-ratelimit-remaining", remaining.to_string()),
+        ("x-ratelimit-reset", reset_at.to_string()),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
 }

@@ -6,7 +6,7 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{auth, health};
+use crate::routes::{api_keys, auth, health, recovery};
 
 /// The API description. Every route joins it through its `#[utoipa::path]`.
 #[derive(OpenApi)]
@@ -18,11 +18,15 @@ use crate::routes::{auth, health};
     ),
     paths(
         auth::register, auth::login, auth::me, auth::refresh, auth::logout,
+        recovery::forgot_password, recovery::reset_password, recovery::request_magic_link,
+        recovery::exchange_magic_link,
+        api_keys::create, api_keys::list, api_keys::revoke,
         health::healthz, health::readyz,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "auth", description = "Accounts and sessions"),
+        (name = "api-keys", description = "Self-service API keys"),
         (name = "operations", description = "Health and readiness"),
     )
 )]
@@ -37,10 +41,7 @@ impl Modify for BearerAuth {
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("JWT")
-                    .build(),
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build(),
             ),
         );
     }
@@ -49,15 +50,11 @@ impl Modify for BearerAuth {
 fn document() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        ApiDoc::openapi()
-            .to_pretty_json()
-            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        ApiDoc::openapi().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     })
 }
 
 /// `GET /api/v1/openapi.json`.
 pub async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("application/json")
-        .body(document())
+    HttpResponse::Ok().content_type("application/json").body(document())
 }

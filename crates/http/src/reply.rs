@@ -17,18 +17,12 @@ pub struct Reply<T> {
 impl<T: Serialize> Reply<T> {
     /// 200 with `body`.
     pub fn ok(body: T) -> Self {
-        Self {
-            status: StatusCode::OK,
-            body,
-        }
+        Self { status: StatusCode::OK, body }
     }
 
     /// 201 with `body`.
     pub fn created(body: T) -> Self {
-        Self {
-            status: StatusCode::CREATED,
-            body,
-        }
+        Self { status: StatusCode::CREATED, body }
     }
 
     /// `status` with `body`.
@@ -47,16 +41,11 @@ impl<T: Serialize> Responder for Reply<T> {
     type Body = BoxBody;
 
     fn respond_to(self, req: &HttpRequest) -> HttpResponse<Self::Body> {
-        let envelope = req
-            .app_data::<web::Data<HttpSettings>>()
-            .map_or(Envelope::Bare, |s| s.envelope);
+        let envelope = req.app_data::<web::Data<HttpSettings>>().map_or(Envelope::Bare, |s| s.envelope);
         let mut response = HttpResponse::build(self.status);
         match envelope {
             Envelope::Bare => response.json(&self.body),
-            Envelope::Wrapped => response.json(Wrapped {
-                success: true,
-                data: &self.body,
-            }),
+            Envelope::Wrapped => response.json(Wrapped { success: true, data: &self.body }),
         }
     }
 }
@@ -77,10 +66,7 @@ pub mod timestamp {
     }
 
     /// The same for an optional timestamp (`null` when absent).
-    pub fn serialize_opt<S: Serializer>(
-        t: &Option<DateTime<Utc>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
+    pub fn serialize_opt<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
         match t {
             Some(t) => s.serialize_str(&format(t)),
             None => s.serialize_none(),

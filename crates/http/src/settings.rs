@@ -28,11 +28,7 @@ impl HttpSettings {
             Envelope::Bare => 422,
             Envelope::Wrapped => 400,
         };
-        Self {
-            envelope,
-            validation_status,
-            max_body_bytes: 1024 * 1024,
-        }
+        Self { envelope, validation_status, max_body_bytes: 1024 * 1024 }
     }
 }
 

@@ -26,10 +26,7 @@ fn build_message(from: &Mailbox, message: &EmailMessage) -> anyhow::Result<Messa
         .from(from.clone())
         .to(to)
         .subject(&message.subject)
-        .multipart(MultiPart::alternative_plain_html(
-            message.text.clone(),
-            message.html.clone(),
-        ))
+        .multipart(MultiPart::alternative_plain_html(message.text.clone(), message.html.clone()))
         .context("building the e-mail")
 }
 
@@ -41,9 +38,7 @@ pub struct SmtpMailer {
 
 impl std::fmt::Debug for SmtpMailer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SmtpMailer")
-            .field("from", &self.from.to_string())
-            .finish_non_exhaustive()
+        f.debug_struct("SmtpMailer").field("from", &self.from.to_string()).finish_non_exhaustive()
     }
 }
 
@@ -56,10 +51,7 @@ impl SmtpMailer {
     pub fn new(url: &str, from: &str, timeout: Duration) -> anyhow::Result<Self> {
         let parsed = url::Url::parse(url).context("AGENTRY_SMTP_URL is not a URL")?;
         let host = parsed.host_str().context("AGENTRY_SMTP_URL has no host")?;
-        let tls = parsed
-            .query_pairs()
-            .find(|(k, _)| k == "tls")
-            .map(|(_, v)| v.into_owned());
+        let tls = parsed.query_pairs().find(|(k, _)| k == "tls").map(|(_, v)| v.into_owned());
         let mut builder = match (parsed.scheme(), tls.as_deref()) {
             ("smtps", None) => AsyncSmtpTransport::<Tokio1Executor>::relay(host)?,
             ("smtp", Some("starttls" | "required")) => {
@@ -86,13 +78,8 @@ impl SmtpMailer {
             let password = decode(parsed.password().unwrap_or_default());
             builder = builder.credentials(Credentials::new(user, password));
         }
-        let from = from
-            .parse()
-            .with_context(|| format!("AGENTRY_MAIL_FROM {from:?} is not an address"))?;
-        Ok(Self {
-            transport: builder.timeout(Some(timeout)).build(),
-            from,
-        })
+        let from = from.parse().with_context(|| format!("AGENTRY_MAIL_FROM {from:?} is not an address"))?;
+        Ok(Self { transport: builder.timeout(Some(timeout)).build(), from })
     }
 }
 
@@ -100,10 +87,7 @@ impl SmtpMailer {
 impl Mailer for SmtpMailer {
     async fn send(&self, message: &EmailMessage) -> anyhow::Result<()> {
         let email = build_message(&self.from, message)?;
-        self.transport
-            .send(email)
-            .await
-            .context("the SMTP server refused the message")?;
+        self.transport.send(email).await.context("the SMTP server refused the message")?;
         tracing::info!(subject = %message.subject, "e-mail sent over SMTP");
         Ok(())
     }
@@ -122,13 +106,8 @@ impl FileOutbox {
     /// # Errors
     /// For an unparsable sender.
     pub fn new(dir: impl Into<PathBuf>, from: &str) -> anyhow::Result<Self> {
-        let from = from
-            .parse()
-            .with_context(|| format!("AGENTRY_MAIL_FROM {from:?} is not an address"))?;
-        Ok(Self {
-            dir: dir.into(),
-            from,
-        })
+        let from = from.parse().with_context(|| format!("AGENTRY_MAIL_FROM {from:?} is not an address"))?;
+        Ok(Self { dir: dir.into(), from })
     }
 
     /// Where messages are written.
@@ -146,9 +125,7 @@ impl Mailer for FileOutbox {
         tokio::fs::create_dir_all(&self.dir)
             .await
             .with_context(|| format!("creating {}", self.dir.display()))?;
-        tokio::fs::write(&path, bytes)
-            .await
-            .with_context(|| format!("writing {}", path.display()))?;
+        tokio::fs::write(&path, bytes).await.with_context(|| format!("writing {}", path.display()))?;
         tracing::info!(path = %path.display(), subject = %message.subject, "e-mail written to the outbox");
         Ok(())
     }

@@ -40,9 +40,7 @@ impl SmtpSink {
     /// When no local port can be bound.
     #[allow(clippy::expect_used)]
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a local port");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a local port");
         let addr = listener.local_addr().expect("local address");
         let received: Inbox = Arc::default();
         let inbox = received.clone();
@@ -61,10 +59,7 @@ impl SmtpSink {
 
     /// Everything received so far.
     pub fn received(&self) -> Vec<ReceivedMail> {
-        self.received
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.received.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Waits up to `timeout` until at least `n` messages arrived; returns what arrived.
@@ -81,12 +76,8 @@ impl SmtpSink {
 }
 
 fn decode_plain(encoded: &str) -> Option<(String, String)> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .ok()?;
-    let mut parts = bytes
-        .split(|b| *b == 0)
-        .map(|p| String::from_utf8_lossy(p).into_owned());
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let mut parts = bytes.split(|b| *b == 0).map(|p| String::from_utf8_lossy(p).into_owned());
     let _authzid = parts.next()?;
     Some((parts.next()?, parts.next()?))
 }
@@ -133,11 +124,8 @@ async fn serve(stream: TcpStream, inbox: Inbox) -> std::io::Result<()> {
                 None => "501 malformed AUTH PLAIN".into(),
             }
         } else if upper.starts_with("MAIL FROM:") {
-            current = ReceivedMail {
-                from: address(&command[10..]),
-                auth: auth.clone(),
-                ..ReceivedMail::default()
-            };
+            current =
+                ReceivedMail { from: address(&command[10..]), auth: auth.clone(), ..ReceivedMail::default() };
             "250 OK".into()
         } else if upper.starts_with("RCPT TO:") {
             current.to.push(address(&command[8..]));

@@ -14,8 +14,7 @@ fn message() -> EmailMessage {
         to: Email::parse("ada@example.com").unwrap(),
         subject: "Your Agentry sign-in link".into(),
         text: "Sign in: https://agentry.test/api/v1/auth/magic-link/abc".into(),
-        html: "<p><a href=\"https://agentry.test/api/v1/auth/magic-link/abc\">Sign in</a></p>"
-            .into(),
+        html: "<p><a href=\"https://agentry.test/api/v1/auth/magic-link/abc\">Sign in</a></p>".into(),
     }
 }
 
@@ -27,12 +26,8 @@ fn install_crypto() {
 async fn a_message_crosses_a_real_smtp_conversation_with_both_parts() {
     install_crypto();
     let sink = SmtpSink::start().await;
-    let mailer = SmtpMailer::new(
-        &sink.url(),
-        "Agentry <noreply@agentry.test>",
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let mailer =
+        SmtpMailer::new(&sink.url(), "Agentry <noreply@agentry.test>", Duration::from_secs(5)).unwrap();
     mailer.send(&message()).await.unwrap();
     let received = sink.wait_for(1, Duration::from_secs(5)).await;
     assert_eq!(received.len(), 1);
@@ -55,52 +50,31 @@ async fn credentials_in_the_url_are_used() {
     let mailer = SmtpMailer::new(&url, "noreply@agentry.test", Duration::from_secs(5)).unwrap();
     mailer.send(&message()).await.unwrap();
     let received = sink.wait_for(1, Duration::from_secs(5)).await;
-    assert_eq!(
-        received[0].auth,
-        Some(("mailer@agentry".to_owned(), "s=cret".to_owned()))
-    );
+    assert_eq!(received[0].auth, Some(("mailer@agentry".to_owned(), "s=cret".to_owned())));
 }
 
 #[tokio::test]
 async fn a_refused_connection_is_an_error() {
     install_crypto();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mailer = SmtpMailer::new(
-        &format!("smtp://127.0.0.1:{port}"),
-        "noreply@agentry.test",
-        Duration::from_secs(2),
-    )
-    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mailer =
+        SmtpMailer::new(&format!("smtp://127.0.0.1:{port}"), "noreply@agentry.test", Duration::from_secs(2))
+            .unwrap();
     assert!(mailer.send(&message()).await.is_err());
 }
 
 #[tokio::test]
 async fn urls_are_checked() {
     install_crypto();
-    for ok in [
-        "smtp://localhost:2525",
-        "smtp://u:p@mail.example.com:587?tls=starttls",
-        "smtps://mail.example.com",
-    ] {
-        assert!(
-            SmtpMailer::new(ok, "a@b.co", Duration::from_secs(1)).is_ok(),
-            "{ok}"
-        );
+    for ok in
+        ["smtp://localhost:2525", "smtp://u:p@mail.example.com:587?tls=starttls", "smtps://mail.example.com"]
+    {
+        assert!(SmtpMailer::new(ok, "a@b.co", Duration::from_secs(1)).is_ok(), "{ok}");
     }
-    for bad in [
-        "http://mail.example.com",
-        "smtps://mail.example.com?tls=starttls",
-        "smtp://x?tls=maybe",
-        "nonsense",
-    ] {
-        assert!(
-            SmtpMailer::new(bad, "a@b.co", Duration::from_secs(1)).is_err(),
-            "{bad}"
-        );
+    for bad in
+        ["http://mail.example.com", "smtps://mail.example.com?tls=starttls", "smtp://x?tls=maybe", "nonsense"]
+    {
+        assert!(SmtpMailer::new(bad, "a@b.co", Duration::from_secs(1)).is_err(), "{bad}");
     }
     assert!(SmtpMailer::new("smtp://localhost", "not an address", Duration::from_secs(1)).is_err());
 }
@@ -111,10 +85,7 @@ async fn the_file_outbox_writes_one_eml_per_message() {
     let outbox = FileOutbox::new(dir.path().join("outbox"), "noreply@agentry.test").unwrap();
     outbox.send(&message()).await.unwrap();
     outbox.send(&message()).await.unwrap();
-    let files: Vec<_> = std::fs::read_dir(outbox.dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let files: Vec<_> = std::fs::read_dir(outbox.dir()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(files.len(), 2);
     let content = std::fs::read_to_string(&files[0]).unwrap();
     assert!(files[0].extension().unwrap() == "eml");
@@ -126,8 +97,7 @@ async fn the_file_outbox_writes_one_eml_per_message() {
 async fn background_sending_returns_at_once_and_still_delivers() {
     install_crypto();
     let sink = SmtpSink::start().await;
-    let smtp =
-        SmtpMailer::new(&sink.url(), "noreply@agentry.test", Duration::from_secs(5)).unwrap();
+    let smtp = SmtpMailer::new(&sink.url(), "noreply@agentry.test", Duration::from_secs(5)).unwrap();
     let mailer = Background::new(Arc::new(smtp));
     mailer.send(&message()).await.unwrap();
     assert_eq!(sink.wait_for(1, Duration::from_secs(5)).await.len(), 1);

@@ -8,15 +8,27 @@ use std::time::Duration;
 use actix_web::dev::Server;
 use actix_web::{HttpServer, web};
 use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingSecrets};
-use agentry_domain::identity::{AccountPolicy, AccountService, AccountServiceDeps};
-use agentry_http::{AppState, HttpSettings, Readiness};
-use agentry_store::{AccountStore, Database, DatabaseSettings, RefreshTokenStore, redact};
+use agentry_domain::identity::{
+    AccessService, AccessServiceDeps, AccountPolicy, AccountService, AccountServiceDeps, RecoveryPolicy,
+    RecoveryService, RecoveryServiceDeps,
+};
+use agentry_domain::ids::IdGenerator;
+use agentry_domain::mail::Mailer;
+use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
+use agentry_domain::time::Clock;
+use agentry_http::{AppState, HttpSettings, RateLimits, Readiness};
+use agentry_mailer::{Background, FileOutbox, SmtpMailer};
+use agentry_store::{
+    AccountStore, ApiKeyStore, Database, DatabaseSettings, DbRateCounter, OneTimeTokenStore,
+    RefreshTokenStore, redact,
+};
 use anyhow::Context as _;
 use async_trait::async_trait;
+use secrecy::ExposeSecret as _;
 
 use crate::config::Config;
 use crate::keys;
-use crate::system::{SystemClock, UlidIds};
+use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
 
 /// Opens the database described by `config`.
 ///
@@ -45,38 +57,104 @@ fn cpus() -> usize {
     std::thread::available_parallelism().map_or(2, usize::from)
 }
 
+/// The mailer the configuration asks for: SMTP when `AGENTRY_SMTP_URL` is set, else the file
+/// outbox under the data directory; either way delivered in the background.
+///
+/// # Errors
+/// For an invalid SMTP URL or sender address.
+pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
+    let inner: Arc<dyn Mailer> = match &config.smtp_url {
+        Some(url) => Arc::new(SmtpMailer::new(
+            url.expose_secret(),
+            &config.mail_from,
+            Duration::from_secs(config.smtp_timeout_secs),
+        )?),
+        None => {
+            let outbox = FileOutbox::new(config.data_dir.join("outbox"), &config.mail_from)?;
+            tracing::info!(dir = %outbox.dir().display(), "no AGENTRY_SMTP_URL: e-mails go to the outbox directory");
+            Arc::new(outbox)
+        }
+    };
+    Ok(Arc::new(Background::new(inner)))
+}
+
 /// Builds the services over `db`.
 ///
 /// # Errors
-/// When the JWT key is invalid or cannot be read or written.
+/// When the JWT key is invalid or cannot be read or written, or the mail settings are invalid.
 pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
-    let jwt = JwtAccessTokens::new(JwtSettings {
+    let jwt = Arc::new(JwtAccessTokens::new(JwtSettings {
         secret: keys::jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?,
         issuer: config.public_url.clone(),
         audience: "agentry-api".into(),
         ttl: chrono::Duration::seconds(config.access_token_ttl_secs),
-    })?;
-    let hasher = Argon2Hasher::new(
+    })?);
+    let hasher = Arc::new(Argon2Hasher::new(
         HashingParams::OWASP,
         config.password_hash_concurrency.unwrap_or_else(cpus),
-    )?;
+    )?);
+    let accounts_repo = Arc::new(AccountStore::new(db.clone()));
+    let secrets = Arc::new(RingSecrets::new());
+    let ids: Arc<dyn IdGenerator> = Arc::new(UlidIds::default());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+
     let accounts = AccountService::new(
         AccountServiceDeps {
-            accounts: Arc::new(AccountStore::new(db.clone())),
+            accounts: accounts_repo.clone(),
             refresh_tokens: Arc::new(RefreshTokenStore::new(db.clone())),
-            hasher: Arc::new(hasher),
-            access_tokens: Arc::new(jwt),
-            secrets: Arc::new(RingSecrets::new()),
-            ids: Arc::new(UlidIds::default()),
-            clock: Arc::new(SystemClock),
+            hasher: hasher.clone(),
+            access_tokens: jwt.clone(),
+            secrets: secrets.clone(),
+            ids: ids.clone(),
+            clock: clock.clone(),
         },
         AccountPolicy {
             welcome_credits: config.welcome_credits,
             refresh_token_ttl: chrono::Duration::days(config.refresh_token_ttl_days),
         },
     );
+    let access = AccessService::new(AccessServiceDeps {
+        accounts: accounts_repo.clone(),
+        api_keys: Arc::new(ApiKeyStore::new(db.clone())),
+        access_tokens: jwt,
+        secrets: secrets.clone(),
+        ids: ids.clone(),
+        clock: clock.clone(),
+    });
+    let recovery = RecoveryService::new(
+        RecoveryServiceDeps {
+            accounts: accounts_repo,
+            tokens: Arc::new(OneTimeTokenStore::new(db.clone())),
+            hasher,
+            mailer: build_mailer(config)?,
+            sessions: accounts.clone(),
+            secrets,
+            ids,
+            clock: clock.clone(),
+        },
+        RecoveryPolicy {
+            public_url: config.public_url.clone(),
+            reset_ttl: chrono::Duration::minutes(config.password_reset_ttl_minutes),
+            magic_link_ttl: chrono::Duration::minutes(config.magic_link_ttl_minutes),
+            max_emails_per_hour: config.mail_per_address_per_hour,
+        },
+    );
+    let counter: Arc<dyn RateCounter> = if config.rate_limits_in_database() {
+        Arc::new(DbRateCounter::new(db.clone()))
+    } else {
+        Arc::new(InProcessRateCounter::default())
+    };
+    let limits = RateLimits {
+        plans: if config.plan_table == 2 { PlanTable::Two } else { PlanTable::One },
+        auth_per_ip: Quota::per_minute(config.auth_rate_per_minute),
+        trusted_proxies: config.trusted_proxy_addrs()?,
+    };
     Ok(AppState {
         accounts,
+        access,
+        recovery,
+        limiter: RateLimiter::new(counter, clock),
+        limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
     })
 }
@@ -100,9 +178,7 @@ pub struct Application {
 
 impl std::fmt::Debug for Application {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Application")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
+        f.debug_struct("Application").field("addr", &self.addr).finish_non_exhaustive()
     }
 }
 
@@ -113,6 +189,8 @@ impl Application {
     /// # Errors
     /// When any of those steps fails.
     pub async fn build(config: &Config) -> anyhow::Result<Self> {
+        // TLS (SMTP, outbound HTTP) uses rustls with ring; install it before any client exists.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let db = open_database(config).await?;
         if config.migrates_on_start() {
             let applied = db.migrate().await.context("migrating the database")?;
@@ -122,15 +200,13 @@ impl Application {
         }
         let state = web::Data::new(build_state(config, &db)?);
         let settings = web::Data::new(http_settings(config));
-        let listener =
-            TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
+        let listener = TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
         let addr = listener.local_addr()?;
-        let server =
-            HttpServer::new(move || agentry_http::build_app(state.clone(), settings.clone()))
-                .workers(config.workers.unwrap_or_else(cpus))
-                .shutdown_timeout(config.shutdown_timeout_secs)
-                .listen(listener)?
-                .run();
+        let server = HttpServer::new(move || agentry_http::build_app(state.clone(), settings.clone()))
+            .workers(config.workers.unwrap_or_else(cpus))
+            .shutdown_timeout(config.shutdown_timeout_secs)
+            .listen(listener)?
+            .run();
         tracing::info!(%addr, database = %redact(&config.database_url), "listening");
         Ok(Self { server, addr, db })
     }

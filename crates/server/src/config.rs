@@ -20,6 +20,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where rate-limit counters live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateLimitStore {
+    /// Database on PostgreSQL, memory on SQLite.
+    Auto,
+    /// The `rate_limit_counters` table: one limit across all instances.
+    Database,
+    /// This process's memory.
+    Memory,
+}
+
 /// Every setting of the service.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
@@ -60,6 +72,29 @@ pub struct Config {
     pub password_hash_concurrency: Option<usize>,
     /// HTTP worker threads. Unset: the number of CPUs.
     pub workers: Option<usize>,
+    /// `smtp://user:pass@host:port`, `smtp://…?tls=starttls` or `smtps://…`. Unset: e-mails are
+    /// written to `<data_dir>/outbox` as `.eml` files.
+    #[serde(skip_serializing)]
+    pub smtp_url: Option<SecretString>,
+    /// The sender of every e-mail.
+    pub mail_from: String,
+    /// Longest an SMTP conversation may take, in seconds.
+    pub smtp_timeout_secs: u64,
+    /// Most e-mails of one kind (reset, magic link) sent to one address per hour.
+    pub mail_per_address_per_hour: u64,
+    /// Lifetime of a password-reset link, in minutes.
+    pub password_reset_ttl_minutes: i64,
+    /// Lifetime of a magic sign-in link, in minutes.
+    pub magic_link_ttl_minutes: i64,
+    /// Requests per minute and client address to the unauthenticated auth routes.
+    pub auth_rate_per_minute: u64,
+    /// Comma-separated IP addresses of reverse proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: String,
+    /// Which published plan-limit table applies: 1 or 2.
+    pub plan_table: u8,
+    /// Where rate-limit counters live: `database` (shared by every instance), `memory` (this
+    /// process only) or `auto` (database on PostgreSQL, memory on SQLite).
+    pub rate_limit_store: RateLimitStore,
     /// Seconds in-flight requests get to finish after SIGTERM.
     pub shutdown_timeout_secs: u64,
     /// Log filter, e.g. `info` or `agentry=debug,info`.
@@ -88,6 +123,16 @@ impl Default for Config {
             refresh_token_ttl_days: 30,
             password_hash_concurrency: None,
             workers: None,
+            smtp_url: None,
+            mail_from: "Agentry <no-reply@agentry.local>".into(),
+            smtp_timeout_secs: 10,
+            mail_per_address_per_hour: 3,
+            password_reset_ttl_minutes: 60,
+            magic_link_ttl_minutes: 15,
+            auth_rate_per_minute: 20,
+            trusted_proxies: String::new(),
+            plan_table: 1,
+            rate_limit_store: RateLimitStore::Auto,
             shutdown_timeout_secs: 30,
             log: "info".into(),
             log_format: LogFormat::Text,
@@ -105,11 +150,7 @@ impl Config {
         let config: Self = Figment::from(Serialized::defaults(Self::default()))
             .merge(Toml::file(file))
             // Secrets and URLs stay strings even when they look like numbers.
-            .merge(
-                Env::prefixed("AGENTRY_")
-                    .ignore(&["config"])
-                    .map(|k| k.as_str().to_lowercase().into()),
-            )
+            .merge(Env::prefixed("AGENTRY_").ignore(&["config"]).map(|k| k.as_str().to_lowercase().into()))
             .extract()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         config.validate()?;
@@ -127,37 +168,56 @@ impl Config {
                 "AGENTRY_VALIDATION_STATUS must be 400 or 422, got {status}"
             );
         }
-        anyhow::ensure!(
-            self.welcome_credits >= 0,
-            "AGENTRY_WELCOME_CREDITS must not be negative"
-        );
-        anyhow::ensure!(
-            self.access_token_ttl_secs > 0,
-            "AGENTRY_ACCESS_TOKEN_TTL_SECS must be positive"
-        );
-        anyhow::ensure!(
-            self.refresh_token_ttl_days > 0,
-            "AGENTRY_REFRESH_TOKEN_TTL_DAYS must be positive"
-        );
-        anyhow::ensure!(
-            self.max_body_bytes >= 1024,
-            "AGENTRY_MAX_BODY_BYTES must be at least 1024"
-        );
+        anyhow::ensure!(self.welcome_credits >= 0, "AGENTRY_WELCOME_CREDITS must not be negative");
+        anyhow::ensure!(self.access_token_ttl_secs > 0, "AGENTRY_ACCESS_TOKEN_TTL_SECS must be positive");
+        anyhow::ensure!(self.refresh_token_ttl_days > 0, "AGENTRY_REFRESH_TOKEN_TTL_DAYS must be positive");
+        anyhow::ensure!(self.max_body_bytes >= 1024, "AGENTRY_MAX_BODY_BYTES must be at least 1024");
         anyhow::ensure!(
             self.database_max_connections >= 1,
             "AGENTRY_DATABASE_MAX_CONNECTIONS must be at least 1"
         );
+        anyhow::ensure!(self.plan_table == 1 || self.plan_table == 2, "AGENTRY_PLAN_TABLE must be 1 or 2");
+        anyhow::ensure!(self.auth_rate_per_minute >= 1, "AGENTRY_AUTH_RATE_PER_MINUTE must be at least 1");
+        anyhow::ensure!(
+            self.password_reset_ttl_minutes > 0,
+            "AGENTRY_PASSWORD_RESET_TTL_MINUTES must be positive"
+        );
+        anyhow::ensure!(self.magic_link_ttl_minutes > 0, "AGENTRY_MAGIC_LINK_TTL_MINUTES must be positive");
+        self.trusted_proxy_addrs()?;
         agentry_store::backend_of(&self.database_url)?;
         Ok(())
+    }
+
+    /// The parsed `trusted_proxies`.
+    ///
+    /// # Errors
+    /// Naming the entry that is not an IP address.
+    pub fn trusted_proxy_addrs(&self) -> anyhow::Result<Vec<std::net::IpAddr>> {
+        self.trusted_proxies
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse().map_err(|_| anyhow::anyhow!("AGENTRY_TRUSTED_PROXIES: {s:?} is not an IP address"))
+            })
+            .collect()
+    }
+
+    /// Whether rate-limit counters live in the database.
+    pub fn rate_limits_in_database(&self) -> bool {
+        match self.rate_limit_store {
+            RateLimitStore::Database => true,
+            RateLimitStore::Memory => false,
+            RateLimitStore::Auto => {
+                matches!(agentry_store::backend_of(&self.database_url), Ok(agentry_store::Backend::Postgres))
+            }
+        }
     }
 
     /// Whether pending migrations run at start.
     pub fn migrates_on_start(&self) -> bool {
         self.auto_migrate.unwrap_or_else(|| {
-            matches!(
-                agentry_store::backend_of(&self.database_url),
-                Ok(agentry_store::Backend::Sqlite)
-            )
+            matches!(agentry_store::backend_of(&self.database_url), Ok(agentry_store::Backend::Sqlite))
         })
     }
 }
@@ -200,15 +260,11 @@ mod tests {
     fn invalid_values_are_refused_with_the_setting_named() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("AGENTRY_VALIDATION_STATUS", "418");
-            let err = Config::load(Path::new("none.toml"))
-                .unwrap_err()
-                .to_string();
+            let err = Config::load(Path::new("none.toml")).unwrap_err().to_string();
             assert!(err.contains("AGENTRY_VALIDATION_STATUS"), "{err}");
             jail.set_env("AGENTRY_VALIDATION_STATUS", "422");
             jail.set_env("AGENTRY_DATABASE_URL", "mysql://x");
-            let err = Config::load(Path::new("none.toml"))
-                .unwrap_err()
-                .to_string();
+            let err = Config::load(Path::new("none.toml")).unwrap_err().to_string();
             assert!(err.contains("unsupported database URL"), "{err}");
             Ok(())
         });

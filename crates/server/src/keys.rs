@@ -18,10 +18,7 @@ const KEY_FILE: &str = "jwt-secret";
 /// # Errors
 /// When the configured secret is shorter than 32 bytes, or the key file cannot be read or
 /// written.
-pub fn jwt_key(
-    configured: Option<&SecretString>,
-    data_dir: &Path,
-) -> anyhow::Result<SecretSlice<u8>> {
+pub fn jwt_key(configured: Option<&SecretString>, data_dir: &Path) -> anyhow::Result<SecretSlice<u8>> {
     if let Some(secret) = configured {
         let bytes = secret.expose_secret().as_bytes().to_vec();
         anyhow::ensure!(
@@ -31,8 +28,7 @@ pub fn jwt_key(
         );
         return Ok(SecretSlice::from(bytes));
     }
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("creating {}", data_dir.display()))?;
+    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
     let path = data_dir.join(KEY_FILE);
     let mut key = [0u8; 64];
     RingSecrets::new().fill(&mut key);
@@ -56,16 +52,11 @@ pub fn jwt_key(
 }
 
 fn read_key(path: &Path) -> anyhow::Result<SecretSlice<u8>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let key = URL_SAFE_NO_PAD
         .decode(text.trim())
         .with_context(|| format!("{} does not hold a base64url key", path.display()))?;
-    anyhow::ensure!(
-        key.len() >= 32,
-        "{} holds a key shorter than 32 bytes",
-        path.display()
-    );
+    anyhow::ensure!(key.len() >= 32, "{} holds a key shorter than 32 bytes", path.display());
     Ok(SecretSlice::from(key))
 }
 
@@ -83,10 +74,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(dir.path().join(KEY_FILE))
-                .unwrap()
-                .permissions()
-                .mode();
+            let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
     }
@@ -97,9 +85,6 @@ mod tests {
         assert!(jwt_key(Some(&SecretString::from("short")), dir.path()).is_err());
         let ok = jwt_key(Some(&SecretString::from("x".repeat(32))), dir.path()).unwrap();
         assert_eq!(ok.expose_secret().len(), 32);
-        assert!(
-            !dir.path().join(KEY_FILE).exists(),
-            "nothing written when configured"
-        );
+        assert!(!dir.path().join(KEY_FILE).exists(), "nothing written when configured");
     }
 }

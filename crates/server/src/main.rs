@@ -10,12 +10,7 @@ use clap::{Parser, Subcommand};
 #[command(version, about)]
 struct Cli {
     /// Configuration file; missing is fine (defaults and AGENTRY_* variables apply).
-    #[arg(
-        long,
-        env = "AGENTRY_CONFIG",
-        default_value = "agentry.toml",
-        global = true
-    )]
+    #[arg(long, env = "AGENTRY_CONFIG", default_value = "agentry.toml", global = true)]
     config: PathBuf,
     #[command(subcommand)]
     command: Option<Command>,

@@ -1,9 +1,12 @@
 //! The real clock and identifier generator.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use agentry_domain::ids::IdGenerator;
+use agentry_domain::ratelimit::RateCounter;
 use agentry_domain::time::Clock;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 /// The system clock, truncated to milliseconds (the precision of every API timestamp).
@@ -33,14 +36,33 @@ impl std::fmt::Debug for UlidIds {
 impl IdGenerator for UlidIds {
     fn generate(&self, prefix: &'static str) -> String {
         let ulid = {
-            let mut generator = self
-                .generator
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut generator = self.generator.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             // Overflow needs 2^80 ids in one millisecond; fall back to a fresh random one.
             generator.generate().unwrap_or_else(|_| ulid::Ulid::new())
         };
         format!("{prefix}_{}", ulid.to_string().to_lowercase())
+    }
+}
+
+/// Rate-limit counters in this process's memory: right for a single instance (the SQLite
+/// default), wrong for several (each would count alone).
+#[derive(Debug, Default)]
+pub struct InProcessRateCounter {
+    windows: Mutex<HashMap<String, (i64, u64)>>,
+}
+
+#[async_trait]
+impl RateCounter for InProcessRateCounter {
+    async fn hit(&self, bucket: &str, window_start: i64, _window_secs: i64) -> anyhow::Result<u64> {
+        let mut windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // One entry per bucket, holding only its current window, so memory stays bounded by the
+        // number of active subjects.
+        let entry = windows.entry(bucket.to_owned()).or_insert((window_start, 0));
+        if entry.0 != window_start {
+            *entry = (window_start, 0);
+        }
+        entry.1 += 1;
+        Ok(entry.1)
     }
 }
 
@@ -52,17 +74,18 @@ mod tests {
     fn ids_are_prefixed_url_safe_and_ordered() {
         let ids = UlidIds::default();
         let generated: Vec<String> = (0..1000).map(|_| ids.generate("usr")).collect();
-        assert!(
-            generated
-                .iter()
-                .all(|id| id.len() == 30 && id.starts_with("usr_"))
-        );
-        assert!(
-            generated
-                .iter()
-                .all(|id| id[4..].chars().all(|c| c.is_ascii_alphanumeric()))
-        );
+        assert!(generated.iter().all(|id| id.len() == 30 && id.starts_with("usr_")));
+        assert!(generated.iter().all(|id| id[4..].chars().all(|c| c.is_ascii_alphanumeric())));
         assert!(generated.windows(2).all(|w| w[0] < w[1]), "monotonic");
+    }
+
+    #[tokio::test]
+    async fn in_process_counts_restart_with_each_window() {
+        let c = InProcessRateCounter::default();
+        assert_eq!(c.hit("a", 0, 60).await.unwrap(), 1);
+        assert_eq!(c.hit("a", 0, 60).await.unwrap(), 2);
+        assert_eq!(c.hit("b", 0, 60).await.unwrap(), 1);
+        assert_eq!(c.hit("a", 60, 60).await.unwrap(), 1);
     }
 
     #[test]

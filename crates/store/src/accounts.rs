@@ -1,8 +1,7 @@
 //! [`AccountRepository`]: users, tenants, memberships and the registration transaction.
 
 use agentry_domain::identity::{
-    AccountRepository, Email, FullName, NewAccount, PasswordHash, RegisterError, User,
-    UserCredentials,
+    AccountRepository, Email, FullName, NewAccount, PasswordHash, RegisterError, User, UserCredentials,
 };
 use agentry_domain::ids::{TenantId, UserId};
 use agentry_domain::tenancy::Membership;
@@ -156,10 +155,7 @@ impl AccountRepository for AccountStore {
             .first(conn)
             .await
             .optional())?;
-        Ok(row
-            .map(UserRow::into_credentials)
-            .transpose()?
-            .map(|c| c.user))
+        Ok(row.map(UserRow::into_credentials).transpose()?.map(|c| c.user))
     }
 
     async fn memberships(&self, user: &UserId) -> anyhow::Result<Vec<Membership>> {
@@ -177,9 +173,7 @@ impl AccountRepository for AccountStore {
                     tenant_name,
                     tenant_plan: parse_stored(&plan, "plan")?,
                     user_id: user.clone(),
-                    role: role
-                        .parse()
-                        .map_err(|e| anyhow::anyhow!("stored role is invalid: {e}"))?,
+                    role: role.parse().map_err(|e| anyhow::anyhow!("stored role is invalid: {e}"))?,
                     created_at: created_at.0,
                 })
             })
@@ -193,7 +187,5 @@ pub(crate) fn parse_stored<T: std::str::FromStr>(value: &str, what: &str) -> any
 where
     T::Err: std::fmt::Display,
 {
-    value
-        .parse()
-        .map_err(|e| anyhow::anyhow!("stored {what} {value:?} is invalid: {e}"))
+    value.parse().map_err(|e| anyhow::anyhow!("stored {what} {value:?} is invalid: {e}"))
 }

@@ -51,13 +51,7 @@ impl ApiKeyRow {
             name: k.name.as_str().to_owned(),
             key_prefix: k.key_prefix.clone(),
             key_digest: k.digest.as_str().to_owned(),
-            scopes: DbJson(
-                k.scopes
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .into(),
-            ),
+            scopes: DbJson(k.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().into()),
             created_at: k.created_at.into(),
             expires_at: k.expires_at.map(DbTime),
             last_used_at: k.last_used_at.map(DbTime),
@@ -129,12 +123,7 @@ impl ApiKeyRepository for ApiKeyStore {
         rows.into_iter().map(ApiKeyRow::into_domain).collect()
     }
 
-    async fn revoke(
-        &self,
-        user: &UserId,
-        key: &ApiKeyId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<bool> {
+    async fn revoke(&self, user: &UserId, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<bool> {
         let n = with_conn!(self.db, conn => diesel::update(
                 api_keys::table
                     .filter(api_keys::id.eq(key.as_str()))

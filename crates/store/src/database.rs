@@ -69,9 +69,7 @@ pub struct Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database")
-            .field("backend", &self.backend())
-            .finish_non_exhaustive()
+        f.debug_struct("Database").field("backend", &self.backend()).finish_non_exhaustive()
     }
 }
 
@@ -84,10 +82,7 @@ pub fn backend_of(url: &str) -> anyhow::Result<Backend> {
     match scheme {
         "postgres" | "postgresql" => Ok(Backend::Postgres),
         "sqlite" => Ok(Backend::Sqlite),
-        _ => anyhow::bail!(
-            "unsupported database URL {:?}: use postgres://… or sqlite://<path>",
-            redact(url)
-        ),
+        _ => anyhow::bail!("unsupported database URL {:?}: use postgres://… or sqlite://<path>", redact(url)),
     }
 }
 
@@ -115,9 +110,7 @@ impl Database {
             Backend::Sqlite => DbPool::Sqlite(sqlite_pool(settings)?),
         };
         let db = Self { pool };
-        db.ping()
-            .await
-            .with_context(|| format!("cannot connect to {}", redact(&settings.url)))?;
+        db.ping().await.with_context(|| format!("cannot connect to {}", redact(&settings.url)))?;
         Ok(db)
     }
 
@@ -152,19 +145,12 @@ impl Database {
             let _guard = handle.enter();
             let applied = match pool {
                 DbPool::Pg(p) => {
-                    let conn = handle
-                        .block_on(p.get())
-                        .context("no connection for migrations")?;
+                    let conn = handle.block_on(p.get()).context("no connection for migrations")?;
                     let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
-                    harness
-                        .run_pending_migrations(PG_MIGRATIONS)
-                        .map_err(|e| anyhow::anyhow!("{e}"))?
-                        .len()
+                    harness.run_pending_migrations(PG_MIGRATIONS).map_err(|e| anyhow::anyhow!("{e}"))?.len()
                 }
                 DbPool::Sqlite(p) => {
-                    let conn = handle
-                        .block_on(p.get())
-                        .context("no connection for migrations")?;
+                    let conn = handle.block_on(p.get()).context("no connection for migrations")?;
                     let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
                     harness
                         .run_pending_migrations(SQLITE_MIGRATIONS)
@@ -236,14 +222,8 @@ fn pg_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<AsyncPgConnection
 
 fn sqlite_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<SqliteConn>> {
     let path = settings.url.trim_start_matches("sqlite://").to_owned();
-    anyhow::ensure!(
-        !path.is_empty(),
-        "the SQLite URL names no file: use sqlite://<path>"
-    );
-    if let Some(dir) = Path::new(&path)
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
+    anyhow::ensure!(!path.is_empty(), "the SQLite URL names no file: use sqlite://<path>");
+    if let Some(dir) = Path::new(&path).parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let busy_ms = settings.statement_timeout.as_millis();
@@ -295,8 +275,7 @@ impl StoreError {
     pub(crate) fn is_unique_violation(&self, pg_constraint: &str, sqlite_column: &str) -> bool {
         match self {
             Self::Query(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, info)) => {
-                info.constraint_name() == Some(pg_constraint)
-                    || info.message().contains(sqlite_column)
+                info.constraint_name() == Some(pg_constraint) || info.message().contains(sqlite_column)
             }
             _ => false,
         }

@@ -35,9 +35,7 @@ macro_rules! transaction {
             $crate::database::DbPool::Pg(pool) => match pool.get().await {
                 Ok(mut guard) => {
                     guard
-                        .transaction(async |$conn| -> Result<_, $crate::database::StoreError> {
-                            $body
-                        })
+                        .transaction(async |$conn| -> Result<_, $crate::database::StoreError> { $body })
                         .await
                 }
                 Err(e) => Err($crate::database::StoreError::from(e)),
@@ -45,9 +43,9 @@ macro_rules! transaction {
             $crate::database::DbPool::Sqlite(pool) => match pool.get().await {
                 Ok(mut guard) => {
                     guard
-                        .immediate_transaction(
-                            async |$conn| -> Result<_, $crate::database::StoreError> { $body },
-                        )
+                        .immediate_transaction(async |$conn| -> Result<_, $crate::database::StoreError> {
+                            $body
+                        })
                         .await
                 }
                 Err(e) => Err($crate::database::StoreError::from(e)),

@@ -22,10 +22,7 @@ pub struct DbRateCounter {
 impl DbRateCounter {
     /// A counter over `db`.
     pub fn new(db: Database) -> Self {
-        Self {
-            db,
-            hits: Arc::new(AtomicU64::new(0)),
-        }
+        Self { db, hits: Arc::new(AtomicU64::new(0)) }
     }
 
     /// Deletes windows that ended before `now` (Unix seconds); returns how many.
@@ -64,10 +61,9 @@ impl RateCounter for DbRateCounter {
             .returning(rate_limit_counters::hits)
             .get_result(conn)
             .await)?;
-        if self.hits.fetch_add(1, Ordering::Relaxed) % PURGE_EVERY == PURGE_EVERY - 1 {
-            if let Err(e) = self.purge_expired(window_start).await {
-                tracing::warn!(error = %e, "purging ended rate-limit windows failed");
-            }
+        let sweep = self.hits.fetch_add(1, Ordering::Relaxed) % PURGE_EVERY == PURGE_EVERY - 1;
+        if sweep && let Err(e) = self.purge_expired(window_start).await {
+            tracing::warn!(error = %e, "purging ended rate-limit windows failed");
         }
         Ok(u64::try_from(hits).unwrap_or(0))
     }

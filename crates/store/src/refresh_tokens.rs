@@ -1,8 +1,6 @@
 //! [`RefreshTokenRepository`]: refresh tokens by digest, rotation guarded by status.
 
-use agentry_domain::identity::{
-    RefreshToken, RefreshTokenRepository, RefreshTokenStatus, RotateOutcome,
-};
+use agentry_domain::identity::{RefreshToken, RefreshTokenRepository, RefreshTokenStatus, RotateOutcome};
 use agentry_domain::ids::{RefreshTokenId, TokenFamilyId, UserId};
 use agentry_domain::secrets::SecretDigest;
 use async_trait::async_trait;
@@ -60,9 +58,8 @@ impl RefreshTokenRow {
             family_id: TokenFamilyId::from_string(self.family_id),
             user_id: UserId::from_string(self.user_id),
             digest: SecretDigest::from_string(self.token_digest),
-            status: RefreshTokenStatus::parse(&self.status).ok_or_else(|| {
-                anyhow::anyhow!("stored refresh token status {:?} is invalid", self.status)
-            })?,
+            status: RefreshTokenStatus::parse(&self.status)
+                .ok_or_else(|| anyhow::anyhow!("stored refresh token status {:?} is invalid", self.status))?,
             issued_at: self.issued_at.0,
             expires_at: self.expires_at.0,
         })
@@ -119,11 +116,7 @@ impl RefreshTokenRepository for RefreshTokenStore {
         Ok(outcome)
     }
 
-    async fn revoke_family(
-        &self,
-        family: &TokenFamilyId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<u64> {
+    async fn revoke_family(&self, family: &TokenFamilyId, now: DateTime<Utc>) -> anyhow::Result<u64> {
         let now = DbTime(now);
         let n = with_conn!(self.db, conn => diesel::update(
                 refresh_tokens::table

@@ -28,15 +28,8 @@ pub async fn postgres_url() -> anyhow::Result<Option<String>> {
         return Ok(None);
     };
     let schema = format!("t_{}", ulid::Ulid::new().to_string().to_lowercase());
-    let mut admin = AsyncPgConnection::establish(&base)
-        .await
-        .context("connecting to the test database")?;
-    admin
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .context("creating a test schema")?;
+    let mut admin = AsyncPgConnection::establish(&base).await.context("connecting to the test database")?;
+    admin.batch_execute(&format!("CREATE SCHEMA {schema}")).await.context("creating a test schema")?;
     let separator = if base.contains('?') { '&' } else { '?' };
-    Ok(Some(format!(
-        "{base}{separator}options=-c%20search_path%3D{schema}"
-    )))
+    Ok(Some(format!("{base}{separator}options=-c%20search_path%3D{schema}")))
 }

@@ -55,9 +55,7 @@ impl Principal {
     pub fn can(&self, permission: Permission) -> bool {
         let delegated = match &self.credential {
             Credential::AccessToken => true,
-            Credential::ApiKey { scopes, .. } => {
-                scopes.iter().any(|s| s.permission() == permission)
-            }
+            Credential::ApiKey { scopes, .. } => scopes.iter().any(|s| s.permission() == permission),
         };
         self.role.grants(permission) && delegated
     }
@@ -70,9 +68,7 @@ impl Principal {
         if self.can(permission) {
             Ok(())
         } else {
-            Err(Forbidden(format!(
-                "this action needs the {permission} permission"
-            )))
+            Err(Forbidden(format!("this action needs the {permission} permission")))
         }
     }
 
@@ -83,9 +79,9 @@ impl Principal {
     pub fn require_user_session(&self) -> Result<(), Forbidden> {
         match self.credential {
             Credential::AccessToken => Ok(()),
-            Credential::ApiKey { .. } => Err(Forbidden(
-                "API keys are managed with a user access token, not with an API key".into(),
-            )),
+            Credential::ApiKey { .. } => {
+                Err(Forbidden("API keys are managed with a user access token, not with an API key".into()))
+            }
         }
     }
 }
@@ -179,12 +175,7 @@ pub trait ApiKeyRepository: Send + Sync {
 
     /// Revokes the user's key; `false` when the user has no such unrevoked key (another
     /// user's key included).
-    async fn revoke(
-        &self,
-        user: &UserId,
-        key: &ApiKeyId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<bool>;
+    async fn revoke(&self, user: &UserId, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<bool>;
 
     /// Records a use at `now`.
     async fn touch(&self, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<()>;
@@ -218,9 +209,7 @@ pub fn resolve_tenant<'m>(
             .iter()
             .find(|m| &m.tenant_id == tenant)
             .ok_or_else(|| Forbidden("you are not a member of this tenant".into())),
-        None => memberships
-            .first()
-            .ok_or_else(|| Forbidden("you are not a member of any tenant".into())),
+        None => memberships.first().ok_or_else(|| Forbidden("you are not a member of any tenant".into())),
     }
 }
 
@@ -280,10 +269,7 @@ impl NewApiKey {
                     "a key needs at least one scope",
                 ));
             }
-            let mut scopes = raw
-                .iter()
-                .map(|s| s.parse::<Scope>())
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut scopes = raw.iter().map(|s| s.parse::<Scope>()).collect::<Result<Vec<_>, _>>()?;
             scopes.sort();
             scopes.dedup();
             Ok(scopes)
@@ -297,11 +283,7 @@ impl NewApiKey {
         }
         v.finish()?;
         match (name, scopes) {
-            (Some(name), Some(scopes)) => Ok(Self {
-                name,
-                scopes,
-                expires_at,
-            }),
+            (Some(name), Some(scopes)) => Ok(Self { name, scopes, expires_at }),
             _ => unreachable!("validator accepted a key request with a missing part"),
         }
     }
@@ -325,6 +307,9 @@ pub enum ApiKeyError {
     /// No such key of the caller's.
     #[error("no such API key")]
     NotFound,
+    /// The request for a new key is invalid.
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
     /// Storage failed.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
@@ -362,9 +347,11 @@ impl AccessService {
         if ApiKey::looks_like_key(bearer) {
             return self.authenticate_key(bearer, requested).await;
         }
-        let claims = self.deps.access_tokens.verify(bearer).map_err(|e| {
-            AccessError::Unauthorized(format!("the access token is not valid: {e}"))
-        })?;
+        let claims = self
+            .deps
+            .access_tokens
+            .verify(bearer)
+            .map_err(|e| AccessError::Unauthorized(format!("the access token is not valid: {e}")))?;
         let memberships = self.deps.accounts.memberships(&claims.user_id).await?;
         let membership = resolve_tenant(&memberships, requested)?;
         Ok(Principal {
@@ -385,11 +372,7 @@ impl AccessService {
         let unauthorized =
             || AccessError::Unauthorized("the API key is not valid, or revoked or expired".into());
         let digest = d.secrets.digest(presented);
-        let grant = d
-            .api_keys
-            .find_grant(&digest)
-            .await?
-            .ok_or_else(unauthorized)?;
+        let grant = d.api_keys.find_grant(&digest).await?.ok_or_else(unauthorized)?;
         let now = d.clock.now();
         if grant.key.expires_at.is_some_and(|e| e <= now) {
             return Err(unauthorized());
@@ -397,10 +380,7 @@ impl AccessService {
         if requested.is_some_and(|t| t != &grant.key.tenant_id) {
             return Err(Forbidden("this API key belongs to another tenant".into()).into());
         }
-        let stale = grant
-            .key
-            .last_used_at
-            .is_none_or(|t| now - t >= ApiKey::LAST_USED_RESOLUTION);
+        let stale = grant.key.last_used_at.is_none_or(|t| now - t >= ApiKey::LAST_USED_RESOLUTION);
         if stale {
             d.api_keys.touch(&grant.key.id, now).await?;
         }
@@ -409,29 +389,26 @@ impl AccessService {
             tenant_id: grant.key.tenant_id,
             plan: grant.plan,
             role: grant.role,
-            credential: Credential::ApiKey {
-                key_id: grant.key.id,
-                scopes: grant.key.scopes,
-            },
+            credential: Credential::ApiKey { key_id: grant.key.id, scopes: grant.key.scopes },
         })
     }
 
-    /// Makes a key for the caller in the caller's tenant.
+    /// Makes a key for the caller in the caller's tenant from the raw fields of a request.
     ///
     /// # Errors
-    /// [`ApiKeyError::Forbidden`] when the caller used an API key.
+    /// [`ApiKeyError::Forbidden`] when the caller used an API key (checked before anything
+    /// else); [`ApiKeyError::Invalid`] for a bad name, scope or expiry.
     pub async fn create_key(
         &self,
         caller: &Principal,
-        request: NewApiKey,
+        name: Option<String>,
+        scopes: Option<Vec<String>>,
+        expires_at: Option<DateTime<Utc>>,
     ) -> Result<CreatedApiKey, ApiKeyError> {
         caller.require_user_session()?;
         let d = &self.deps;
-        let secret = format!(
-            "{}{}",
-            ApiKey::PREFIX,
-            d.secrets.random_alphanumeric(ApiKey::RANDOM_CHARS)
-        );
+        let request = NewApiKey::new(name, scopes, expires_at, d.clock.now())?;
+        let secret = format!("{}{}", ApiKey::PREFIX, d.secrets.random_alphanumeric(ApiKey::RANDOM_CHARS));
         let key = ApiKey {
             id: ApiKeyId::generate(d.ids.as_ref()),
             user_id: caller.user_id.clone(),
@@ -445,10 +422,7 @@ impl AccessService {
             last_used_at: None,
         };
         d.api_keys.insert(&key).await?;
-        Ok(CreatedApiKey {
-            key,
-            secret: secrecy::SecretString::from(secret),
-        })
+        Ok(CreatedApiKey { key, secret: secrecy::SecretString::from(secret) })
     }
 
     /// The caller's keys in the caller's tenant.
@@ -457,11 +431,7 @@ impl AccessService {
     /// [`ApiKeyError::Forbidden`] when the caller used an API key.
     pub async fn list_keys(&self, caller: &Principal) -> Result<Vec<ApiKey>, ApiKeyError> {
         caller.require_user_session()?;
-        Ok(self
-            .deps
-            .api_keys
-            .list(&caller.user_id, &caller.tenant_id)
-            .await?)
+        Ok(self.deps.api_keys.list(&caller.user_id, &caller.tenant_id).await?)
     }
 
     /// Revokes one of the caller's keys.
@@ -471,16 +441,8 @@ impl AccessService {
     /// when the caller used an API key.
     pub async fn revoke_key(&self, caller: &Principal, key: &ApiKeyId) -> Result<(), ApiKeyError> {
         caller.require_user_session()?;
-        let revoked = self
-            .deps
-            .api_keys
-            .revoke(&caller.user_id, key, self.deps.clock.now())
-            .await?;
-        if revoked {
-            Ok(())
-        } else {
-            Err(ApiKeyError::NotFound)
-        }
+        let revoked = self.deps.api_keys.revoke(&caller.user_id, key, self.deps.clock.now()).await?;
+        if revoked { Ok(()) } else { Err(ApiKeyError::NotFound) }
     }
 }
 
@@ -489,9 +451,7 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::identity::ports::{
-        AccessClaims, AccessTokenError, MockAccessTokens, MockAccountRepository,
-    };
+    use crate::identity::ports::{AccessClaims, AccessTokenError, MockAccessTokens, MockAccountRepository};
     use crate::ids::MockIdGenerator;
     use crate::secrets::MockSecrets;
     use crate::time::MockClock;
@@ -532,55 +492,23 @@ mod tests {
             (Role::Viewer, Credential::AccessToken, AgentsWrite, false),
             (Role::Owner, key_with(&["agents:read"]), AgentsRead, true),
             (Role::Owner, key_with(&["agents:read"]), AgentsWrite, false),
-            (
-                Role::Owner,
-                key_with(&["agents:read", "agents:write"]),
-                AgentsWrite,
-                true,
-            ),
+            (Role::Owner, key_with(&["agents:read", "agents:write"]), AgentsWrite, true),
             (Role::Owner, key_with(&["agents:read"]), BillingWrite, false),
-            (
-                Role::Viewer,
-                key_with(&["agents:write"]),
-                AgentsWrite,
-                false,
-            ),
-            (
-                Role::Member,
-                key_with(&["workflows:execute"]),
-                WorkflowsExecute,
-                true,
-            ),
-            (
-                Role::Member,
-                key_with(&["webhooks:write"]),
-                WebhooksWrite,
-                false,
-            ),
+            (Role::Viewer, key_with(&["agents:write"]), AgentsWrite, false),
+            (Role::Member, key_with(&["workflows:execute"]), WorkflowsExecute, true),
+            (Role::Member, key_with(&["webhooks:write"]), WebhooksWrite, false),
         ];
         for (role, credential, permission, expected) in cases {
             let p = principal(*role, credential.clone());
-            assert_eq!(
-                p.can(*permission),
-                *expected,
-                "{role} via {credential:?} for {permission}"
-            );
+            assert_eq!(p.can(*permission), *expected, "{role} via {credential:?} for {permission}");
             assert_eq!(p.require(*permission).is_ok(), *expected);
         }
     }
 
     #[test]
     fn only_a_user_session_manages_keys() {
-        assert!(
-            principal(Role::Viewer, Credential::AccessToken)
-                .require_user_session()
-                .is_ok()
-        );
-        assert!(
-            principal(Role::Owner, key_with(&["agents:read"]))
-                .require_user_session()
-                .is_err()
-        );
+        assert!(principal(Role::Viewer, Credential::AccessToken).require_user_session().is_ok());
+        assert!(principal(Role::Owner, key_with(&["agents:read"])).require_user_session().is_err());
     }
 
     fn membership(tenant: &str, role: Role) -> Membership {
@@ -596,20 +524,9 @@ mod tests {
 
     #[test]
     fn tenant_resolution_defaults_to_the_first_and_refuses_strangers() {
-        let ms = [
-            membership("ten_a", Role::Owner),
-            membership("ten_b", Role::Viewer),
-        ];
-        assert_eq!(
-            resolve_tenant(&ms, None).unwrap().tenant_id.as_str(),
-            "ten_a"
-        );
-        assert_eq!(
-            resolve_tenant(&ms, Some(&TenantId::from_string("ten_b")))
-                .unwrap()
-                .role,
-            Role::Viewer
-        );
+        let ms = [membership("ten_a", Role::Owner), membership("ten_b", Role::Viewer)];
+        assert_eq!(resolve_tenant(&ms, None).unwrap().tenant_id.as_str(), "ten_a");
+        assert_eq!(resolve_tenant(&ms, Some(&TenantId::from_string("ten_b"))).unwrap().role, Role::Viewer);
         assert!(resolve_tenant(&ms, Some(&TenantId::from_string("ten_x"))).is_err());
         assert!(resolve_tenant(&[], None).is_err());
     }
@@ -618,19 +535,12 @@ mod tests {
     fn key_requests_are_validated() {
         let ok = NewApiKey::new(
             Some("ci".into()),
-            Some(vec![
-                "agents:write".into(),
-                "agents:read".into(),
-                "agents:read".into(),
-            ]),
+            Some(vec!["agents:write".into(), "agents:read".into(), "agents:read".into()]),
             None,
             t0(),
         )
         .unwrap();
-        assert_eq!(
-            ok.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-            ["agents:read", "agents:write"]
-        );
+        assert_eq!(ok.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(), ["agents:read", "agents:write"]);
         let err = NewApiKey::new(None, Some(vec![]), Some(t0()), t0()).unwrap_err();
         let fields: Vec<_> = err.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["name", "scopes", "expires_at"]);
@@ -656,12 +566,8 @@ mod tests {
 
         fn service(self) -> AccessService {
             let mut secrets = MockSecrets::new();
-            secrets
-                .expect_digest()
-                .returning(|s| SecretDigest::from_string(format!("digest({s})")));
-            secrets
-                .expect_random_alphanumeric()
-                .returning(|n| "a".repeat(n));
+            secrets.expect_digest().returning(|s| SecretDigest::from_string(format!("digest({s})")));
+            secrets.expect_random_alphanumeric().returning(|n| "a".repeat(n));
             let mut ids = MockIdGenerator::new();
             ids.expect_generate().returning(|p| format!("{p}_new"));
             let mut clock = MockClock::new();
@@ -678,10 +584,7 @@ mod tests {
         }
     }
 
-    fn stored_key(
-        expires_at: Option<DateTime<Utc>>,
-        last_used_at: Option<DateTime<Utc>>,
-    ) -> ApiKeyGrant {
+    fn stored_key(expires_at: Option<DateTime<Utc>>, last_used_at: Option<DateTime<Utc>>) -> ApiKeyGrant {
         ApiKeyGrant {
             key: ApiKey {
                 id: ApiKeyId::from_string("key_1"),
@@ -704,42 +607,27 @@ mod tests {
     async fn an_access_token_acts_in_the_first_tenant_or_the_requested_one() {
         let mut d = Deps::new();
         d.access_tokens.expect_verify().returning(|_| {
-            Ok(AccessClaims {
-                user_id: UserId::from_string("usr_1"),
-                token_id: "j".into(),
-                expires_at: t0(),
-            })
+            Ok(AccessClaims { user_id: UserId::from_string("usr_1"), token_id: "j".into(), expires_at: t0() })
         });
-        d.accounts.expect_memberships().returning(|_| {
-            Ok(vec![
-                membership("ten_a", Role::Owner),
-                membership("ten_b", Role::Viewer),
-            ])
-        });
+        d.accounts
+            .expect_memberships()
+            .returning(|_| Ok(vec![membership("ten_a", Role::Owner), membership("ten_b", Role::Viewer)]));
         let s = d.service();
         let p = s.authenticate("jwt", None).await.unwrap();
         assert_eq!(
             (p.tenant_id.as_str(), p.role, p.credential),
             ("ten_a", Role::Owner, Credential::AccessToken)
         );
-        let p = s
-            .authenticate("jwt", Some(&TenantId::from_string("ten_b")))
-            .await
-            .unwrap();
+        let p = s.authenticate("jwt", Some(&TenantId::from_string("ten_b"))).await.unwrap();
         assert_eq!(p.role, Role::Viewer);
-        let err = s
-            .authenticate("jwt", Some(&TenantId::from_string("ten_z")))
-            .await
-            .unwrap_err();
+        let err = s.authenticate("jwt", Some(&TenantId::from_string("ten_z"))).await.unwrap_err();
         assert!(matches!(err, AccessError::Forbidden(_)));
     }
 
     #[tokio::test]
     async fn a_bad_access_token_is_unauthorized() {
         let mut d = Deps::new();
-        d.access_tokens
-            .expect_verify()
-            .returning(|_| Err(AccessTokenError::Expired));
+        d.access_tokens.expect_verify().returning(|_| Err(AccessTokenError::Expired));
         d.accounts.expect_memberships().never();
         let err = d.service().authenticate("jwt", None).await.unwrap_err();
         assert!(matches!(err, AccessError::Unauthorized(_)));
@@ -785,26 +673,16 @@ mod tests {
     #[tokio::test]
     async fn expired_unknown_and_foreign_tenant_keys_are_refused() {
         let mut d = Deps::new();
-        d.api_keys
-            .expect_find_grant()
-            .returning(|_| Ok(Some(stored_key(Some(t0()), None))));
+        d.api_keys.expect_find_grant().returning(|_| Ok(Some(stored_key(Some(t0()), None))));
         d.api_keys.expect_touch().never();
-        assert!(matches!(
-            d.service().authenticate("agk_x", None).await,
-            Err(AccessError::Unauthorized(_))
-        ));
+        assert!(matches!(d.service().authenticate("agk_x", None).await, Err(AccessError::Unauthorized(_))));
 
         let mut d = Deps::new();
         d.api_keys.expect_find_grant().returning(|_| Ok(None));
-        assert!(matches!(
-            d.service().authenticate("agk_x", None).await,
-            Err(AccessError::Unauthorized(_))
-        ));
+        assert!(matches!(d.service().authenticate("agk_x", None).await, Err(AccessError::Unauthorized(_))));
 
         let mut d = Deps::new();
-        d.api_keys
-            .expect_find_grant()
-            .returning(|_| Ok(Some(stored_key(None, None))));
+        d.api_keys.expect_find_grant().returning(|_| Ok(Some(stored_key(None, None))));
         let other = TenantId::from_string("ten_2");
         assert!(matches!(
             d.service().authenticate("agk_x", Some(&other)).await,
@@ -825,18 +703,9 @@ mod tests {
             })
             .times(1)
             .returning(|_| Ok(()));
-        let request = NewApiKey::new(
-            Some("ci".into()),
-            Some(vec!["agents:read".into()]),
-            None,
-            t0(),
-        )
-        .unwrap();
-        let created = d
-            .service()
-            .create_key(&principal(Role::Owner, Credential::AccessToken), request)
-            .await
-            .unwrap();
+        let owner = principal(Role::Owner, Credential::AccessToken);
+        let scopes = Some(vec!["agents:read".into()]);
+        let created = d.service().create_key(&owner, Some("ci".into()), scopes, None).await.unwrap();
         use secrecy::ExposeSecret as _;
         assert_eq!(created.secret.expose_secret().len(), 44);
     }
@@ -847,23 +716,15 @@ mod tests {
         d.api_keys.expect_insert().never();
         d.api_keys.expect_revoke().returning(|_, _, _| Ok(false));
         let s = d.service();
-        let request = NewApiKey::new(
-            Some("ci".into()),
-            Some(vec!["agents:read".into()]),
-            None,
-            t0(),
-        )
-        .unwrap();
-        let err = s
-            .create_key(&principal(Role::Owner, key_with(&["agents:read"])), request)
-            .await
-            .unwrap_err();
+        // Forbidden comes first, even for a request that is invalid as well.
+        let via_key = principal(Role::Owner, key_with(&["agents:read"]));
+        let err = s.create_key(&via_key, None, None, None).await.unwrap_err();
         assert!(matches!(err, ApiKeyError::Forbidden(_)));
+        let owner = principal(Role::Owner, Credential::AccessToken);
+        let err = s.create_key(&owner, None, None, None).await.unwrap_err();
+        assert!(matches!(err, ApiKeyError::Invalid(_)));
         let err = s
-            .revoke_key(
-                &principal(Role::Owner, Credential::AccessToken),
-                &ApiKeyId::from_string("key_x"),
-            )
+            .revoke_key(&principal(Role::Owner, Credential::AccessToken), &ApiKeyId::from_string("key_x"))
             .await;
         assert!(matches!(err, Err(ApiKeyError::NotFound)));
     }

@@ -18,9 +18,7 @@ pub use ports::{
     PasswordHasher, RefreshTokenRepository, RotateOutcome,
 };
 #[cfg(any(test, feature = "mock"))]
-pub use ports::{
-    MockAccessTokens, MockAccountRepository, MockPasswordHasher, MockRefreshTokenRepository,
-};
+pub use ports::{MockAccessTokens, MockAccountRepository, MockPasswordHasher, MockRefreshTokenRepository};
 pub use recovery::{
     OneTimeToken, OneTimeTokenRepository, RecoveryError, RecoveryPolicy, RecoveryService,
     RecoveryServiceDeps, TokenPurpose,

@@ -25,19 +25,10 @@ impl Email {
     pub fn parse(raw: &str) -> Result<Self, FieldError> {
         let value = raw.trim().to_lowercase();
         if value.is_empty() {
-            return Err(FieldError::new(
-                "email",
-                FieldErrorKind::TooShort,
-                "email must not be empty",
-            ));
+            return Err(FieldError::new("email", FieldErrorKind::TooShort, "email must not be empty"));
         }
-        let invalid = || {
-            FieldError::new(
-                "email",
-                FieldErrorKind::InvalidFormat,
-                "email is not a valid e-mail address",
-            )
-        };
+        let invalid =
+            || FieldError::new("email", FieldErrorKind::InvalidFormat, "email is not a valid e-mail address");
         if value.len() > 254 || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(invalid());
         }
@@ -203,21 +194,12 @@ mod tests {
 
     #[test]
     fn email_is_trimmed_and_lower_cased() {
-        assert_eq!(
-            Email::parse("  Ada.Lovelace@Example.ORG ")
-                .unwrap()
-                .as_str(),
-            "ada.lovelace@example.org"
-        );
+        assert_eq!(Email::parse("  Ada.Lovelace@Example.ORG ").unwrap().as_str(), "ada.lovelace@example.org");
     }
 
     #[test]
     fn plausible_addresses_are_accepted() {
-        for ok in [
-            "a@b.co",
-            "first.last+tag@sub.example.com",
-            "x_y-z@xn--bcher-kva.example",
-        ] {
+        for ok in ["a@b.co", "first.last+tag@sub.example.com", "x_y-z@xn--bcher-kva.example"] {
             assert!(Email::parse(ok).is_ok(), "{ok}");
         }
     }
@@ -244,26 +226,17 @@ mod tests {
             assert_eq!(err.kind, FieldErrorKind::InvalidFormat, "{bad}");
             assert_eq!(err.field, "email");
         }
-        assert_eq!(
-            Email::parse("   ").unwrap_err().kind,
-            FieldErrorKind::TooShort
-        );
+        assert_eq!(Email::parse("   ").unwrap_err().kind, FieldErrorKind::TooShort);
         let long = format!("{}@example.com", "a".repeat(250));
         assert!(Email::parse(&long).is_err());
     }
 
     #[test]
     fn password_length_is_bounded_in_characters_without_truncation() {
-        assert_eq!(
-            Password::new("1234567".into()).unwrap_err().kind,
-            FieldErrorKind::TooShort
-        );
+        assert_eq!(Password::new("1234567".into()).unwrap_err().kind, FieldErrorKind::TooShort);
         assert!(Password::new("12345678".into()).is_ok());
         assert!(Password::new("é".repeat(128)).is_ok());
-        assert_eq!(
-            Password::new("x".repeat(129)).unwrap_err().kind,
-            FieldErrorKind::TooLong
-        );
+        assert_eq!(Password::new("x".repeat(129)).unwrap_err().kind, FieldErrorKind::TooLong);
         let p = Password::new("correct horse".into()).unwrap();
         assert_eq!(p.expose(), "correct horse");
         assert!(!format!("{p:?}").contains("horse"));

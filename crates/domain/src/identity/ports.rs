@@ -79,11 +79,7 @@ pub trait RefreshTokenRepository: Send + Sync {
     ) -> anyhow::Result<RotateOutcome>;
 
     /// Revokes every token of the family that is not revoked yet; returns how many changed.
-    async fn revoke_family(
-        &self,
-        family: &TokenFamilyId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<u64>;
+    async fn revoke_family(&self, family: &TokenFamilyId, now: DateTime<Utc>) -> anyhow::Result<u64>;
 
     /// Revokes every token of the user that is not revoked yet; returns how many changed.
     async fn revoke_all_for_user(&self, user: &UserId, now: DateTime<Utc>) -> anyhow::Result<u64>;
@@ -100,11 +96,7 @@ pub trait PasswordHasher: Send + Sync {
     /// Whether `password` matches `hash`. With `hash` absent (unknown user) it MUST still spend
     /// the time of a real verification and answer `false`, so that the time of a login does not
     /// reveal whether an account exists.
-    async fn verify<'a>(
-        &self,
-        password: &Password,
-        hash: Option<&'a PasswordHash>,
-    ) -> anyhow::Result<bool>;
+    async fn verify<'a>(&self, password: &Password, hash: Option<&'a PasswordHash>) -> anyhow::Result<bool>;
 }
 
 /// What an access token asserts once verified.

@@ -193,28 +193,16 @@ impl RecoveryService {
     /// # Errors
     /// [`RecoveryError::InvalidToken`] when the token is unknown, used (also by a concurrent
     /// request) or expired.
-    pub async fn reset_password(
-        &self,
-        token: &str,
-        new_password: &Password,
-    ) -> Result<(), RecoveryError> {
+    pub async fn reset_password(&self, token: &str, new_password: &Password) -> Result<(), RecoveryError> {
         let d = &self.deps;
         let digest = d.secrets.digest(token);
         // Checked before hashing so a bad token costs no hash; the atomic consume below is what
         // decides between concurrent requests.
-        if d.tokens
-            .find_usable(&digest, TokenPurpose::PasswordReset, d.clock.now())
-            .await?
-            .is_none()
-        {
+        if d.tokens.find_usable(&digest, TokenPurpose::PasswordReset, d.clock.now()).await?.is_none() {
             return Err(RecoveryError::InvalidToken);
         }
         let hash = d.hasher.hash(new_password).await?;
-        match d
-            .tokens
-            .reset_password(&digest, &hash, d.clock.now())
-            .await?
-        {
+        match d.tokens.reset_password(&digest, &hash, d.clock.now()).await? {
             Some(_) => Ok(()),
             None => Err(RecoveryError::InvalidToken),
         }
@@ -249,10 +237,7 @@ impl RecoveryService {
             return Ok(());
         }
         let now = d.clock.now();
-        let sent = d
-            .tokens
-            .count_issued_since(&user.id, purpose, now - Duration::hours(1))
-            .await?;
+        let sent = d.tokens.count_issued_since(&user.id, purpose, now - Duration::hours(1)).await?;
         if sent >= self.policy.max_emails_per_hour {
             tracing::info!(user_id = %user.id, purpose = purpose.as_str(), "e-mail budget spent; not sending");
             return Ok(());
@@ -308,8 +293,7 @@ impl RecoveryService {
             "The link works once and expires in {minutes} minutes. If you did not ask for it, \
              ignore this e-mail: nothing changes."
         );
-        let text =
-            format!("Hello {name},\n\n{intro}\n\n{action}: {link}\n\n{fallback}\n\n{footer}\n");
+        let text = format!("Hello {name},\n\n{intro}\n\n{action}: {link}\n\n{fallback}\n\n{footer}\n");
         let html = format!(
             "<!doctype html><html><body style=\"font-family: sans-serif\"><p>Hello {name},</p><p>{intro}</p>\
              <p><a href=\"{link}\">{action}</a></p><p>{fallback}</p><p style=\"color: #666\">{footer}</p></body></html>",
@@ -320,12 +304,7 @@ impl RecoveryService {
             fallback = escape_html(&fallback),
             footer = escape_html(&footer),
         );
-        EmailMessage {
-            to: to.clone(),
-            subject,
-            text,
-            html,
-        }
+        EmailMessage { to: to.clone(), subject, text, html }
     }
 }
 
@@ -385,8 +364,7 @@ mod tests {
             let secrets = || {
                 let mut s = MockSecrets::new();
                 s.expect_random_token().returning(|| "tok".into());
-                s.expect_digest()
-                    .returning(|t| SecretDigest::from_string(format!("digest({t})")));
+                s.expect_digest().returning(|t| SecretDigest::from_string(format!("digest({t})")));
                 Arc::new(s)
             };
             let ids = || {
@@ -401,12 +379,9 @@ mod tests {
             };
             let accounts = Arc::new(self.accounts);
             let mut access_tokens = MockAccessTokens::new();
-            access_tokens.expect_issue().returning(|_, _| {
-                Ok(IssuedAccessToken {
-                    token: "jwt".into(),
-                    expires_in: 3600,
-                })
-            });
+            access_tokens
+                .expect_issue()
+                .returning(|_, _| Ok(IssuedAccessToken { token: "jwt".into(), expires_in: 3600 }));
             let sessions = AccountService::new(
                 AccountServiceDeps {
                     accounts: accounts.clone(),
@@ -430,10 +405,7 @@ mod tests {
                     ids: ids(),
                     clock: clock(),
                 },
-                RecoveryPolicy {
-                    public_url: "https://agentry.test/".into(),
-                    ..RecoveryPolicy::default()
-                },
+                RecoveryPolicy { public_url: "https://agentry.test/".into(), ..RecoveryPolicy::default() },
             )
         }
     }
@@ -445,15 +417,11 @@ mod tests {
     #[tokio::test]
     async fn a_known_address_gets_a_reset_link_with_a_stored_digest() {
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_credentials()
-            .returning(|_| Ok(Some(ada(true))));
-        m.tokens
-            .expect_count_issued_since()
-            .returning(|_, _, since| {
-                assert_eq!(since, t0() - Duration::hours(1));
-                Ok(0)
-            });
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
+        m.tokens.expect_count_issued_since().returning(|_, _, since| {
+            assert_eq!(since, t0() - Duration::hours(1));
+            Ok(0)
+        });
         m.tokens
             .expect_insert()
             .withf(|t| {
@@ -468,12 +436,8 @@ mod tests {
             .withf(|msg| {
                 msg.to.as_str() == "ada@example.com"
                     && msg.subject.contains("Reset")
-                    && msg
-                        .text
-                        .contains("https://agentry.test/reset-password?token=tok")
-                    && msg
-                        .html
-                        .contains("href=\"https://agentry.test/reset-password?token=tok\"")
+                    && msg.text.contains("https://agentry.test/reset-password?token=tok")
+                    && msg.html.contains("href=\"https://agentry.test/reset-password?token=tok\"")
                     && msg.html.contains("Ada &lt;Lovelace&gt;")
                     && msg.text.contains("60 minutes")
             })
@@ -485,24 +449,15 @@ mod tests {
     #[tokio::test]
     async fn a_magic_link_points_at_the_exchange_route_and_lives_15_minutes() {
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_credentials()
-            .returning(|_| Ok(Some(ada(true))));
-        m.tokens
-            .expect_count_issued_since()
-            .returning(|_, _, _| Ok(0));
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
+        m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(0));
         m.tokens
             .expect_insert()
-            .withf(|t| {
-                t.purpose == TokenPurpose::MagicLink && t.expires_at == t0() + Duration::minutes(15)
-            })
+            .withf(|t| t.purpose == TokenPurpose::MagicLink && t.expires_at == t0() + Duration::minutes(15))
             .returning(|_| Ok(()));
         m.mailer
             .expect_send()
-            .withf(|msg| {
-                msg.text
-                    .contains("https://agentry.test/api/v1/auth/magic-link/tok")
-            })
+            .withf(|msg| msg.text.contains("https://agentry.test/api/v1/auth/magic-link/tok"))
             .times(1)
             .returning(|_| Ok(()));
         m.service().request_magic_link(&email()).await.unwrap();
@@ -517,19 +472,13 @@ mod tests {
         m.service().request_password_reset(&email()).await.unwrap();
 
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_credentials()
-            .returning(|_| Ok(Some(ada(false))));
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(false))));
         m.mailer.expect_send().never();
         m.service().request_magic_link(&email()).await.unwrap();
 
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_credentials()
-            .returning(|_| Ok(Some(ada(true))));
-        m.tokens
-            .expect_count_issued_since()
-            .returning(|_, _, _| Ok(3));
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
+        m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(3));
         m.tokens.expect_insert().never();
         m.mailer.expect_send().never();
         m.service().request_password_reset(&email()).await.unwrap();
@@ -538,9 +487,7 @@ mod tests {
     #[tokio::test]
     async fn a_valid_reset_token_sets_the_hash_atomically() {
         let mut m = Mocks::new();
-        m.tokens
-            .expect_find_usable()
-            .returning(|_, _, _| Ok(Some(token())));
+        m.tokens.expect_find_usable().returning(|_, _, _| Ok(Some(token())));
         m.hasher
             .expect_hash()
             .withf(|p| p.expose() == "new password")
@@ -571,48 +518,26 @@ mod tests {
         m.tokens.expect_find_usable().returning(|_, _, _| Ok(None));
         m.hasher.expect_hash().never();
         let pw = Password::new("new password".into()).unwrap();
-        assert!(matches!(
-            m.service().reset_password("tok", &pw).await,
-            Err(RecoveryError::InvalidToken)
-        ));
+        assert!(matches!(m.service().reset_password("tok", &pw).await, Err(RecoveryError::InvalidToken)));
 
         let mut m = Mocks::new();
-        m.tokens
-            .expect_find_usable()
-            .returning(|_, _, _| Ok(Some(token())));
-        m.hasher
-            .expect_hash()
-            .returning(|_| Ok(PasswordHash::from_phc("new")));
-        m.tokens
-            .expect_reset_password()
-            .returning(|_, _, _| Ok(None));
-        assert!(matches!(
-            m.service().reset_password("tok", &pw).await,
-            Err(RecoveryError::InvalidToken)
-        ));
+        m.tokens.expect_find_usable().returning(|_, _, _| Ok(Some(token())));
+        m.hasher.expect_hash().returning(|_| Ok(PasswordHash::from_phc("new")));
+        m.tokens.expect_reset_password().returning(|_, _, _| Ok(None));
+        assert!(matches!(m.service().reset_password("tok", &pw).await, Err(RecoveryError::InvalidToken)));
     }
 
     #[tokio::test]
     async fn a_magic_link_exchanges_once_for_a_session() {
         let mut m = Mocks::new();
-        m.tokens
-            .expect_consume()
-            .returning(|_, _, _| Ok(Some(UserId::from_string("usr_ada"))));
-        m.accounts
-            .expect_find_user()
-            .returning(|_| Ok(Some(ada(true).user)));
-        m.refresh_tokens
-            .expect_insert()
-            .times(1)
-            .returning(|_| Ok(()));
+        m.tokens.expect_consume().returning(|_, _, _| Ok(Some(UserId::from_string("usr_ada"))));
+        m.accounts.expect_find_user().returning(|_| Ok(Some(ada(true).user)));
+        m.refresh_tokens.expect_insert().times(1).returning(|_| Ok(()));
         let pair = m.service().exchange_magic_link("tok").await.unwrap();
         assert_eq!(pair.access.token, "jwt");
 
         let mut m = Mocks::new();
         m.tokens.expect_consume().returning(|_, _, _| Ok(None));
-        assert!(matches!(
-            m.service().exchange_magic_link("tok").await,
-            Err(RecoveryError::InvalidToken)
-        ));
+        assert!(matches!(m.service().exchange_magic_link("tok").await, Err(RecoveryError::InvalidToken)));
     }
 }

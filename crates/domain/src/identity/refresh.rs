@@ -135,11 +135,7 @@ mod tests {
         for (status, offset_secs, expected) in cases {
             let t = token(status);
             let now = t.expires_at + Duration::seconds(offset_secs);
-            assert_eq!(
-                on_presented(&t, now),
-                expected,
-                "{status:?} at expiry{offset_secs:+}s"
-            );
+            assert_eq!(on_presented(&t, now), expected, "{status:?} at expiry{offset_secs:+}s");
         }
     }
 
@@ -150,11 +146,7 @@ mod tests {
 
     #[test]
     fn statuses_round_trip_through_their_names() {
-        for s in [
-            RefreshTokenStatus::Active,
-            RefreshTokenStatus::Rotated,
-            RefreshTokenStatus::Revoked,
-        ] {
+        for s in [RefreshTokenStatus::Active, RefreshTokenStatus::Rotated, RefreshTokenStatus::Revoked] {
             assert_eq!(RefreshTokenStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(RefreshTokenStatus::parse("spent"), None);

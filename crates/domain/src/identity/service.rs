@@ -7,8 +7,8 @@ use secrecy::SecretString;
 
 use super::model::{Company, Email, FullName, Password, User};
 use super::ports::{
-    AccessTokenError, AccessTokens, AccountRepository, IssuedAccessToken, NewAccount,
-    PasswordHasher, RefreshTokenRepository, RotateOutcome,
+    AccessTokenError, AccessTokens, AccountRepository, IssuedAccessToken, NewAccount, PasswordHasher,
+    RefreshTokenRepository, RotateOutcome,
 };
 use super::refresh::{self, Decision, RefreshToken, RefreshTokenStatus};
 use crate::billing::{LedgerEntry, LedgerReason};
@@ -29,10 +29,7 @@ pub struct AccountPolicy {
 
 impl Default for AccountPolicy {
     fn default() -> Self {
-        Self {
-            welcome_credits: 1000,
-            refresh_token_ttl: Duration::days(30),
-        }
+        Self { welcome_credits: 1000, refresh_token_ttl: Duration::days(30) }
     }
 }
 
@@ -69,12 +66,9 @@ impl RegisterCommand {
         let company = v.optional("company", company, |s| Company::new(&s));
         v.finish()?;
         match (email, password, full_name, company) {
-            (Some(email), Some(password), Some(full_name), Some(company)) => Ok(Self {
-                email,
-                password,
-                full_name,
-                company,
-            }),
+            (Some(email), Some(password), Some(full_name), Some(company)) => {
+                Ok(Self { email, password, full_name, company })
+            }
             // `finish` returned Ok, so every check passed and every value is present.
             _ => unreachable!("validator accepted a command with a missing part"),
         }
@@ -207,9 +201,7 @@ pub struct AccountService {
 
 impl std::fmt::Debug for AccountService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccountService")
-            .field("policy", &self.policy)
-            .finish_non_exhaustive()
+        f.debug_struct("AccountService").field("policy", &self.policy).finish_non_exhaustive()
     }
 }
 
@@ -267,13 +259,7 @@ impl AccountService {
             reason: LedgerReason::WelcomeGrant,
             created_at: now,
         };
-        let account = NewAccount {
-            user,
-            password_hash,
-            tenant,
-            membership,
-            welcome_grant,
-        };
+        let account = NewAccount { user, password_hash, tenant, membership, welcome_grant };
         d.accounts.create_account(&account).await?;
         Ok(Registration {
             credits: account.welcome_grant.balance_after,
@@ -288,11 +274,7 @@ impl AccountService {
     /// [`LoginError::InvalidCredentials`] for an unknown address or a wrong password — after
     /// the same amount of hashing work in both cases; [`LoginError::Inactive`] for a right
     /// password on a deactivated account.
-    pub async fn login(
-        &self,
-        email: &str,
-        password: SecretString,
-    ) -> Result<TokenPair, LoginError> {
+    pub async fn login(&self, email: &str, password: SecretString) -> Result<TokenPair, LoginError> {
         let d = &self.deps;
         let password = Password::presented(password);
         let credentials = match Email::parse(email) {
@@ -322,10 +304,7 @@ impl AccountService {
         let (token, secret) = self.new_refresh_token(user, family);
         d.refresh_tokens.insert(&token).await?;
         let access = d.access_tokens.issue(user, token.issued_at)?;
-        Ok(TokenPair {
-            access,
-            refresh_token: secret,
-        })
+        Ok(TokenPair { access, refresh_token: secret })
     }
 
     /// Exchanges a refresh token for a new pair, rotating it. A token presented a second time
@@ -342,19 +321,11 @@ impl AccountService {
         let now = d.clock.now();
         let decision = match refresh::on_presented(&current, now) {
             Decision::Rotate => {
-                let (successor, secret) =
-                    self.new_refresh_token(&current.user_id, current.family_id.clone());
-                match d
-                    .refresh_tokens
-                    .rotate(&current.id, &successor, now)
-                    .await?
-                {
+                let (successor, secret) = self.new_refresh_token(&current.user_id, current.family_id.clone());
+                match d.refresh_tokens.rotate(&current.id, &successor, now).await? {
                     RotateOutcome::Rotated => {
                         let access = d.access_tokens.issue(&current.user_id, now)?;
-                        return Ok(TokenPair {
-                            access,
-                            refresh_token: secret,
-                        });
+                        return Ok(TokenPair { access, refresh_token: secret });
                     }
                     RotateOutcome::NotActive => refresh::on_lost_rotation_race(),
                 }
@@ -362,10 +333,7 @@ impl AccountService {
             other => other,
         };
         if decision == Decision::RevokeFamily {
-            let revoked = d
-                .refresh_tokens
-                .revoke_family(&current.family_id, now)
-                .await?;
+            let revoked = d.refresh_tokens.revoke_family(&current.family_id, now).await?;
             tracing::warn!(
                 user_id = %current.user_id,
                 family_id = %current.family_id,
@@ -387,9 +355,7 @@ impl AccountService {
         let digest = d.secrets.digest(presented);
         let token = d.refresh_tokens.find_by_digest(&digest).await?;
         if let Some(token) = token.filter(|t| &t.user_id == user) {
-            d.refresh_tokens
-                .revoke_family(&token.family_id, d.clock.now())
-                .await?;
+            d.refresh_tokens.revoke_family(&token.family_id, d.clock.now()).await?;
         }
         Ok(())
     }
@@ -416,11 +382,7 @@ impl AccountService {
         Ok(CurrentUser { user, memberships })
     }
 
-    fn new_refresh_token(
-        &self,
-        user: &UserId,
-        family_id: TokenFamilyId,
-    ) -> (RefreshToken, SecretString) {
+    fn new_refresh_token(&self, user: &UserId, family_id: TokenFamilyId) -> (RefreshToken, SecretString) {
         let d = &self.deps;
         let secret = d.secrets.random_token();
         let now = d.clock.now();
@@ -478,15 +440,10 @@ mod tests {
             secrets
                 .expect_random_token()
                 .returning(move || format!("secret-{}", n.fetch_add(1, Ordering::SeqCst)));
-            secrets
-                .expect_digest()
-                .returning(|s| SecretDigest::from_string(format!("digest({s})")));
+            secrets.expect_digest().returning(|s| SecretDigest::from_string(format!("digest({s})")));
             let mut access_tokens = MockAccessTokens::new();
             access_tokens.expect_issue().returning(|user, _| {
-                Ok(IssuedAccessToken {
-                    token: format!("jwt-for-{user}"),
-                    expires_in: 3600,
-                })
+                Ok(IssuedAccessToken { token: format!("jwt-for-{user}"), expires_in: 3600 })
             });
             Self {
                 accounts: MockAccountRepository::new(),
@@ -500,8 +457,7 @@ mod tests {
         fn service(self) -> AccountService {
             let mut ids = MockIdGenerator::new();
             let n = AtomicU64::new(0);
-            ids.expect_generate()
-                .returning(move |p| format!("{p}_{}", n.fetch_add(1, Ordering::SeqCst)));
+            ids.expect_generate().returning(move |p| format!("{p}_{}", n.fetch_add(1, Ordering::SeqCst)));
             let mut clock = MockClock::new();
             clock.expect_now().returning(t0);
             AccountService::new(
@@ -514,10 +470,7 @@ mod tests {
                     ids: Arc::new(ids),
                     clock: Arc::new(clock),
                 },
-                AccountPolicy {
-                    welcome_credits: 250,
-                    refresh_token_ttl: Duration::days(30),
-                },
+                AccountPolicy { welcome_credits: 250, refresh_token_ttl: Duration::days(30) },
             )
         }
     }
@@ -533,10 +486,7 @@ mod tests {
     }
 
     fn credentials(active: bool) -> UserCredentials {
-        UserCredentials {
-            user: user(active),
-            password_hash: PasswordHash::from_phc("$argon2id$ada"),
-        }
+        UserCredentials { user: user(active), password_hash: PasswordHash::from_phc("$argon2id$ada") }
     }
 
     fn command(company: Option<&str>) -> RegisterCommand {
@@ -563,20 +513,11 @@ mod tests {
 
     #[test]
     fn register_command_reports_every_bad_field() {
-        let err =
-            RegisterCommand::new(None, Some("short".into()), Some("  ".into()), None).unwrap_err();
-        let fields: Vec<_> = err
-            .0
-            .iter()
-            .map(|e| (e.field.as_str(), e.kind.code()))
-            .collect();
+        let err = RegisterCommand::new(None, Some("short".into()), Some("  ".into()), None).unwrap_err();
+        let fields: Vec<_> = err.0.iter().map(|e| (e.field.as_str(), e.kind.code())).collect();
         assert_eq!(
             fields,
-            [
-                ("email", "missing_required_field"),
-                ("password", "too_short"),
-                ("full_name", "too_short")
-            ]
+            [("email", "missing_required_field"), ("password", "too_short"), ("full_name", "too_short")]
         );
     }
 
@@ -584,9 +525,7 @@ mod tests {
     async fn register_creates_user_tenant_owner_membership_and_welcome_grant() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(None));
-        m.hasher
-            .expect_hash()
-            .returning(|_| Ok(PasswordHash::from_phc("$argon2id$new")));
+        m.hasher.expect_hash().returning(|_| Ok(PasswordHash::from_phc("$argon2id$new")));
         m.accounts
             .expect_create_account()
             .withf(|a| {
@@ -603,11 +542,7 @@ mod tests {
             })
             .times(1)
             .returning(|_| Ok(()));
-        let reg = m
-            .service()
-            .register(command(Some("Analytical Engines")))
-            .await
-            .unwrap();
+        let reg = m.service().register(command(Some("Analytical Engines"))).await.unwrap();
         assert_eq!(reg.credits, 250);
         assert!(reg.user.id.as_str().starts_with("usr_"));
         assert!(reg.tenant.id.as_str().starts_with("ten_"));
@@ -617,9 +552,7 @@ mod tests {
     async fn register_without_company_names_the_tenant_after_the_user() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(None));
-        m.hasher
-            .expect_hash()
-            .returning(|_| Ok(PasswordHash::from_phc("h")));
+        m.hasher.expect_hash().returning(|_| Ok(PasswordHash::from_phc("h")));
         m.accounts.expect_create_account().returning(|_| Ok(()));
         let reg = m.service().register(command(None)).await.unwrap();
         assert_eq!(reg.tenant.name.as_str(), "Ada Lovelace's workspace");
@@ -628,9 +561,7 @@ mod tests {
     #[tokio::test]
     async fn register_refuses_a_known_address_before_hashing() {
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_credentials()
-            .returning(|_| Ok(Some(credentials(true))));
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(credentials(true))));
         m.hasher.expect_hash().never();
         m.accounts.expect_create_account().never();
         let err = m.service().register(command(None)).await.unwrap_err();
@@ -641,12 +572,8 @@ mod tests {
     async fn register_reports_a_concurrent_duplicate_from_storage() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(None));
-        m.hasher
-            .expect_hash()
-            .returning(|_| Ok(PasswordHash::from_phc("h")));
-        m.accounts
-            .expect_create_account()
-            .returning(|_| Err(RegisterError::EmailTaken));
+        m.hasher.expect_hash().returning(|_| Ok(PasswordHash::from_phc("h")));
+        m.accounts.expect_create_account().returning(|_| Err(RegisterError::EmailTaken));
         let err = m.service().register(command(None)).await.unwrap_err();
         assert!(matches!(err, RegisterError::EmailTaken));
     }
@@ -660,9 +587,7 @@ mod tests {
             .returning(|_| Ok(Some(credentials(true))));
         m.hasher
             .expect_verify()
-            .withf(|p, h| {
-                p.expose() == "pw" && h.map(PasswordHash::as_str) == Some("$argon2id$ada")
-            })
+            .withf(|p, h| p.expose() == "pw" && h.map(PasswordHash::as_str) == Some("$argon2id$ada"))
             .returning(|_, _| Ok(true));
         m.refresh_tokens
             .expect_insert()
@@ -674,11 +599,7 @@ mod tests {
             })
             .times(1)
             .returning(|_| Ok(()));
-        let pair = m
-            .service()
-            .login(" ADA@example.com", SecretString::from("pw"))
-            .await
-            .unwrap();
+        let pair = m.service().login(" ADA@example.com", SecretString::from("pw")).await.unwrap();
         assert_eq!(pair.access.token, "jwt-for-usr_ada");
         assert_eq!(pair.refresh_token.expose_secret(), "secret-0");
     }
@@ -688,46 +609,20 @@ mod tests {
         // Unknown address: the hasher still runs, against no hash.
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(None));
-        m.hasher
-            .expect_verify()
-            .withf(|_, h| h.is_none())
-            .times(1)
-            .returning(|_, _| Ok(false));
-        let unknown = m
-            .service()
-            .login("who@example.com", SecretString::from("pw"))
-            .await
-            .unwrap_err();
+        m.hasher.expect_verify().withf(|_, h| h.is_none()).times(1).returning(|_, _| Ok(false));
+        let unknown = m.service().login("who@example.com", SecretString::from("pw")).await.unwrap_err();
 
         // Malformed address: same path, no lookup at all.
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().never();
-        m.hasher
-            .expect_verify()
-            .withf(|_, h| h.is_none())
-            .times(1)
-            .returning(|_, _| Ok(false));
-        let malformed = m
-            .service()
-            .login("not an address", SecretString::from("pw"))
-            .await
-            .unwrap_err();
+        m.hasher.expect_verify().withf(|_, h| h.is_none()).times(1).returning(|_, _| Ok(false));
+        let malformed = m.service().login("not an address", SecretString::from("pw")).await.unwrap_err();
 
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_credentials()
-            .returning(|_| Ok(Some(credentials(true))));
-        m.hasher
-            .expect_verify()
-            .withf(|_, h| h.is_some())
-            .times(1)
-            .returning(|_, _| Ok(false));
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(credentials(true))));
+        m.hasher.expect_verify().withf(|_, h| h.is_some()).times(1).returning(|_, _| Ok(false));
         m.refresh_tokens.expect_insert().never();
-        let wrong = m
-            .service()
-            .login("ada@example.com", SecretString::from("nope"))
-            .await
-            .unwrap_err();
+        let wrong = m.service().login("ada@example.com", SecretString::from("nope")).await.unwrap_err();
 
         for err in [unknown, malformed, wrong] {
             assert!(matches!(err, LoginError::InvalidCredentials), "{err:?}");
@@ -737,16 +632,10 @@ mod tests {
     #[tokio::test]
     async fn an_inactive_user_with_the_right_password_is_refused() {
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_credentials()
-            .returning(|_| Ok(Some(credentials(false))));
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(credentials(false))));
         m.hasher.expect_verify().returning(|_, _| Ok(true));
         m.refresh_tokens.expect_insert().never();
-        let err = m
-            .service()
-            .login("ada@example.com", SecretString::from("pw"))
-            .await
-            .unwrap_err();
+        let err = m.service().login("ada@example.com", SecretString::from("pw")).await.unwrap_err();
         assert!(matches!(err, LoginError::Inactive));
     }
 
@@ -796,13 +685,8 @@ mod tests {
         m.refresh_tokens
             .expect_find_by_digest()
             .returning(|_| Ok(Some(stored_token(RefreshTokenStatus::Active, 10))));
-        m.refresh_tokens
-            .expect_rotate()
-            .returning(|_, _, _| Ok(RotateOutcome::NotActive));
-        m.refresh_tokens
-            .expect_revoke_family()
-            .times(1)
-            .returning(|_, _| Ok(1));
+        m.refresh_tokens.expect_rotate().returning(|_, _, _| Ok(RotateOutcome::NotActive));
+        m.refresh_tokens.expect_revoke_family().times(1).returning(|_, _| Ok(1));
         let err = m.service().refresh("old").await.unwrap_err();
         assert!(matches!(err, RefreshError::InvalidToken));
     }
@@ -815,9 +699,7 @@ mod tests {
             None,
         ] {
             let mut m = Mocks::new();
-            m.refresh_tokens
-                .expect_find_by_digest()
-                .return_once(move |_| Ok(found));
+            m.refresh_tokens.expect_find_by_digest().return_once(move |_| Ok(found));
             m.refresh_tokens.expect_rotate().never();
             m.refresh_tokens.expect_revoke_family().never();
             let err = m.service().refresh("old").await.unwrap_err();
@@ -831,33 +713,22 @@ mod tests {
         m.refresh_tokens
             .expect_find_by_digest()
             .returning(|_| Ok(Some(stored_token(RefreshTokenStatus::Active, 10))));
-        m.refresh_tokens
-            .expect_revoke_family()
-            .times(1)
-            .returning(|_, _| Ok(1));
+        m.refresh_tokens.expect_revoke_family().times(1).returning(|_, _| Ok(1));
         let service = m.service();
-        service
-            .logout(&UserId::from_string("usr_ada"), "old")
-            .await
-            .unwrap();
+        service.logout(&UserId::from_string("usr_ada"), "old").await.unwrap();
 
         let mut m = Mocks::new();
         m.refresh_tokens
             .expect_find_by_digest()
             .returning(|_| Ok(Some(stored_token(RefreshTokenStatus::Active, 10))));
         m.refresh_tokens.expect_revoke_family().never();
-        m.service()
-            .logout(&UserId::from_string("usr_eve"), "old")
-            .await
-            .unwrap();
+        m.service().logout(&UserId::from_string("usr_eve"), "old").await.unwrap();
     }
 
     #[tokio::test]
     async fn me_lists_memberships_and_refuses_inactive_users() {
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_user()
-            .returning(|_| Ok(Some(user(true))));
+        m.accounts.expect_find_user().returning(|_| Ok(Some(user(true))));
         m.accounts.expect_memberships().returning(|u| {
             Ok(vec![Membership {
                 tenant_id: TenantId::from_string("ten_1"),
@@ -868,22 +739,12 @@ mod tests {
                 created_at: t0(),
             }])
         });
-        let me = m
-            .service()
-            .me(&UserId::from_string("usr_ada"))
-            .await
-            .unwrap();
+        let me = m.service().me(&UserId::from_string("usr_ada")).await.unwrap();
         assert_eq!(me.memberships[0].role, Role::Owner);
 
         let mut m = Mocks::new();
-        m.accounts
-            .expect_find_user()
-            .returning(|_| Ok(Some(user(false))));
-        let err = m
-            .service()
-            .me(&UserId::from_string("usr_ada"))
-            .await
-            .unwrap_err();
+        m.accounts.expect_find_user().returning(|_| Ok(Some(user(false))));
+        let err = m.service().me(&UserId::from_string("usr_ada")).await.unwrap_err();
         assert!(matches!(err, MeError::Unauthorized));
     }
 
@@ -891,13 +752,8 @@ mod tests {
     fn authenticate_passes_token_errors_through() {
         let mut m = Mocks::new();
         m.access_tokens = MockAccessTokens::new();
-        m.access_tokens
-            .expect_verify()
-            .returning(|_| Err(AccessTokenError::Expired));
+        m.access_tokens.expect_verify().returning(|_| Err(AccessTokenError::Expired));
         let err = m.service().authenticate("t").unwrap_err();
-        assert!(matches!(
-            err,
-            AuthenticateError::Unauthorized(AccessTokenError::Expired)
-        ));
+        assert!(matches!(err, AuthenticateError::Unauthorized(AccessTokenError::Expired)));
     }
 }

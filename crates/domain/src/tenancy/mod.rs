@@ -64,11 +64,9 @@ impl FromStr for Plan {
             "starter" => Ok(Self::Starter),
             "pro" => Ok(Self::Pro),
             "enterprise" => Ok(Self::Enterprise),
-            other => Err(FieldError::new(
-                "plan",
-                FieldErrorKind::InvalidValue,
-                format!("unknown plan {other:?}"),
-            )),
+            other => {
+                Err(FieldError::new("plan", FieldErrorKind::InvalidValue, format!("unknown plan {other:?}")))
+            }
         }
     }
 }
@@ -112,11 +110,9 @@ impl FromStr for Role {
             "admin" => Ok(Self::Admin),
             "member" => Ok(Self::Member),
             "viewer" => Ok(Self::Viewer),
-            other => Err(FieldError::new(
-                "role",
-                FieldErrorKind::InvalidValue,
-                format!("unknown role {other:?}"),
-            )),
+            other => {
+                Err(FieldError::new("role", FieldErrorKind::InvalidValue, format!("unknown role {other:?}")))
+            }
         }
     }
 }

@@ -129,10 +129,7 @@ impl Scope {
 
     /// Every scope a key may carry.
     pub fn all() -> impl Iterator<Item = Scope> {
-        Permission::ALL
-            .into_iter()
-            .filter(|p| *p != Permission::BillingWrite)
-            .map(Scope)
+        Permission::ALL.into_iter().filter(|p| *p != Permission::BillingWrite).map(Scope)
     }
 }
 
@@ -140,16 +137,14 @@ impl FromStr for Scope {
     type Err = FieldError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::all()
-            .find(|scope| scope.as_str() == s)
-            .ok_or_else(|| {
-                let known: Vec<&str> = Self::all().map(Scope::as_str).collect();
-                FieldError::new(
-                    "scopes",
-                    FieldErrorKind::InvalidValue,
-                    format!("unknown scope {s:?}; known scopes: {}", known.join(", ")),
-                )
-            })
+        Self::all().find(|scope| scope.as_str() == s).ok_or_else(|| {
+            let known: Vec<&str> = Self::all().map(Scope::as_str).collect();
+            FieldError::new(
+                "scopes",
+                FieldErrorKind::InvalidValue,
+                format!("unknown scope {s:?}; known scopes: {}", known.join(", ")),
+            )
+        })
     }
 }
 
@@ -196,38 +191,19 @@ mod tests {
                     WorkflowsExecute,
                 ],
             ),
-            (
-                Role::Viewer,
-                &[
-                    AgentsRead,
-                    MemoryRead,
-                    WorkflowsRead,
-                    WebhooksRead,
-                    BillingRead,
-                ],
-            ),
+            (Role::Viewer, &[AgentsRead, MemoryRead, WorkflowsRead, WebhooksRead, BillingRead]),
         ];
         for (role, granted) in table {
             for permission in Permission::ALL {
-                assert_eq!(
-                    role.grants(permission),
-                    granted.contains(&permission),
-                    "{role} / {permission}"
-                );
+                assert_eq!(role.grants(permission), granted.contains(&permission), "{role} / {permission}");
             }
         }
     }
 
     #[test]
     fn scopes_parse_by_name_and_exclude_billing_changes() {
-        assert_eq!(
-            "agents:read".parse::<Scope>().unwrap().permission(),
-            AgentsRead
-        );
-        assert_eq!(
-            "workflows:execute".parse::<Scope>().unwrap().permission(),
-            WorkflowsExecute
-        );
+        assert_eq!("agents:read".parse::<Scope>().unwrap().permission(), AgentsRead);
+        assert_eq!("workflows:execute".parse::<Scope>().unwrap().permission(), WorkflowsExecute);
         assert_eq!(Scope::all().count(), 10);
         let err = "billing:write".parse::<Scope>().unwrap_err();
         assert_eq!(err.kind, FieldErrorKind::InvalidValue);

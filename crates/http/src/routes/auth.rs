@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
+use crate::access::{AuthThrottle, Caller};
 use crate::error::ApiError;
-use crate::extract::{Authenticated, FormBody, JsonBody};
+use crate::extract::{FormBody, JsonBody};
 use crate::reply::{Reply, timestamp};
 
 /// Registers the routes of this module under the current scope.
@@ -77,11 +78,13 @@ impl From<Registration> for UserResponse {
     responses(
         (status = 201, description = "Registered", body = UserResponse),
         (status = 409, description = "E-mail already registered"),
+        (status = 429, description = "Too many requests from this address"),
         (status = 422, description = "Invalid field (400 with the wrapped envelope)"),
     )
 )]
 pub async fn register(
     state: web::Data<AppState>,
+    _throttle: AuthThrottle,
     body: JsonBody<RegisterRequest>,
 ) -> Result<Reply<UserResponse>, ApiError> {
     let r = body.0;
@@ -140,6 +143,7 @@ impl From<TokenPair> for TokenResponse {
 )]
 pub async fn login(
     state: web::Data<AppState>,
+    _throttle: AuthThrottle,
     form: FormBody<LoginForm>,
 ) -> Result<Reply<TokenResponse>, ApiError> {
     let form = form.0;
@@ -148,14 +152,9 @@ pub async fn login(
     let password = v.required("password", form.password, Ok);
     v.finish()?;
     let (Some(username), Some(password)) = (username, password) else {
-        return Err(ApiError::internal(anyhow::anyhow!(
-            "validator accepted missing login fields"
-        )));
+        return Err(ApiError::internal(anyhow::anyhow!("validator accepted missing login fields")));
     };
-    let pair = state
-        .accounts
-        .login(&username, SecretString::from(password))
-        .await?;
+    let pair = state.accounts.login(&username, SecretString::from(password)).await?;
     Ok(Reply::ok(pair.into()))
 }
 
@@ -205,16 +204,13 @@ impl From<CurrentUser> for MeResponse {
     }
 }
 
-/// The current user and their tenants.
+/// The current user and their tenants. Works with an access token or an API key.
 #[utoipa::path(
     get, path = "/api/v1/auth/me", tag = "auth",
     security(("bearer" = [])),
     responses((status = 200, body = MeResponse), (status = 401, description = "Missing or invalid token"))
 )]
-pub async fn me(
-    state: web::Data<AppState>,
-    caller: Authenticated,
-) -> Result<Reply<MeResponse>, ApiError> {
+pub async fn me(state: web::Data<AppState>, caller: Caller) -> Result<Reply<MeResponse>, ApiError> {
     let me = state.accounts.me(&caller.user_id).await?;
     Ok(Reply::ok(me.into()))
 }
@@ -232,9 +228,7 @@ impl RefreshRequest {
         let mut v = agentry_domain::validation::Validator::new();
         let token = v.required("refresh_token", self.refresh_token, Ok);
         v.finish()?;
-        token.ok_or_else(|| {
-            ApiError::internal(anyhow::anyhow!("validator accepted a missing token"))
-        })
+        token.ok_or_else(|| ApiError::internal(anyhow::anyhow!("validator accepted a missing token")))
     }
 }
 
@@ -247,6 +241,7 @@ impl RefreshRequest {
 )]
 pub async fn refresh(
     state: web::Data<AppState>,
+    _throttle: AuthThrottle,
     body: JsonBody<RefreshRequest>,
 ) -> Result<Reply<TokenResponse>, ApiError> {
     let token = body.0.token()?;
@@ -263,7 +258,7 @@ pub async fn refresh(
 )]
 pub async fn logout(
     state: web::Data<AppState>,
-    caller: Authenticated,
+    caller: Caller,
     body: JsonBody<RefreshRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let token = body.0.token()?;

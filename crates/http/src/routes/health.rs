@@ -37,10 +37,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiErro
         Ok(()) => Ok(Reply::ok(Health { status: "ready" })),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
-            Err(
-                ApiError::new(ErrorCode::Unavailable, "the database is not reachable")
-                    .with_retry_after(5),
-            )
+            Err(ApiError::new(ErrorCode::Unavailable, "the database is not reachable").with_retry_after(5))
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Route handlers, one module per area. Handlers are thin: parse, convert to domain types, call
 //! one service method, map the result.
 
+pub mod api_keys;
 pub mod auth;
 pub mod health;
+pub mod recovery;

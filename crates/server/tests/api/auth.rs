@@ -13,22 +13,15 @@ use crate::helpers::{JWT_SECRET, TestApp, json_with_status, spawn, spawn_with};
 #[tokio::test]
 async fn register_answers_201_with_the_user_and_welcome_credits() {
     let app = spawn_with(|c| c.welcome_credits = 250).await;
-    let body = json_with_status(
-        app.register("  Ada@Example.COM ", Some("Analytical Engines"))
-            .await,
-        201,
-    )
-    .await;
+    let body =
+        json_with_status(app.register("  Ada@Example.COM ", Some("Analytical Engines")).await, 201).await;
     assert!(body["id"].as_str().unwrap().starts_with("usr_"));
     assert!(body["tenant_id"].as_str().unwrap().starts_with("ten_"));
     assert_eq!(body["email"], "ada@example.com");
     assert_eq!(body["full_name"], "Ada Lovelace");
     assert_eq!(body["credits"], 250);
     let created_at = body["created_at"].as_str().unwrap();
-    assert!(
-        created_at.ends_with('Z') && created_at.len() == 24,
-        "{created_at}"
-    );
+    assert!(created_at.ends_with('Z') && created_at.len() == 24, "{created_at}");
 }
 
 #[tokio::test]
@@ -50,28 +43,13 @@ async fn a_second_registration_in_any_letter_case_is_409() {
 async fn concurrent_registrations_of_one_address_let_exactly_one_through() {
     let app = spawn().await;
     let attempts = (0..6).map(|i| {
-        let email = if i % 2 == 0 {
-            "race@example.com"
-        } else {
-            "RACE@example.com"
-        };
+        let email = if i % 2 == 0 { "race@example.com" } else { "RACE@example.com" };
         app.register(email, None)
     });
-    let statuses: Vec<u16> = futures_util::future::join_all(attempts)
-        .await
-        .iter()
-        .map(|r| r.status().as_u16())
-        .collect();
-    assert_eq!(
-        statuses.iter().filter(|s| **s == 201).count(),
-        1,
-        "{statuses:?}"
-    );
-    assert_eq!(
-        statuses.iter().filter(|s| **s == 409).count(),
-        5,
-        "{statuses:?}"
-    );
+    let statuses: Vec<u16> =
+        futures_util::future::join_all(attempts).await.iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 1, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 409).count(), 5, "{statuses:?}");
 }
 
 #[tokio::test]
@@ -89,10 +67,7 @@ async fn login_returns_a_bearer_token_pair() {
     let token = app.signed_in("ada@example.com").await;
     assert_eq!(token["token_type"], "bearer");
     assert_eq!(token["expires_in"], 3600);
-    assert_eq!(
-        token["access_token"].as_str().unwrap().split('.').count(),
-        3
-    );
+    assert_eq!(token["access_token"].as_str().unwrap().split('.').count(), 3);
     assert!(token["refresh_token"].as_str().unwrap().len() >= 43);
 }
 
@@ -101,12 +76,7 @@ async fn wrong_password_and_unknown_email_get_the_same_401() {
     let app = spawn().await;
     assert_eq!(app.register("ada@example.com", None).await.status(), 201);
     let wrong = json_with_status(app.login("ada@example.com", "wrong password").await, 401).await;
-    let unknown = json_with_status(
-        app.login("nobody@example.com", "correct horse battery")
-            .await,
-        401,
-    )
-    .await;
+    let unknown = json_with_status(app.login("nobody@example.com", "correct horse battery").await, 401).await;
     assert_eq!(wrong, unknown);
     assert_eq!(wrong["error"], "invalid_credentials");
 }
@@ -114,24 +84,14 @@ async fn wrong_password_and_unknown_email_get_the_same_401() {
 #[tokio::test]
 async fn login_without_fields_is_a_validation_error() {
     let app = spawn().await;
-    let r = app
-        .client
-        .post(app.url("/api/v1/auth/login"))
-        .form(&[("username", "a@b.co")])
-        .send()
-        .await
-        .unwrap();
+    let r =
+        app.client.post(app.url("/api/v1/auth/login")).form(&[("username", "a@b.co")]).send().await.unwrap();
     let body = json_with_status(r, 422).await;
     assert_eq!(body["details"][0]["field"], "password");
 }
 
 async fn me(app: &TestApp, prefix: &str, token: &str) -> Value {
-    json_with_status(
-        app.get_with_token(&format!("{prefix}/auth/me"), token)
-            .await,
-        200,
-    )
-    .await
+    json_with_status(app.get_with_token(&format!("{prefix}/auth/me"), token).await, 200).await
 }
 
 #[tokio::test]
@@ -153,22 +113,13 @@ async fn me_lists_the_tenant_named_after_the_company_with_role_owner_on_both_bas
 async fn without_a_company_the_tenant_is_named_after_the_user() {
     let app = spawn().await;
     assert_eq!(app.register("solo@example.com", None).await.status(), 201);
-    let token: Value = app
-        .login("solo@example.com", "correct horse battery")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let token: Value = app.login("solo@example.com", "correct horse battery").await.json().await.unwrap();
     let body = me(&app, "/api/v1", token["access_token"].as_str().unwrap()).await;
     assert_eq!(body["tenants"][0]["name"], "Ada Lovelace's workspace");
 }
 
 async fn refresh(app: &TestApp, refresh_token: &Value) -> reqwest::Response {
-    app.post_json(
-        "/api/v1/auth/refresh",
-        &json!({"refresh_token": refresh_token}),
-    )
-    .await
+    app.post_json("/api/v1/auth/refresh", &json!({"refresh_token": refresh_token})).await
 }
 
 #[tokio::test]
@@ -235,9 +186,7 @@ async fn refresh_none_alg_foreign_and_expired_tokens_are_refused_as_access_token
     let user = UserId::from_string(me_body["id"].as_str().unwrap());
 
     // Control: a token minted with the service's key, issuer and audience is accepted.
-    let own = codec(JWT_SECRET.as_bytes())
-        .issue(&user, Utc::now())
-        .unwrap();
+    let own = codec(JWT_SECRET.as_bytes()).issue(&user, Utc::now()).unwrap();
     me(&app, "/api/v1", &own.token).await;
 
     assert_refused_as_access_token(&app, token["refresh_token"].as_str().unwrap()).await;
@@ -245,34 +194,18 @@ async fn refresh_none_alg_foreign_and_expired_tokens_are_refused_as_access_token
     let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
     let claims = json!({"sub": user.as_str(), "iss": "http://127.0.0.1:8080", "aud": "agentry-api",
         "iat": Utc::now().timestamp(), "exp": Utc::now().timestamp() + 600, "jti": "x", "typ": "access"});
-    let none = format!(
-        "{}.{}.",
-        b64(r#"{"alg":"none","typ":"JWT"}"#),
-        b64(&claims.to_string())
-    );
+    let none = format!("{}.{}.", b64(r#"{"alg":"none","typ":"JWT"}"#), b64(&claims.to_string()));
     assert_refused_as_access_token(&app, &none).await;
 
     let foreign = codec(&[9u8; 40]).issue(&user, Utc::now()).unwrap();
     assert_refused_as_access_token(&app, &foreign.token).await;
 
-    let expired = codec(JWT_SECRET.as_bytes())
-        .issue(&user, Utc::now() - Duration::hours(2))
-        .unwrap();
+    let expired = codec(JWT_SECRET.as_bytes()).issue(&user, Utc::now() - Duration::hours(2)).unwrap();
     assert_refused_as_access_token(&app, &expired.token).await;
 
-    let r = app
-        .client
-        .get(app.url("/api/v1/auth/me"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.client.get(app.url("/api/v1/auth/me")).send().await.unwrap();
     assert_eq!(json_with_status(r, 401).await["error"], "unauthorized");
-    let r = app
-        .client
-        .get(app.url("/api/v1/auth/me"))
-        .header("authorization", "Basic abc")
-        .send()
-        .await
-        .unwrap();
+    let r =
+        app.client.get(app.url("/api/v1/auth/me")).header("authorization", "Basic abc").send().await.unwrap();
     assert_eq!(r.status(), 401);
 }

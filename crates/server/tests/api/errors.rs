@@ -7,32 +7,13 @@ use crate::helpers::{json_with_status, spawn, spawn_with};
 #[tokio::test]
 async fn unknown_routes_and_wrong_methods_answer_json() {
     let app = spawn().await;
-    let body = json_with_status(
-        app.client
-            .get(app.url("/api/v1/nothing-here"))
-            .send()
-            .await
-            .unwrap(),
-        404,
-    )
-    .await;
-    assert_eq!(
-        body,
-        json!({"error": "not_found", "message": "no such route"})
-    );
-    let body = json_with_status(
-        app.client.get(app.url("/elsewhere")).send().await.unwrap(),
-        404,
-    )
-    .await;
+    let body =
+        json_with_status(app.client.get(app.url("/api/v1/nothing-here")).send().await.unwrap(), 404).await;
+    assert_eq!(body, json!({"error": "not_found", "message": "no such route"}));
+    let body = json_with_status(app.client.get(app.url("/elsewhere")).send().await.unwrap(), 404).await;
     assert_eq!(body["error"], "not_found");
 
-    let r = app
-        .client
-        .get(app.url("/api/v1/auth/register"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.client.get(app.url("/api/v1/auth/register")).send().await.unwrap();
     assert_eq!(r.headers()["allow"], "POST");
     let body = json_with_status(r, 405).await;
     assert_eq!(body["error"], "method_not_allowed");
@@ -55,22 +36,12 @@ async fn malformed_json_missing_fields_and_wrong_types_are_validation_errors() {
     let body = json_with_status(send("").await.unwrap(), 422).await;
     assert_eq!(body["details"][0]["field"], "body");
 
-    let body = json_with_status(
-        send(r#"{"password": "long enough", "full_name": "A"}"#)
-            .await
-            .unwrap(),
-        422,
-    )
-    .await;
-    assert_eq!(
-        body["details"],
-        json!([{"field": "email", "message": "email is required"}])
-    );
+    let body =
+        json_with_status(send(r#"{"password": "long enough", "full_name": "A"}"#).await.unwrap(), 422).await;
+    assert_eq!(body["details"], json!([{"field": "email", "message": "email is required"}]));
 
     let body = json_with_status(
-        send(r#"{"email": 42, "password": "long enough", "full_name": "A"}"#)
-            .await
-            .unwrap(),
+        send(r#"{"email": 42, "password": "long enough", "full_name": "A"}"#).await.unwrap(),
         422,
     )
     .await;
@@ -95,12 +66,8 @@ async fn wrong_content_types_answer_415() {
     assert_eq!(body["error"], "unsupported_media_type");
 
     // Login takes a form; a JSON body is refused the same way.
-    let r = app
-        .post_json(
-            "/api/v1/auth/login",
-            &json!({"username": "a@b.co", "password": "whatever1"}),
-        )
-        .await;
+    let r =
+        app.post_json("/api/v1/auth/login", &json!({"username": "a@b.co", "password": "whatever1"})).await;
     let body = json_with_status(r, 415).await;
     assert_eq!(body["error"], "unsupported_media_type");
 }
@@ -108,10 +75,7 @@ async fn wrong_content_types_answer_415() {
 #[tokio::test]
 async fn bodies_over_one_mebibyte_answer_413() {
     let app = spawn().await;
-    let big = format!(
-        r#"{{"email": "a@b.co", "full_name": "{}"}}"#,
-        "x".repeat(1024 * 1024)
-    );
+    let big = format!(r#"{{"email": "a@b.co", "full_name": "{}"}}"#, "x".repeat(1024 * 1024));
     let r = app
         .client
         .post(app.url("/api/v1/auth/register"))
@@ -124,10 +88,7 @@ async fn bodies_over_one_mebibyte_answer_413() {
     assert_eq!(body["error"], "payload_too_large");
 
     // Just under the limit is read (and then refused for its content, not its size).
-    let under = format!(
-        r#"{{"email": "a@b.co", "full_name": "{}"}}"#,
-        "x".repeat(1024 * 1000)
-    );
+    let under = format!(r#"{{"email": "a@b.co", "full_name": "{}"}}"#, "x".repeat(1024 * 1000));
     let r = app
         .client
         .post(app.url("/api/v1/auth/register"))
@@ -142,12 +103,8 @@ async fn bodies_over_one_mebibyte_answer_413() {
 #[tokio::test]
 async fn the_wrapped_envelope_wraps_errors_and_successes() {
     let app = spawn_with(|c| c.api_envelope = agentry_http::Envelope::Wrapped).await;
-    let r = app
-        .post_json(
-            "/api/v1/auth/register",
-            &json!({"password": "long enough", "full_name": "A"}),
-        )
-        .await;
+    let r =
+        app.post_json("/api/v1/auth/register", &json!({"password": "long enough", "full_name": "A"})).await;
     let body = json_with_status(r, 400).await;
     assert_eq!(
         body,

@@ -14,6 +14,7 @@ pub struct TestApp {
     pub base: String,
     pub client: Client,
     pub handle: actix_web::dev::ServerHandle,
+    data_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -54,45 +55,41 @@ pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
 pub async fn start(config: Config, dir: tempfile::TempDir) -> TestApp {
     install_crypto();
     agentry_server::telemetry::init(&config);
-    let app = Application::build(&config)
-        .await
-        .expect("application starts");
+    let app = Application::build(&config).await.expect("application starts");
     let base = format!("http://{}", app.addr());
     let handle = app.handle();
     tokio::spawn(app.run_until_stopped());
-    TestApp {
-        base,
-        client: Client::new(),
-        handle,
-        _dir: dir,
-    }
+    TestApp { base, client: Client::new(), handle, data_dir: config.data_dir.clone(), _dir: dir }
 }
 
 impl TestApp {
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
 
     pub async fn post_json(&self, path: &str, body: &Value) -> Response {
-        self.client
-            .post(self.url(path))
-            .json(body)
-            .send()
-            .await
-            .expect("request sent")
+        self.client.post(self.url(path)).json(body).send().await.expect("request sent")
+    }
+
+    pub async fn post_json_with_token(&self, path: &str, token: &str, body: &Value) -> Response {
+        self.client.post(self.url(path)).bearer_auth(token).json(body).send().await.expect("request sent")
+    }
+
+    pub async fn delete_with_token(&self, path: &str, token: &str) -> Response {
+        self.client.delete(self.url(path)).bearer_auth(token).send().await.expect("request sent")
     }
 
     pub async fn get_with_token(&self, path: &str, token: &str) -> Response {
-        self.client
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("request sent")
+        self.client.get(self.url(path)).bearer_auth(token).send().await.expect("request sent")
     }
 
     pub async fn register(&self, email: &str, company: Option<&str>) -> Response {
-        let mut body = json!({"email": email, "password": "correct horse battery", "full_name": "Ada Lovelace"});
+        let mut body =
+            json!({"email": email, "password": "correct horse battery", "full_name": "Ada Lovelace"});
         if let Some(company) = company {
             body["company"] = json!(company);
         }
@@ -102,14 +99,15 @@ impl TestApp {
     pub async fn login(&self, email: &str, password: &str) -> Response {
         self.client
             .post(self.url("/api/v1/auth/login"))
-            .form(&[
-                ("username", email),
-                ("password", password),
-                ("grant_type", "password"),
-            ])
+            .form(&[("username", email), ("password", password), ("grant_type", "password")])
             .send()
             .await
             .expect("request sent")
+    }
+
+    /// Registers `email` and signs in: the access token.
+    pub async fn access_token(&self, email: &str) -> String {
+        self.signed_in(email).await["access_token"].as_str().expect("access token").to_owned()
     }
 
     /// Registers `email` and signs in: the token response.

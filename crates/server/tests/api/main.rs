@@ -1,7 +1,9 @@
 //! API tests: the real application on port 0, spoken to over HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
+mod api_keys;
 mod auth;
 mod errors;
 mod helpers;
 mod operations;
+mod recovery;

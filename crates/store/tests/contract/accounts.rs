@@ -60,20 +60,10 @@ async fn a_registered_account_reads_back_whole(db: Database) {
     let new = account("1", "ada@example.com");
     repo.create_account(&new).await.unwrap();
 
-    let creds = repo
-        .find_credentials(&Email::parse("ada@example.com").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        creds.user, new.user,
-        "timestamps and fields survive the round trip"
-    );
+    let creds = repo.find_credentials(&Email::parse("ada@example.com").unwrap()).await.unwrap().unwrap();
+    assert_eq!(creds.user, new.user, "timestamps and fields survive the round trip");
     assert_eq!(creds.password_hash, new.password_hash);
-    assert_eq!(
-        repo.find_user(&new.user.id).await.unwrap(),
-        Some(new.user.clone())
-    );
+    assert_eq!(repo.find_user(&new.user.id).await.unwrap(), Some(new.user.clone()));
 
     let memberships = repo.memberships(&new.user.id).await.unwrap();
     assert_eq!(memberships, vec![new.membership.clone()]);
@@ -82,13 +72,8 @@ async fn a_registered_account_reads_back_whole(db: Database) {
 
 async fn a_second_account_with_the_same_email_is_email_taken(db: Database) {
     let repo = AccountStore::new(db.clone());
-    repo.create_account(&account("1", "ada@example.com"))
-        .await
-        .unwrap();
-    let err = repo
-        .create_account(&account("2", "ada@example.com"))
-        .await
-        .unwrap_err();
+    repo.create_account(&account("1", "ada@example.com")).await.unwrap();
+    let err = repo.create_account(&account("2", "ada@example.com")).await.unwrap_err();
     assert!(matches!(err, RegisterError::EmailTaken), "{err:?}");
     // Nothing of the refused registration is left behind.
     for table in ["users", "tenants", "memberships", "credit_ledger"] {
@@ -100,10 +85,7 @@ async fn concurrent_registrations_of_one_email_store_exactly_one(db: Database) {
     let repo = AccountStore::new(db.clone());
     let attempts = (0..8).map(|i| {
         let repo = repo.clone();
-        tokio::spawn(async move {
-            repo.create_account(&account(&i.to_string(), "race@example.com"))
-                .await
-        })
+        tokio::spawn(async move { repo.create_account(&account(&i.to_string(), "race@example.com")).await })
     });
     let results = futures_util::future::join_all(attempts).await;
     let mut ok = 0;
@@ -121,22 +103,7 @@ async fn concurrent_registrations_of_one_email_store_exactly_one(db: Database) {
 
 async fn unknown_users_are_absent(db: Database) {
     let repo = AccountStore::new(db);
-    assert!(
-        repo.find_user(&UserId::from_string("usr_nobody"))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        repo.find_credentials(&Email::parse("no@example.com").unwrap())
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        repo.memberships(&UserId::from_string("usr_nobody"))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(repo.find_user(&UserId::from_string("usr_nobody")).await.unwrap().is_none());
+    assert!(repo.find_credentials(&Email::parse("no@example.com").unwrap()).await.unwrap().is_none());
+    assert!(repo.memberships(&UserId::from_string("usr_nobody")).await.unwrap().is_empty());
 }

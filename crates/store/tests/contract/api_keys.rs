@@ -24,10 +24,7 @@ fn key(id: &str, user: &str, tenant: &str) -> ApiKey {
         name: ApiKeyName::new("ci").unwrap(),
         key_prefix: "agk_12345678".into(),
         digest: SecretDigest::from_string(format!("digest-{id}")),
-        scopes: vec![
-            "agents:read".parse().unwrap(),
-            "workflows:execute".parse().unwrap(),
-        ],
+        scopes: vec!["agents:read".parse().unwrap(), "workflows:execute".parse().unwrap()],
         created_at: t0(),
         expires_at: Some(t0() + Duration::days(7)),
         last_used_at: None,
@@ -36,14 +33,8 @@ fn key(id: &str, user: &str, tenant: &str) -> ApiKey {
 
 async fn setup(db: &Database) -> ApiKeyStore {
     let accounts = AccountStore::new(db.clone());
-    accounts
-        .create_account(&super::accounts::account("1", "one@example.com"))
-        .await
-        .unwrap();
-    accounts
-        .create_account(&super::accounts::account("2", "two@example.com"))
-        .await
-        .unwrap();
+    accounts.create_account(&super::accounts::account("1", "one@example.com")).await.unwrap();
+    accounts.create_account(&super::accounts::account("2", "two@example.com")).await.unwrap();
     ApiKeyStore::new(db.clone())
 }
 
@@ -55,12 +46,7 @@ async fn a_key_is_found_by_digest_with_its_users_role(db: Database) {
     assert_eq!(grant.key, k);
     assert_eq!(grant.role, Role::Owner);
     assert_eq!(grant.plan, Plan::Starter);
-    assert!(
-        repo.find_grant(&SecretDigest::from_string("other"))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(repo.find_grant(&SecretDigest::from_string("other")).await.unwrap().is_none());
 }
 
 async fn revoked_keys_are_neither_found_nor_listed(db: Database) {
@@ -68,17 +54,9 @@ async fn revoked_keys_are_neither_found_nor_listed(db: Database) {
     let k = key("key_a", "usr_1", "ten_1");
     repo.insert(&k).await.unwrap();
     assert!(repo.revoke(&k.user_id, &k.id, t0()).await.unwrap());
-    assert!(
-        !repo.revoke(&k.user_id, &k.id, t0()).await.unwrap(),
-        "revoking twice changes nothing"
-    );
+    assert!(!repo.revoke(&k.user_id, &k.id, t0()).await.unwrap(), "revoking twice changes nothing");
     assert!(repo.find_grant(&k.digest).await.unwrap().is_none());
-    assert!(
-        repo.list(&k.user_id, &k.tenant_id)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(repo.list(&k.user_id, &k.tenant_id).await.unwrap().is_empty());
 }
 
 async fn a_user_lists_and_revokes_only_their_own_keys(db: Database) {
@@ -87,10 +65,7 @@ async fn a_user_lists_and_revokes_only_their_own_keys(db: Database) {
     repo.insert(&key("key_b", "usr_1", "ten_1")).await.unwrap();
     repo.insert(&key("key_c", "usr_2", "ten_2")).await.unwrap();
     let listed: Vec<String> = repo
-        .list(
-            &UserId::from_string("usr_1"),
-            &TenantId::from_string("ten_1"),
-        )
+        .list(&UserId::from_string("usr_1"), &TenantId::from_string("ten_1"))
         .await
         .unwrap()
         .into_iter()
@@ -98,18 +73,8 @@ async fn a_user_lists_and_revokes_only_their_own_keys(db: Database) {
         .collect();
     assert_eq!(listed, ["key_b", "key_a"], "newest first");
     let stranger = UserId::from_string("usr_2");
-    assert!(
-        !repo
-            .revoke(&stranger, &ApiKeyId::from_string("key_a"), t0())
-            .await
-            .unwrap()
-    );
-    assert!(
-        repo.find_grant(&SecretDigest::from_string("digest-key_a"))
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(!repo.revoke(&stranger, &ApiKeyId::from_string("key_a"), t0()).await.unwrap());
+    assert!(repo.find_grant(&SecretDigest::from_string("digest-key_a")).await.unwrap().is_some());
 }
 
 async fn touching_records_the_last_use(db: Database) {
@@ -118,13 +83,5 @@ async fn touching_records_the_last_use(db: Database) {
     repo.insert(&k).await.unwrap();
     let used = t0() + Duration::minutes(5);
     repo.touch(&k.id, used).await.unwrap();
-    assert_eq!(
-        repo.find_grant(&k.digest)
-            .await
-            .unwrap()
-            .unwrap()
-            .key
-            .last_used_at,
-        Some(used)
-    );
+    assert_eq!(repo.find_grant(&k.digest).await.unwrap().unwrap().key.last_used_at, Some(used));
 }

@@ -10,9 +10,7 @@ pub struct TestDb {
 }
 
 async fn open(url: String, dir: Option<tempfile::TempDir>) -> TestDb {
-    let db = Database::connect(&DatabaseSettings::new(url))
-        .await
-        .expect("open the test database");
+    let db = Database::connect(&DatabaseSettings::new(url)).await.expect("open the test database");
     db.migrate().await.expect("migrate the test database");
     TestDb { db, _dir: dir }
 }

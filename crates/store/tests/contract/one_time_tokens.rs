@@ -31,10 +31,7 @@ fn token(id: &str, purpose: TokenPurpose, created_at: DateTime<Utc>) -> OneTimeT
 
 async fn setup(db: &Database) -> OneTimeTokenStore {
     let accounts = AccountStore::new(db.clone());
-    accounts
-        .create_account(&super::accounts::account("1", "one@example.com"))
-        .await
-        .unwrap();
+    accounts.create_account(&super::accounts::account("1", "one@example.com")).await.unwrap();
     OneTimeTokenStore::new(db.clone())
 }
 
@@ -42,53 +39,21 @@ async fn a_token_is_usable_until_consumed_or_expired(db: Database) {
     let repo = setup(&db).await;
     let t = token("ott_a", TokenPurpose::MagicLink, t0());
     repo.insert(&t).await.unwrap();
-    assert_eq!(
-        repo.find_usable(&t.digest, TokenPurpose::MagicLink, t0())
-            .await
-            .unwrap(),
-        Some(t.clone())
-    );
+    assert_eq!(repo.find_usable(&t.digest, TokenPurpose::MagicLink, t0()).await.unwrap(), Some(t.clone()));
     assert!(
-        repo.find_usable(&t.digest, TokenPurpose::PasswordReset, t0())
-            .await
-            .unwrap()
-            .is_none(),
+        repo.find_usable(&t.digest, TokenPurpose::PasswordReset, t0()).await.unwrap().is_none(),
         "purpose matters"
     );
     let late = t.expires_at + Duration::seconds(1);
-    assert!(
-        repo.find_usable(&t.digest, TokenPurpose::MagicLink, late)
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        repo.consume(&t.digest, TokenPurpose::MagicLink, late)
-            .await
-            .unwrap()
-            .is_none(),
-        "expired"
-    );
+    assert!(repo.find_usable(&t.digest, TokenPurpose::MagicLink, late).await.unwrap().is_none());
+    assert!(repo.consume(&t.digest, TokenPurpose::MagicLink, late).await.unwrap().is_none(), "expired");
 
     assert_eq!(
-        repo.consume(&t.digest, TokenPurpose::MagicLink, t0())
-            .await
-            .unwrap(),
+        repo.consume(&t.digest, TokenPurpose::MagicLink, t0()).await.unwrap(),
         Some(t.user_id.clone())
     );
-    assert!(
-        repo.consume(&t.digest, TokenPurpose::MagicLink, t0())
-            .await
-            .unwrap()
-            .is_none(),
-        "single use"
-    );
-    assert!(
-        repo.find_usable(&t.digest, TokenPurpose::MagicLink, t0())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(repo.consume(&t.digest, TokenPurpose::MagicLink, t0()).await.unwrap().is_none(), "single use");
+    assert!(repo.find_usable(&t.digest, TokenPurpose::MagicLink, t0()).await.unwrap().is_none());
 }
 
 async fn concurrent_consumers_of_one_token_let_exactly_one_through(db: Database) {
@@ -130,10 +95,7 @@ async fn a_reset_sets_the_password_and_revokes_every_refresh_token(db: Database)
     }
     let t = token("ott_a", TokenPurpose::PasswordReset, t0());
     repo.insert(&t).await.unwrap();
-    let user = repo
-        .reset_password(&t.digest, &PasswordHash::from_phc("new-hash"), t0())
-        .await
-        .unwrap();
+    let user = repo.reset_password(&t.digest, &PasswordHash::from_phc("new-hash"), t0()).await.unwrap();
     assert_eq!(user, Some(UserId::from_string("usr_1")));
 
     let creds = AccountStore::new(db.clone())
@@ -151,48 +113,17 @@ async fn a_reset_sets_the_password_and_revokes_every_refresh_token(db: Database)
         assert_eq!(stored.status, RefreshTokenStatus::Revoked);
     }
     // Spent: a second reset with the same token changes nothing.
-    assert!(
-        repo.reset_password(&t.digest, &PasswordHash::from_phc("other"), t0())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(repo.reset_password(&t.digest, &PasswordHash::from_phc("other"), t0()).await.unwrap().is_none());
 }
 
 async fn issued_tokens_are_counted_per_user_purpose_and_time(db: Database) {
     let repo = setup(&db).await;
-    repo.insert(&token(
-        "ott_a",
-        TokenPurpose::PasswordReset,
-        t0() - Duration::minutes(90),
-    ))
-    .await
-    .unwrap();
-    repo.insert(&token(
-        "ott_b",
-        TokenPurpose::PasswordReset,
-        t0() - Duration::minutes(30),
-    ))
-    .await
-    .unwrap();
-    repo.insert(&token("ott_c", TokenPurpose::PasswordReset, t0()))
-        .await
-        .unwrap();
-    repo.insert(&token("ott_d", TokenPurpose::MagicLink, t0()))
-        .await
-        .unwrap();
+    repo.insert(&token("ott_a", TokenPurpose::PasswordReset, t0() - Duration::minutes(90))).await.unwrap();
+    repo.insert(&token("ott_b", TokenPurpose::PasswordReset, t0() - Duration::minutes(30))).await.unwrap();
+    repo.insert(&token("ott_c", TokenPurpose::PasswordReset, t0())).await.unwrap();
+    repo.insert(&token("ott_d", TokenPurpose::MagicLink, t0())).await.unwrap();
     let user = UserId::from_string("usr_1");
     let since = t0() - Duration::hours(1);
-    assert_eq!(
-        repo.count_issued_since(&user, TokenPurpose::PasswordReset, since)
-            .await
-            .unwrap(),
-        2
-    );
-    assert_eq!(
-        repo.count_issued_since(&user, TokenPurpose::MagicLink, since)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(repo.count_issued_since(&user, TokenPurpose::PasswordReset, since).await.unwrap(), 2);
+    assert_eq!(repo.count_issued_since(&user, TokenPurpose::MagicLink, since).await.unwrap(), 1);
 }

@@ -33,14 +33,8 @@ fn token(id: &str, family: &str, user: &str) -> RefreshToken {
 async fn setup(db: &Database) -> RefreshTokenStore {
     // Tokens reference users; create the two the tests use.
     let accounts = AccountStore::new(db.clone());
-    accounts
-        .create_account(&super::accounts::account("1", "one@example.com"))
-        .await
-        .unwrap();
-    accounts
-        .create_account(&super::accounts::account("2", "two@example.com"))
-        .await
-        .unwrap();
+    accounts.create_account(&super::accounts::account("1", "one@example.com")).await.unwrap();
+    accounts.create_account(&super::accounts::account("2", "two@example.com")).await.unwrap();
     RefreshTokenStore::new(db.clone())
 }
 
@@ -54,99 +48,55 @@ async fn a_token_reads_back_by_digest(db: Database) {
     let t = token("rtk_a", "rtf_1", "usr_1");
     repo.insert(&t).await.unwrap();
     assert_eq!(repo.find_by_digest(&t.digest).await.unwrap(), Some(t));
-    assert_eq!(
-        repo.find_by_digest(&SecretDigest::from_string("nope"))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(repo.find_by_digest(&SecretDigest::from_string("nope")).await.unwrap(), None);
 }
 
 async fn rotation_spends_the_token_once_and_stores_its_successor(db: Database) {
     let repo = setup(&db).await;
-    repo.insert(&token("rtk_a", "rtf_1", "usr_1"))
-        .await
-        .unwrap();
+    repo.insert(&token("rtk_a", "rtf_1", "usr_1")).await.unwrap();
     let next = token("rtk_b", "rtf_1", "usr_1");
-    let outcome = repo
-        .rotate(&RefreshTokenId::from_string("rtk_a"), &next, t0())
-        .await
-        .unwrap();
+    let outcome = repo.rotate(&RefreshTokenId::from_string("rtk_a"), &next, t0()).await.unwrap();
     assert_eq!(outcome, RotateOutcome::Rotated);
     assert_eq!(status_of(&repo, "rtk_a").await, RefreshTokenStatus::Rotated);
     assert_eq!(status_of(&repo, "rtk_b").await, RefreshTokenStatus::Active);
 
     let again = token("rtk_c", "rtf_1", "usr_1");
-    let outcome = repo
-        .rotate(&RefreshTokenId::from_string("rtk_a"), &again, t0())
-        .await
-        .unwrap();
+    let outcome = repo.rotate(&RefreshTokenId::from_string("rtk_a"), &again, t0()).await.unwrap();
     assert_eq!(outcome, RotateOutcome::NotActive);
-    assert_eq!(
-        repo.find_by_digest(&again.digest).await.unwrap(),
-        None,
-        "nothing stored on a lost rotation"
-    );
+    assert_eq!(repo.find_by_digest(&again.digest).await.unwrap(), None, "nothing stored on a lost rotation");
 }
 
 async fn concurrent_rotations_of_one_token_let_exactly_one_through(db: Database) {
     let repo = setup(&db).await;
-    repo.insert(&token("rtk_a", "rtf_1", "usr_1"))
-        .await
-        .unwrap();
+    repo.insert(&token("rtk_a", "rtf_1", "usr_1")).await.unwrap();
     let tasks = (0..8).map(|i| {
         let repo = repo.clone();
         tokio::spawn(async move {
             let next = token(&format!("rtk_n{i}"), "rtf_1", "usr_1");
-            repo.rotate(&RefreshTokenId::from_string("rtk_a"), &next, t0())
-                .await
-                .unwrap()
+            repo.rotate(&RefreshTokenId::from_string("rtk_a"), &next, t0()).await.unwrap()
         })
     });
-    let outcomes: Vec<_> = futures_util::future::join_all(tasks)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(
-        outcomes
-            .iter()
-            .filter(|o| **o == RotateOutcome::Rotated)
-            .count(),
-        1,
-        "{outcomes:?}"
-    );
+    let outcomes: Vec<_> =
+        futures_util::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(outcomes.iter().filter(|o| **o == RotateOutcome::Rotated).count(), 1, "{outcomes:?}");
     assert_eq!(db.count_rows("refresh_tokens").await.unwrap(), 2);
 }
 
 async fn revoking_a_family_leaves_other_families_alone(db: Database) {
     let repo = setup(&db).await;
-    repo.insert(&token("rtk_a", "rtf_1", "usr_1"))
+    repo.insert(&token("rtk_a", "rtf_1", "usr_1")).await.unwrap();
+    repo.rotate(&RefreshTokenId::from_string("rtk_a"), &token("rtk_b", "rtf_1", "usr_1"), t0())
         .await
         .unwrap();
-    repo.rotate(
-        &RefreshTokenId::from_string("rtk_a"),
-        &token("rtk_b", "rtf_1", "usr_1"),
-        t0(),
-    )
-    .await
-    .unwrap();
-    repo.insert(&token("rtk_c", "rtf_2", "usr_1"))
-        .await
-        .unwrap();
+    repo.insert(&token("rtk_c", "rtf_2", "usr_1")).await.unwrap();
 
-    let n = repo
-        .revoke_family(&TokenFamilyId::from_string("rtf_1"), t0())
-        .await
-        .unwrap();
+    let n = repo.revoke_family(&TokenFamilyId::from_string("rtf_1"), t0()).await.unwrap();
     assert_eq!(n, 2);
     assert_eq!(status_of(&repo, "rtk_a").await, RefreshTokenStatus::Revoked);
     assert_eq!(status_of(&repo, "rtk_b").await, RefreshTokenStatus::Revoked);
     assert_eq!(status_of(&repo, "rtk_c").await, RefreshTokenStatus::Active);
     assert_eq!(
-        repo.revoke_family(&TokenFamilyId::from_string("rtf_1"), t0())
-            .await
-            .unwrap(),
+        repo.revoke_family(&TokenFamilyId::from_string("rtf_1"), t0()).await.unwrap(),
         0,
         "idempotent"
     );
@@ -154,20 +104,9 @@ async fn revoking_a_family_leaves_other_families_alone(db: Database) {
 
 async fn revoking_a_user_revokes_all_their_families(db: Database) {
     let repo = setup(&db).await;
-    repo.insert(&token("rtk_a", "rtf_1", "usr_1"))
-        .await
-        .unwrap();
-    repo.insert(&token("rtk_b", "rtf_2", "usr_1"))
-        .await
-        .unwrap();
-    repo.insert(&token("rtk_c", "rtf_3", "usr_2"))
-        .await
-        .unwrap();
-    assert_eq!(
-        repo.revoke_all_for_user(&UserId::from_string("usr_1"), t0())
-            .await
-            .unwrap(),
-        2
-    );
+    repo.insert(&token("rtk_a", "rtf_1", "usr_1")).await.unwrap();
+    repo.insert(&token("rtk_b", "rtf_2", "usr_1")).await.unwrap();
+    repo.insert(&token("rtk_c", "rtf_3", "usr_2")).await.unwrap();
+    assert_eq!(repo.revoke_all_for_user(&UserId::from_string("usr_1"), t0()).await.unwrap(), 2);
     assert_eq!(status_of(&repo, "rtk_c").await, RefreshTokenStatus::Active);
 }
