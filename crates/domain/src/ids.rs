@@ -85,6 +85,36 @@ id_type!(
     "ott"
 );
 id_type!(
+    /// Identifies an agent.
+    AgentId,
+    "agt"
+);
+id_type!(
+    /// Identifies a conversation (chat session) with an agent.
+    SessionId,
+    "ses"
+);
+id_type!(
+    /// Identifies a chat message.
+    MessageId,
+    "msg"
+);
+id_type!(
+    /// Identifies an event in the outbox.
+    EventId,
+    "evt"
+);
+id_type!(
+    /// Identifies a credit purchase.
+    PurchaseId,
+    "pur"
+);
+id_type!(
+    /// Identifies a hold of credits for a chat in progress.
+    CreditHoldId,
+    "hld"
+);
+id_type!(
     /// Identifies one entry of a tenant's credit ledger.
     LedgerEntryId,
     "led"

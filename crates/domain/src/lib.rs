@@ -3,16 +3,22 @@
 //! # Layout
 //! - [`identity`]: users, passwords, access and refresh tokens, the account service.
 //! - [`tenancy`]: tenants, memberships and roles, plans.
-//! - [`billing`]: the credit ledger.
+//! - [`agents`]: agents, conversations, the model port, chat.
+//! - [`billing`]: the credit ledger, holds, purchases.
+//! - [`events`]: domain events and their envelope (written to an outbox).
+//! - [`pagination`]: page requests.
 //! - [`ids`], [`time`], [`secrets`]: identifiers, the clock and randomness, all behind ports so
 //!   tests are deterministic.
 //! - [`mail`]: the e-mail port; [`ratelimit`]: fixed-window quotas over a counting port.
 //! - [`validation`]: the field-level error type every value object reports with.
 
+pub mod agents;
 pub mod billing;
+pub mod events;
 pub mod identity;
 pub mod ids;
 pub mod mail;
+pub mod pagination;
 pub mod ratelimit;
 pub mod secrets;
 pub mod tenancy;

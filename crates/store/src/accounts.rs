@@ -83,6 +83,7 @@ struct NewLedgerRow<'a> {
     balance_after: i64,
     reason: &'a str,
     created_at: DbTime,
+    reference: Option<&'a str>,
 }
 
 #[async_trait]
@@ -121,6 +122,7 @@ impl AccountRepository for AccountStore {
             balance_after: grant.balance_after,
             reason: grant.reason.as_str(),
             created_at: grant.created_at.into(),
+            reference: grant.reference.as_deref(),
         };
         let result = transaction!(self.db, conn => {
             diesel::insert_into(users::table).values(&user_row).execute(conn).await?;

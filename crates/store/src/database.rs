@@ -181,6 +181,12 @@ impl Database {
             "api_keys",
             "one_time_tokens",
             "rate_limit_counters",
+            "agents",
+            "chat_sessions",
+            "chat_messages",
+            "credit_holds",
+            "purchases",
+            "events",
         ];
         anyhow::ensure!(TABLES.contains(&table), "unknown table {table:?}");
         #[derive(diesel::QueryableByName)]
@@ -261,6 +267,9 @@ pub(crate) enum StoreError {
     Pool(String),
     #[error(transparent)]
     Query(#[from] DieselError),
+    /// A precondition the transaction checked did not hold; everything is rolled back.
+    #[error("{0}")]
+    Precondition(&'static str),
 }
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {

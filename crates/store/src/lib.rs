@@ -9,8 +9,12 @@
 #[macro_use]
 mod macros;
 mod accounts;
+mod agents;
 mod api_keys;
+mod conversations;
+mod credits;
 mod database;
+mod events;
 mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;
@@ -20,8 +24,12 @@ pub mod test_support;
 pub mod types;
 
 pub use accounts::AccountStore;
+pub use agents::AgentStore;
 pub use api_keys::ApiKeyStore;
+pub use conversations::ConversationStore;
+pub use credits::CreditStore;
 pub use database::{Backend, Database, DatabaseSettings, backend_of, redact};
+pub use events::EventStore;
 pub use one_time_tokens::OneTimeTokenStore;
 pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;

@@ -53,6 +53,7 @@ diesel::table! {
         balance_after -> BigInt,
         reason -> Text,
         created_at -> UtcTime,
+        reference -> Nullable<Text>,
     }
 }
 
@@ -120,6 +121,92 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    agents (id) {
+        id -> Text,
+        tenant_id -> Text,
+        name -> Text,
+        agent_type -> Text,
+        status -> Text,
+        description -> Nullable<Text>,
+        memory_types -> Json,
+        config -> Json,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    chat_sessions (id) {
+        id -> Text,
+        tenant_id -> Text,
+        agent_id -> Text,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    chat_messages (id) {
+        id -> Text,
+        tenant_id -> Text,
+        agent_id -> Text,
+        session_id -> Text,
+        role -> Text,
+        content -> Text,
+        prompt_tokens -> BigInt,
+        completion_tokens -> BigInt,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    credit_holds (id) {
+        id -> Text,
+        tenant_id -> Text,
+        amount -> BigInt,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    purchases (id) {
+        id -> Text,
+        tenant_id -> Text,
+        credits -> BigInt,
+        provider -> Text,
+        provider_reference -> Text,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    events (id) {
+        id -> Text,
+        tenant_id -> Text,
+        event_type -> Text,
+        data -> Json,
+        created_at -> UtcTime,
+    }
+}
+
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
@@ -133,4 +220,10 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_keys,
     one_time_tokens,
     rate_limit_counters,
+    agents,
+    chat_sessions,
+    chat_messages,
+    credit_holds,
+    purchases,
+    events,
 );

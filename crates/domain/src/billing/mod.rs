@@ -1,19 +1,36 @@
 //! Credits: every change to a tenant's balance is an entry of its ledger.
 //!
-//! The balance is the sum of the ledger; storage keeps it beside the tenant as well so a charge
-//! can be checked and taken in one atomic statement.
+//! The balance is kept beside the tenant so a charge is one conditional statement. A chat first
+//! *holds* an upper bound of its cost (refused with 402 before the model is called when the
+//! balance cannot cover it), then settles: the actual cost becomes a ledger entry and the rest
+//! of the hold returns. So the balance never goes negative, even with many concurrent chats on
+//! several instances, and once no chat is in flight the ledger sums to the balance.
 
 use std::fmt;
+use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::json;
 
-use crate::ids::{LedgerEntryId, TenantId};
+use crate::events::{Event, EventType};
+use crate::identity::{Forbidden, Principal};
+use crate::ids::{CreditHoldId, IdGenerator, LedgerEntryId, PurchaseId, TenantId};
+use crate::pagination::Page;
+use crate::ratelimit::{PlanTable, Quota};
+use crate::tenancy::{Permission, Plan};
+use crate::time::Clock;
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
 /// Why the balance changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LedgerReason {
     /// Credits granted when the tenant was created at registration.
     WelcomeGrant,
+    /// A chat's token usage.
+    ChatUsage,
+    /// A completed purchase.
+    Purchase,
 }
 
 impl LedgerReason {
@@ -21,6 +38,8 @@ impl LedgerReason {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::WelcomeGrant => "welcome_grant",
+            Self::ChatUsage => "chat_usage",
+            Self::Purchase => "purchase",
         }
     }
 
@@ -28,6 +47,8 @@ impl LedgerReason {
     pub fn parse(value: &str) -> Option<Self> {
         match value {
             "welcome_grant" => Some(Self::WelcomeGrant),
+            "chat_usage" => Some(Self::ChatUsage),
+            "purchase" => Some(Self::Purchase),
             _ => None,
         }
     }
@@ -48,10 +69,403 @@ pub struct LedgerEntry {
     pub tenant_id: TenantId,
     /// The change: positive for grants and purchases, negative for usage.
     pub delta: i64,
-    /// The balance right after this entry.
+    /// The available balance right after this entry.
     pub balance_after: i64,
     /// Why.
     pub reason: LedgerReason,
+    /// What caused it (a message or purchase id), if anything.
+    pub reference: Option<String>,
     /// When.
     pub created_at: DateTime<Utc>,
+}
+
+/// Credits set aside for a chat in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditHold {
+    /// Its id.
+    pub id: CreditHoldId,
+    /// Whose credits.
+    pub tenant_id: TenantId,
+    /// How many.
+    pub amount: i64,
+    /// When it was taken.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Settling a hold: the charge, its ledger entry, and the low-balance warning to emit if the
+/// charge takes the balance across the threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    /// The hold being settled.
+    pub hold: CreditHold,
+    /// The ledger entry of the charge; the store fills in `balance_after`.
+    pub entry: LedgerEntry,
+    /// Balance below which `billing.credits.low` is emitted.
+    pub low_threshold: i64,
+    /// The id to give that event if it is emitted.
+    pub low_event: crate::ids::EventId,
+}
+
+/// Whether moving from `before` to `after` crosses below `threshold`.
+pub fn crosses_low_threshold(before: i64, after: i64, threshold: i64) -> bool {
+    before >= threshold && after < threshold
+}
+
+/// The data of a `billing.credits.low` event.
+pub fn credits_low_data(balance: i64, threshold: i64) -> serde_json::Value {
+    json!({ "credits": balance, "threshold": threshold })
+}
+
+/// A credit purchase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purchase {
+    /// Its id.
+    pub id: PurchaseId,
+    /// The buyer.
+    pub tenant_id: TenantId,
+    /// Credits bought.
+    pub credits: i64,
+    /// The payment provider that took the payment.
+    pub provider: String,
+    /// The provider's reference.
+    pub provider_reference: String,
+    /// When it completed.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Credits, holds, purchases and the ledger.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait CreditRepository: Send + Sync {
+    /// Takes `hold.amount` credits from the balance and records the hold, atomically, if the
+    /// balance covers it; returns the balance left, or `None` (and changes nothing) when it does
+    /// not. MUST never let the balance go below zero under concurrency.
+    async fn hold(&self, hold: &CreditHold) -> anyhow::Result<Option<i64>>;
+
+    /// Returns a hold's credits to the balance (the chat failed). Idempotent.
+    async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()>;
+
+    /// Releases holds taken before `before` (left by a crash); returns how many.
+    async fn release_stale(&self, before: DateTime<Utc>) -> anyhow::Result<u64>;
+
+    /// The available balance and plan of a tenant.
+    async fn account(&self, tenant: &TenantId) -> anyhow::Result<Option<(i64, Plan)>>;
+
+    /// A page of the ledger, newest first, and the total number of entries.
+    async fn ledger(&self, tenant: &TenantId, page: Page) -> anyhow::Result<(Vec<LedgerEntry>, u64)>;
+
+    /// Adds a completed purchase: its credits, its ledger entry and its event, atomically;
+    /// returns the new balance.
+    async fn record_purchase(
+        &self,
+        purchase: &Purchase,
+        entry: &LedgerEntry,
+        event: &Event,
+    ) -> anyhow::Result<i64>;
+
+    /// Changes a tenant's plan (an operator action).
+    async fn set_plan(&self, tenant: &TenantId, plan: Plan) -> anyhow::Result<bool>;
+}
+
+/// The outcome of a payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentOutcome {
+    /// Paid; the provider's reference.
+    Completed(String),
+    /// Refused, with the provider's reason.
+    Declined(String),
+}
+
+/// Takes payments for credits.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait PaymentProvider: Send + Sync {
+    /// The provider's name (`manual`).
+    fn name(&self) -> &'static str;
+
+    /// Charges the tenant for `credits`.
+    async fn charge(&self, tenant: &TenantId, credits: i64) -> anyhow::Result<PaymentOutcome>;
+}
+
+/// The built-in provider for self-hosted deployments and tests: every purchase completes at
+/// once, without money changing hands. Enabled only by configuration.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ManualPayments;
+
+#[async_trait]
+impl PaymentProvider for ManualPayments {
+    fn name(&self) -> &'static str {
+        "manual"
+    }
+
+    async fn charge(&self, _tenant: &TenantId, credits: i64) -> anyhow::Result<PaymentOutcome> {
+        Ok(PaymentOutcome::Completed(format!("manual-{credits}")))
+    }
+}
+
+/// What a tenant sees of its account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BillingOverview {
+    /// Its plan.
+    pub plan: Plan,
+    /// Its available balance.
+    pub credits: i64,
+    /// Its rate limits.
+    pub rate_limits: Quota,
+}
+
+/// Why a billing operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BillingError {
+    /// The caller lacks the right.
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
+    /// Invalid input.
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
+    /// No payment provider is configured.
+    #[error("purchases are not enabled on this service")]
+    PaymentsDisabled,
+    /// The provider refused the payment.
+    #[error("the payment was declined: {0}")]
+    Declined(String),
+    /// Storage or the provider failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// Most credits one purchase may buy.
+pub const MAX_PURCHASE_CREDITS: i64 = 1_000_000;
+
+/// Balance, ledger and purchases.
+#[derive(Clone)]
+pub struct BillingService {
+    credits: Arc<dyn CreditRepository>,
+    payments: Option<Arc<dyn PaymentProvider>>,
+    plans: PlanTable,
+    ids: Arc<dyn IdGenerator>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for BillingService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BillingService").field("plans", &self.plans).finish_non_exhaustive()
+    }
+}
+
+impl BillingService {
+    /// A service over `credits`; purchases need a payment provider.
+    pub fn new(
+        credits: Arc<dyn CreditRepository>,
+        payments: Option<Arc<dyn PaymentProvider>>,
+        plans: PlanTable,
+        ids: Arc<dyn IdGenerator>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { credits, payments, plans, ids, clock }
+    }
+
+    /// Plan, balance and limits of the caller's tenant.
+    ///
+    /// # Errors
+    /// [`BillingError::Forbidden`] without `billing:read`.
+    pub async fn overview(&self, caller: &Principal) -> Result<BillingOverview, BillingError> {
+        caller.require(Permission::BillingRead)?;
+        let (credits, plan) = self
+            .credits
+            .account(&caller.tenant_id)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("tenant {} has no account row", caller.tenant_id))?;
+        Ok(BillingOverview { plan, credits, rate_limits: self.plans.quota(plan) })
+    }
+
+    /// A page of the ledger, newest first.
+    ///
+    /// # Errors
+    /// [`BillingError::Forbidden`] without `billing:read`.
+    pub async fn ledger(
+        &self,
+        caller: &Principal,
+        page: Page,
+    ) -> Result<(Vec<LedgerEntry>, u64), BillingError> {
+        caller.require(Permission::BillingRead)?;
+        Ok(self.credits.ledger(&caller.tenant_id, page).await?)
+    }
+
+    /// Buys credits through the payment provider; on success they are on the balance, in the
+    /// ledger and announced by `billing.purchase.completed`, together.
+    ///
+    /// # Errors
+    /// [`BillingError::Forbidden`] without billing rights (owners only);
+    /// [`BillingError::Invalid`] for an amount outside 1–1,000,000;
+    /// [`BillingError::PaymentsDisabled`] without a provider; [`BillingError::Declined`].
+    pub async fn purchase(
+        &self,
+        caller: &Principal,
+        credits: Option<i64>,
+    ) -> Result<(Purchase, i64), BillingError> {
+        caller.require(Permission::BillingWrite)?;
+        let credits = match credits {
+            None => return Err(ValidationErrors::one(FieldError::missing("credits")).into()),
+            Some(c) if !(1..=MAX_PURCHASE_CREDITS).contains(&c) => {
+                return Err(ValidationErrors::one(FieldError::new(
+                    "credits",
+                    FieldErrorKind::OutOfRange,
+                    format!("credits must be between 1 and {MAX_PURCHASE_CREDITS}"),
+                ))
+                .into());
+            }
+            Some(c) => c,
+        };
+        let provider = self.payments.as_ref().ok_or(BillingError::PaymentsDisabled)?;
+        let reference = match provider.charge(&caller.tenant_id, credits).await? {
+            PaymentOutcome::Completed(reference) => reference,
+            PaymentOutcome::Declined(reason) => return Err(BillingError::Declined(reason)),
+        };
+        let now = self.clock.now();
+        let purchase = Purchase {
+            id: PurchaseId::generate(self.ids.as_ref()),
+            tenant_id: caller.tenant_id.clone(),
+            credits,
+            provider: provider.name().to_owned(),
+            provider_reference: reference,
+            created_at: now,
+        };
+        let entry = LedgerEntry {
+            id: LedgerEntryId::generate(self.ids.as_ref()),
+            tenant_id: caller.tenant_id.clone(),
+            delta: credits,
+            balance_after: 0,
+            reason: LedgerReason::Purchase,
+            reference: Some(purchase.id.to_string()),
+            created_at: now,
+        };
+        let event = Event::new(
+            self.ids.as_ref(),
+            &caller.tenant_id,
+            EventType::BillingPurchaseCompleted,
+            json!({ "purchase_id": purchase.id, "credits": credits, "provider": purchase.provider }),
+            now,
+        );
+        let balance = self.credits.record_purchase(&purchase, &entry, &event).await?;
+        Ok((purchase, balance))
+    }
+
+    /// Returns holds older than `max_age` to their balances: a crash between hold and
+    /// settlement must not lose credits.
+    ///
+    /// # Errors
+    /// When storage fails.
+    pub async fn release_stale_holds(&self, max_age: Duration) -> anyhow::Result<u64> {
+        self.credits.release_stale(self.clock.now() - max_age).await
+    }
+}
+
+/// What a chat of `total_tokens` costs: one credit per started thousand tokens, at least one.
+pub fn chat_cost(total_tokens: u64) -> i64 {
+    i64::try_from(total_tokens.div_ceil(1000)).unwrap_or(i64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::identity::Credential;
+    use crate::ids::{MockIdGenerator, UserId};
+    use crate::tenancy::Role;
+    use crate::time::MockClock;
+
+    #[test]
+    fn chat_cost_is_per_started_thousand_tokens_and_at_least_one() {
+        for (tokens, cost) in [(0, 1), (1, 1), (999, 1), (1000, 1), (1001, 2), (2500, 3)] {
+            assert_eq!(chat_cost(tokens), cost, "{tokens}");
+        }
+    }
+
+    #[test]
+    fn the_low_threshold_is_crossed_only_going_down_through_it() {
+        assert!(crosses_low_threshold(100, 99, 100));
+        assert!(crosses_low_threshold(150, 0, 100));
+        assert!(!crosses_low_threshold(99, 98, 100), "already below");
+        assert!(!crosses_low_threshold(150, 100, 100), "at the threshold is not below");
+        assert!(!crosses_low_threshold(50, 150, 100), "going up");
+    }
+
+    fn caller(role: Role) -> Principal {
+        Principal {
+            user_id: UserId::from_string("usr_1"),
+            tenant_id: TenantId::from_string("ten_1"),
+            plan: Plan::Starter,
+            role,
+            credential: Credential::AccessToken,
+        }
+    }
+
+    fn service(repo: MockCreditRepository, payments: Option<Arc<dyn PaymentProvider>>) -> BillingService {
+        let mut ids = MockIdGenerator::new();
+        ids.expect_generate().returning(|p| format!("{p}_1"));
+        let mut clock = MockClock::new();
+        clock.expect_now().returning(|| Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap());
+        BillingService::new(Arc::new(repo), payments, PlanTable::One, Arc::new(ids), Arc::new(clock))
+    }
+
+    #[tokio::test]
+    async fn a_purchase_records_credits_ledger_and_event_together() {
+        let mut repo = MockCreditRepository::new();
+        repo.expect_record_purchase()
+            .withf(|p, e, ev| {
+                p.credits == 500
+                    && p.provider == "manual"
+                    && e.delta == 500
+                    && e.reason == LedgerReason::Purchase
+                    && e.reference.as_deref() == Some("pur_1")
+                    && ev.event_type == EventType::BillingPurchaseCompleted
+                    && ev.data["credits"] == 500
+            })
+            .times(1)
+            .returning(|_, _, _| Ok(1500));
+        let (purchase, balance) = service(repo, Some(Arc::new(ManualPayments)))
+            .purchase(&caller(Role::Owner), Some(500))
+            .await
+            .unwrap();
+        assert_eq!((purchase.credits, balance), (500, 1500));
+    }
+
+    #[tokio::test]
+    async fn purchases_need_an_owner_a_sane_amount_and_a_provider() {
+        let s = service(MockCreditRepository::new(), Some(Arc::new(ManualPayments)));
+        assert!(matches!(s.purchase(&caller(Role::Admin), Some(5)).await, Err(BillingError::Forbidden(_))));
+        assert!(matches!(s.purchase(&caller(Role::Owner), Some(0)).await, Err(BillingError::Invalid(_))));
+        assert!(matches!(s.purchase(&caller(Role::Owner), None).await, Err(BillingError::Invalid(_))));
+        assert!(matches!(
+            s.purchase(&caller(Role::Owner), Some(MAX_PURCHASE_CREDITS + 1)).await,
+            Err(BillingError::Invalid(_))
+        ));
+        let s = service(MockCreditRepository::new(), None);
+        assert!(matches!(
+            s.purchase(&caller(Role::Owner), Some(5)).await,
+            Err(BillingError::PaymentsDisabled)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_declined_payment_records_nothing() {
+        let mut provider = MockPaymentProvider::new();
+        provider.expect_name().return_const("card");
+        provider.expect_charge().returning(|_, _| Ok(PaymentOutcome::Declined("insufficient funds".into())));
+        let mut repo = MockCreditRepository::new();
+        repo.expect_record_purchase().never();
+        let s = service(repo, Some(Arc::new(provider)));
+        assert!(matches!(s.purchase(&caller(Role::Owner), Some(5)).await, Err(BillingError::Declined(_))));
+    }
+
+    #[tokio::test]
+    async fn the_overview_reports_the_plan_limits() {
+        let mut repo = MockCreditRepository::new();
+        repo.expect_account().returning(|_| Ok(Some((42, Plan::Pro))));
+        let o = service(repo, None).overview(&caller(Role::Viewer)).await.unwrap();
+        assert_eq!(o.credits, 42);
+        assert_eq!(o.rate_limits.per_minute, Some(600));
+    }
 }

@@ -257,6 +257,7 @@ impl AccountService {
             delta: self.policy.welcome_credits,
             balance_after: self.policy.welcome_credits,
             reason: LedgerReason::WelcomeGrant,
+            reference: None,
             created_at: now,
         };
         let account = NewAccount { user, password_hash, tenant, membership, welcome_grant };

@@ -50,6 +50,7 @@ pub fn account(n: &str, email: &str) -> NewAccount {
             delta: 1000,
             balance_after: 1000,
             reason: LedgerReason::WelcomeGrant,
+            reference: None,
             created_at: t0(),
         },
     }

@@ -5,7 +5,10 @@
 //! schema.
 
 mod accounts;
+mod agents;
 mod api_keys;
+mod chat;
+mod credits;
 mod harness;
 mod one_time_tokens;
 mod rate_limits;

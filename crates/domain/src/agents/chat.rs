@@ -1,0 +1,195 @@
+//! Conversations: messages, the model port, token counting and prompt assembly.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::model::Agent;
+use crate::ids::{AgentId, MessageId, SessionId, TenantId};
+
+/// Who wrote a turn of a conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChatRole {
+    /// Instructions to the model.
+    System,
+    /// The user.
+    User,
+    /// The agent.
+    Assistant,
+}
+
+impl ChatRole {
+    /// The role's name, as OpenAI-style APIs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+        }
+    }
+
+    /// Parses a stored role.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "system" => Some(Self::System),
+            "user" => Some(Self::User),
+            "assistant" => Some(Self::Assistant),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ChatRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One turn sent to a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatTurn {
+    /// Who speaks.
+    pub role: ChatRole,
+    /// What they say.
+    pub content: String,
+}
+
+/// A stored message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Its id.
+    pub id: MessageId,
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// The agent of the conversation.
+    pub agent_id: AgentId,
+    /// The conversation.
+    pub session_id: SessionId,
+    /// `user` or `assistant`.
+    pub role: ChatRole,
+    /// The text.
+    pub content: String,
+    /// For an assistant message: the prompt tokens of the exchange.
+    pub prompt_tokens: u64,
+    /// For an assistant message: the completion tokens.
+    pub completion_tokens: u64,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+}
+
+/// What a model is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    /// The model to use.
+    pub model: String,
+    /// Sampling temperature, if the agent sets one.
+    pub temperature: Option<f64>,
+    /// Longest reply.
+    pub max_tokens: u32,
+    /// The prompt: system turns, history, the new user turn last.
+    pub messages: Vec<ChatTurn>,
+}
+
+/// What a model answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The reply.
+    pub content: String,
+    /// Tokens of the prompt, as the model counted them.
+    pub prompt_tokens: u64,
+    /// Tokens of the reply.
+    pub completion_tokens: u64,
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The provider answered with an error or something unreadable.
+    #[error("the model provider failed: {0}")]
+    Upstream(String),
+    /// The provider did not answer in time.
+    #[error("the model provider did not answer in time")]
+    Timeout,
+}
+
+/// A chat model.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// Answers `request`.
+    ///
+    /// # Errors
+    /// [`ModelError::Upstream`] for a provider error, [`ModelError::Timeout`] when it is slow.
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError>;
+}
+
+/// Counts tokens the way the model's tokenizer does.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+pub trait TokenCounter: Send + Sync {
+    /// Tokens of `text`.
+    fn count(&self, text: &str) -> u64;
+}
+
+/// Tokens of a whole prompt: each turn's content plus the fixed framing chat models add per
+/// turn (OpenAI's published accounting: 3 per turn, 1 for the role, 3 to prime the reply).
+pub fn count_prompt(counter: &dyn TokenCounter, turns: &[ChatTurn]) -> u64 {
+    turns.iter().map(|t| counter.count(&t.content) + 4).sum::<u64>() + 3
+}
+
+/// Retrieves what an agent remembers that bears on a message. The seam through which the
+/// memory module adds semantic and episodic memories to the prompt.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait MemoryRecall: Send + Sync {
+    /// Texts to put before the conversation, most relevant first.
+    async fn recall(&self, agent: &Agent, message: &str) -> anyhow::Result<Vec<String>>;
+}
+
+/// Recalls nothing: the behaviour until a memory store is wired in.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoRecall;
+
+#[async_trait]
+impl MemoryRecall for NoRecall {
+    async fn recall(&self, _agent: &Agent, _message: &str) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+}
+
+/// Assembles the prompt: the system prompt, recalled memories, as much recent history as fits
+/// in `history_budget` tokens (newest kept first), and the new message.
+pub fn build_prompt(
+    agent: &Agent,
+    memories: &[String],
+    history: &[Message],
+    message: &str,
+    counter: &dyn TokenCounter,
+    history_budget: u64,
+) -> Vec<ChatTurn> {
+    let system = agent.config.system_prompt.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| {
+        format!("You are {}, a helpful {} agent.", agent.name.as_str(), agent.agent_type.as_str())
+    });
+    let mut turns = vec![ChatTurn { role: ChatRole::System, content: system }];
+    if !memories.is_empty() {
+        let listed: Vec<String> = memories.iter().map(|m| format!("- {m}")).collect();
+        turns.push(ChatTurn {
+            role: ChatRole::System,
+            content: format!("What you remember that may help:\n{}", listed.join("\n")),
+        });
+    }
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for m in history.iter().rev() {
+        let cost = counter.count(&m.content) + 4;
+        if used + cost > history_budget {
+            break;
+        }
+        used += cost;
+        kept.push(ChatTurn { role: m.role, content: m.content.clone() });
+    }
+    kept.reverse();
+    turns.extend(kept);
+    turns.push(ChatTurn { role: ChatRole::User, content: message.to_owned() });
+    turns
+}

@@ -1,0 +1,65 @@
+//! What the agent services need from storage.
+
+use async_trait::async_trait;
+
+use super::chat::Message;
+use super::model::Agent;
+use crate::billing::Settlement;
+use crate::events::Event;
+use crate::ids::{AgentId, SessionId, TenantId};
+use crate::pagination::Page;
+
+/// Agents, always within a tenant: an id of another tenant's agent finds nothing.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait AgentRepository: Send + Sync {
+    /// Stores a new agent and its `agent.created` event, atomically.
+    async fn create(&self, agent: &Agent, event: &Event) -> anyhow::Result<()>;
+
+    /// The tenant's agent with this id.
+    async fn get(&self, tenant: &TenantId, id: &AgentId) -> anyhow::Result<Option<Agent>>;
+
+    /// A page of the tenant's agents, oldest first, and how many there are.
+    async fn list(&self, tenant: &TenantId, page: Page) -> anyhow::Result<(Vec<Agent>, u64)>;
+
+    /// Replaces the tenant's agent and stores its `agent.updated` event, atomically; `false`
+    /// when there is no such agent (nothing is stored then).
+    async fn update(&self, agent: &Agent, event: &Event) -> anyhow::Result<bool>;
+
+    /// Deletes the tenant's agent with its conversations and memory; `false` when absent.
+    async fn delete(&self, tenant: &TenantId, id: &AgentId) -> anyhow::Result<bool>;
+}
+
+/// A completed chat exchange, stored as one unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exchange {
+    /// The conversation, with `true` when it starts with this exchange.
+    pub session: (SessionId, bool),
+    /// The user's message.
+    pub user_message: Message,
+    /// The agent's reply.
+    pub reply: Message,
+    /// The charge for it.
+    pub settlement: Settlement,
+    /// `agent.message.created` and `agent.message.completed`.
+    pub events: Vec<Event>,
+}
+
+/// Conversations and their messages.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ConversationRepository: Send + Sync {
+    /// The agent a conversation of the tenant belongs to.
+    async fn session_agent(&self, tenant: &TenantId, session: &SessionId) -> anyhow::Result<Option<AgentId>>;
+
+    /// The last `limit` messages of a conversation, oldest first.
+    async fn recent(&self, session: &SessionId, limit: u32) -> anyhow::Result<Vec<Message>>;
+
+    /// A page of a conversation, oldest first, and how many messages it has.
+    async fn page(&self, session: &SessionId, page: Page) -> anyhow::Result<(Vec<Message>, u64)>;
+
+    /// In one transaction: creates the conversation if new, stores both messages, settles the
+    /// credit hold (charge, ledger entry, return of the rest, the low-balance event if the
+    /// balance crosses the threshold) and stores the events. Returns the balance left.
+    async fn record_exchange(&self, exchange: &Exchange) -> anyhow::Result<i64>;
+}

@@ -1,0 +1,153 @@
+//! [`AgentRepository`]: agents, scoped by tenant in every query.
+
+use agentry_domain::agents::{Agent, AgentConfig, AgentName, AgentRepository, MemoryType};
+use agentry_domain::events::Event;
+use agentry_domain::ids::{AgentId, TenantId};
+use agentry_domain::pagination::Page;
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::accounts::parse_stored;
+use crate::database::{Database, StoreError};
+use crate::events::EventRow;
+use crate::schema::{agents, events};
+use crate::types::{DbJson, DbTime};
+
+/// Agents in the database.
+#[derive(Debug, Clone)]
+pub struct AgentStore {
+    db: Database,
+}
+
+impl AgentStore {
+    /// A repository over `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = agents, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct AgentRow {
+    id: String,
+    tenant_id: String,
+    name: String,
+    agent_type: String,
+    status: String,
+    #[diesel(treat_none_as_null = true)]
+    description: Option<String>,
+    memory_types: DbJson,
+    config: DbJson,
+    created_at: DbTime,
+    updated_at: DbTime,
+}
+
+impl AgentRow {
+    fn from_domain(a: &Agent) -> Self {
+        Self {
+            id: a.id.to_string(),
+            tenant_id: a.tenant_id.to_string(),
+            name: a.name.as_str().to_owned(),
+            agent_type: a.agent_type.as_str().to_owned(),
+            status: a.status.as_str().to_owned(),
+            description: a.description.clone(),
+            memory_types: DbJson(a.memory_types.iter().map(|m| m.as_str()).collect::<Vec<_>>().into()),
+            config: DbJson(a.config.to_json()),
+            created_at: a.created_at.into(),
+            updated_at: a.updated_at.into(),
+        }
+    }
+
+    fn into_domain(self) -> anyhow::Result<Agent> {
+        let memory_types: Vec<String> = serde_json::from_value(self.memory_types.0)?;
+        Ok(Agent {
+            id: AgentId::from_string(self.id),
+            tenant_id: TenantId::from_string(self.tenant_id),
+            name: AgentName::new(&self.name)?,
+            agent_type: parse_stored(&self.agent_type, "agent type")?,
+            status: parse_stored(&self.status, "agent status")?,
+            description: self.description,
+            memory_types: memory_types
+                .iter()
+                .map(|m| parse_stored::<MemoryType>(m, "memory type"))
+                .collect::<anyhow::Result<_>>()?,
+            config: AgentConfig::from_json(&self.config.0)?,
+            created_at: self.created_at.0,
+            updated_at: self.updated_at.0,
+        })
+    }
+}
+
+#[async_trait]
+impl AgentRepository for AgentStore {
+    async fn create(&self, agent: &Agent, event: &Event) -> anyhow::Result<()> {
+        let row = AgentRow::from_domain(agent);
+        let event = EventRow::from_domain(event);
+        transaction!(self.db, conn => {
+            diesel::insert_into(agents::table).values(&row).execute(conn).await?;
+            diesel::insert_into(events::table).values(&event).execute(conn).await?;
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(())
+    }
+
+    async fn get(&self, tenant: &TenantId, id: &AgentId) -> anyhow::Result<Option<Agent>> {
+        let row: Option<AgentRow> = with_conn!(self.db, conn => agents::table
+            .filter(agents::tenant_id.eq(tenant.as_str()))
+            .filter(agents::id.eq(id.as_str()))
+            .select(AgentRow::as_select())
+            .first(conn)
+            .await
+            .optional())?;
+        row.map(AgentRow::into_domain).transpose()
+    }
+
+    async fn list(&self, tenant: &TenantId, page: Page) -> anyhow::Result<(Vec<Agent>, u64)> {
+        let (rows, total): (Vec<AgentRow>, i64) = with_conn!(self.db, conn => {
+            let rows = agents::table
+                .filter(agents::tenant_id.eq(tenant.as_str()))
+                .order(agents::id.asc())
+                .limit(page.limit())
+                .offset(page.offset())
+                .select(AgentRow::as_select())
+                .load(conn)
+                .await?;
+            let total = agents::table.filter(agents::tenant_id.eq(tenant.as_str())).count().get_result(conn).await?;
+            Ok::<_, diesel::result::Error>((rows, total))
+        })?;
+        let agents = rows.into_iter().map(AgentRow::into_domain).collect::<anyhow::Result<_>>()?;
+        Ok((agents, u64::try_from(total).unwrap_or(0)))
+    }
+
+    async fn update(&self, agent: &Agent, event: &Event) -> anyhow::Result<bool> {
+        let row = AgentRow::from_domain(agent);
+        let event = EventRow::from_domain(event);
+        let updated = transaction!(self.db, conn => {
+            let n = diesel::update(
+                agents::table
+                    .filter(agents::tenant_id.eq(&row.tenant_id))
+                    .filter(agents::id.eq(&row.id)),
+            )
+            .set(&row)
+            .execute(conn)
+            .await?;
+            if n == 0 {
+                return Ok::<_, StoreError>(false);
+            }
+            diesel::insert_into(events::table).values(&event).execute(conn).await?;
+            Ok(true)
+        })?;
+        Ok(updated)
+    }
+
+    async fn delete(&self, tenant: &TenantId, id: &AgentId) -> anyhow::Result<bool> {
+        // Conversations and messages go with it (ON DELETE CASCADE).
+        let n = with_conn!(self.db, conn => diesel::delete(
+                agents::table.filter(agents::tenant_id.eq(tenant.as_str())).filter(agents::id.eq(id.as_str())),
+            )
+            .execute(conn)
+            .await)?;
+        Ok(n == 1)
+    }
+}
