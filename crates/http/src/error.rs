@@ -6,6 +6,8 @@ use std::fmt;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
+use agentry_domain::agents::{AgentError, ChatError};
+use agentry_domain::billing::BillingError;
 use agentry_domain::identity::{
     AccessError, ApiKeyError, AuthenticateError, Forbidden, LoginError, LogoutError, MeError, RecoveryError,
     RefreshError, RegisterError,
@@ -44,6 +46,8 @@ pub enum ErrorCode {
     InsufficientCredits,
     /// An upstream provider failed.
     UpstreamError,
+    /// The payment provider declined a purchase.
+    PaymentDeclined,
     /// A dependency (the database) is unavailable.
     Unavailable,
     /// A bug or an unexpected failure; details are logged, never sent.
@@ -67,6 +71,7 @@ impl ErrorCode {
             Self::RateLimitExceeded => "rate_limit_exceeded",
             Self::InsufficientCredits => "insufficient_credits",
             Self::UpstreamError => "upstream_error",
+            Self::PaymentDeclined => "payment_declined",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal_error",
         }
@@ -86,7 +91,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidToken => StatusCode::BAD_REQUEST,
             Self::RateLimitExceeded => StatusCode::TOO_MANY_REQUESTS,
-            Self::InsufficientCredits => StatusCode::PAYMENT_REQUIRED,
+            Self::InsufficientCredits | Self::PaymentDeclined => StatusCode::PAYMENT_REQUIRED,
             Self::UpstreamError => StatusCode::BAD_GATEWAY,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -101,6 +106,7 @@ impl ErrorCode {
             403 => Self::Forbidden,
             404 => Self::NotFound,
             405 => Self::MethodNotAllowed,
+            402 => Self::InsufficientCredits,
             409 => Self::Conflict,
             413 => Self::PayloadTooLarge,
             415 => Self::UnsupportedMediaType,
@@ -369,6 +375,53 @@ impl From<RecoveryError> for ApiError {
                 Self::new(ErrorCode::InvalidToken, "the token is invalid, used or expired")
             }
             RecoveryError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<AgentError> for ApiError {
+    fn from(e: AgentError) -> Self {
+        match e {
+            AgentError::Forbidden(f) => f.into(),
+            AgentError::Invalid(v) => v.into(),
+            AgentError::NotFound => Self::not_found("no such agent"),
+            AgentError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<ChatError> for ApiError {
+    fn from(e: ChatError) -> Self {
+        match e {
+            ChatError::Forbidden(f) => f.into(),
+            ChatError::Invalid(v) => v.into(),
+            ChatError::AgentNotFound => Self::not_found("no such agent"),
+            ChatError::SessionNotFound => Self::not_found("no such session for this agent"),
+            ChatError::AgentPaused => {
+                Self::new(ErrorCode::Conflict, "the agent is paused; set its status to active")
+            }
+            e @ ChatError::InsufficientCredits { .. } => {
+                Self::new(ErrorCode::InsufficientCredits, e.to_string())
+            }
+            ChatError::Upstream(e) => {
+                tracing::warn!(error = %e, "model call failed");
+                Self::new(ErrorCode::UpstreamError, e.to_string())
+            }
+            ChatError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<BillingError> for ApiError {
+    fn from(e: BillingError) -> Self {
+        match e {
+            BillingError::Forbidden(f) => f.into(),
+            BillingError::Invalid(v) => v.into(),
+            BillingError::PaymentsDisabled => {
+                Self::new(ErrorCode::Unavailable, "purchases are not enabled on this service")
+            }
+            e @ BillingError::Declined(_) => Self::new(ErrorCode::PaymentDeclined, e.to_string()),
+            BillingError::Unexpected(e) => Self::internal(e),
         }
     }
 }

@@ -21,6 +21,8 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{App, web};
 use std::net::IpAddr;
 
+use agentry_domain::agents::{AgentService, ChatService};
+use agentry_domain::billing::BillingService;
 use agentry_domain::identity::{AccessService, AccountService, RecoveryService};
 use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
@@ -65,6 +67,12 @@ pub struct AppState {
     pub access: AccessService,
     /// Password reset and magic links.
     pub recovery: RecoveryService,
+    /// Agents.
+    pub agents: AgentService,
+    /// Chat.
+    pub chat: ChatService,
+    /// Credits and purchases.
+    pub billing: BillingService,
     /// Rate limiting.
     pub limiter: RateLimiter,
     /// Rate-limit settings.
@@ -84,6 +92,8 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
     cfg.configure(routes::auth::configure)
         .configure(routes::api_keys::configure)
         .configure(routes::recovery::configure)
+        .configure(routes::agents::configure)
+        .configure(routes::billing::configure)
         .service(web::resource("/openapi.json").route(web::get().to(openapi::openapi_json)));
 }
 

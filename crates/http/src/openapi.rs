@@ -6,7 +6,7 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{api_keys, auth, health, recovery};
+use crate::routes::{agents, api_keys, auth, billing, health, recovery};
 
 /// The API description. Every route joins it through its `#[utoipa::path]`.
 #[derive(OpenApi)]
@@ -21,12 +21,17 @@ use crate::routes::{api_keys, auth, health, recovery};
         recovery::forgot_password, recovery::reset_password, recovery::request_magic_link,
         recovery::exchange_magic_link,
         api_keys::create, api_keys::list, api_keys::revoke,
+        agents::list, agents::create, agents::get, agents::update, agents::delete, agents::chat,
+        agents::messages,
+        billing::overview, billing::ledger, billing::purchase,
         health::healthz, health::readyz,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "auth", description = "Accounts and sessions"),
         (name = "api-keys", description = "Self-service API keys"),
+        (name = "agents", description = "Agents and chat"),
+        (name = "billing", description = "Plan, credits, ledger and purchases"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

@@ -8,6 +8,8 @@ use std::time::Duration;
 use actix_web::dev::Server;
 use actix_web::{HttpServer, web};
 use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingSecrets};
+use agentry_domain::agents::{AgentService, ChatModel, ChatService, ChatServiceDeps, ChatSettings, NoRecall};
+use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::identity::{
     AccessService, AccessServiceDeps, AccountPolicy, AccountService, AccountServiceDeps, RecoveryPolicy,
     RecoveryService, RecoveryServiceDeps,
@@ -17,16 +19,17 @@ use agentry_domain::mail::Mailer;
 use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
 use agentry_http::{AppState, HttpSettings, RateLimits, Readiness};
+use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{Background, FileOutbox, SmtpMailer};
 use agentry_store::{
-    AccountStore, ApiKeyStore, Database, DatabaseSettings, DbRateCounter, OneTimeTokenStore,
-    RefreshTokenStore, redact,
+    AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
+    DbRateCounter, OneTimeTokenStore, RefreshTokenStore, redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
 use secrecy::ExposeSecret as _;
 
-use crate::config::Config;
+use crate::config::{Config, LlmProvider, PaymentProviderKind};
 use crate::keys;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
 
@@ -76,6 +79,21 @@ pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
         }
     };
     Ok(Arc::new(Background::new(inner)))
+}
+
+/// The chat model the configuration asks for.
+///
+/// # Errors
+/// When the HTTP client of the OpenAI-compatible model cannot be built.
+pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
+    Ok(match config.llm_provider {
+        LlmProvider::Builtin => Arc::new(BuiltinModel::new()),
+        LlmProvider::Openai => Arc::new(OpenAiModel::new(OpenAiSettings {
+            base_url: config.llm_base_url.clone(),
+            api_key: config.llm_api_key.clone(),
+            timeout: Duration::from_secs(config.llm_timeout_secs),
+        })?),
+    })
 }
 
 /// Builds the services over `db`.
@@ -129,7 +147,7 @@ pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
             mailer: build_mailer(config)?,
             sessions: accounts.clone(),
             secrets,
-            ids,
+            ids: ids.clone(),
             clock: clock.clone(),
         },
         RecoveryPolicy {
@@ -144,8 +162,36 @@ pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
     } else {
         Arc::new(InProcessRateCounter::default())
     };
+    let plans = if config.plan_table == 2 { PlanTable::Two } else { PlanTable::One };
+    let agent_store = Arc::new(AgentStore::new(db.clone()));
+    let credit_store = Arc::new(CreditStore::new(db.clone()));
+    let agents = AgentService::new(agent_store.clone(), ids.clone(), clock.clone());
+    let chat = ChatService::new(
+        ChatServiceDeps {
+            agents: agent_store,
+            conversations: Arc::new(ConversationStore::new(db.clone())),
+            credits: credit_store.clone(),
+            model: build_model(config)?,
+            tokens: Arc::new(Cl100kTokens::default()),
+            memory: Arc::new(NoRecall),
+            ids: ids.clone(),
+            clock: clock.clone(),
+        },
+        ChatSettings {
+            default_model: config.default_model(),
+            default_max_tokens: config.chat_max_tokens,
+            history_messages: 50,
+            history_token_budget: config.chat_history_tokens,
+            credits_low_threshold: config.credits_low_threshold,
+        },
+    );
+    let payments: Option<Arc<dyn PaymentProvider>> = match config.payment_provider {
+        PaymentProviderKind::None => None,
+        PaymentProviderKind::Manual => Some(Arc::new(ManualPayments)),
+    };
+    let billing = BillingService::new(credit_store, payments, plans, ids.clone(), clock.clone());
     let limits = RateLimits {
-        plans: if config.plan_table == 2 { PlanTable::Two } else { PlanTable::One },
+        plans,
         auth_per_ip: Quota::per_minute(config.auth_rate_per_minute),
         trusted_proxies: config.trusted_proxy_addrs()?,
     };
@@ -153,6 +199,9 @@ pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
         accounts,
         access,
         recovery,
+        agents,
+        chat,
+        billing,
         limiter: RateLimiter::new(counter, clock),
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
@@ -169,11 +218,27 @@ pub fn http_settings(config: &Config) -> HttpSettings {
     settings
 }
 
+/// Returns the credits of chats that never settled (the process died mid-chat) once they are
+/// older than any chat can take.
+async fn sweep_stale_holds(billing: agentry_domain::billing::BillingService, llm_timeout_secs: u64) {
+    let max_age = chrono::Duration::seconds(i64::try_from(llm_timeout_secs).unwrap_or(60) * 2 + 120);
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        match billing.release_stale_holds(max_age).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(released = n, "returned the credits of unfinished chats"),
+            Err(e) => tracing::error!(error = ?e, "releasing stale credit holds failed"),
+        }
+    }
+}
+
 /// A bound, not yet running, service.
 pub struct Application {
     server: Server,
     addr: SocketAddr,
     db: Database,
+    sweeper: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Application {
@@ -199,6 +264,7 @@ impl Application {
             }
         }
         let state = web::Data::new(build_state(config, &db)?);
+        let sweeper = tokio::spawn(sweep_stale_holds(state.billing.clone(), config.llm_timeout_secs));
         let settings = web::Data::new(http_settings(config));
         let listener = TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
         let addr = listener.local_addr()?;
@@ -208,7 +274,7 @@ impl Application {
             .listen(listener)?
             .run();
         tracing::info!(%addr, database = %redact(&config.database_url), "listening");
-        Ok(Self { server, addr, db })
+        Ok(Self { server, addr, db, sweeper })
     }
 
     /// The bound address.
@@ -232,6 +298,8 @@ impl Application {
     /// # Errors
     /// When the server fails.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.server.await.context("HTTP server failed")
+        let result = self.server.await.context("HTTP server failed");
+        self.sweeper.abort();
+        result
     }
 }

@@ -32,6 +32,26 @@ pub enum RateLimitStore {
     Memory,
 }
 
+/// Which chat model answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmProvider {
+    /// The offline built-in responder.
+    Builtin,
+    /// An OpenAI-compatible server.
+    Openai,
+}
+
+/// Which payment provider takes purchases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PaymentProviderKind {
+    /// Purchases are disabled.
+    None,
+    /// Purchases complete at once, without payment.
+    Manual,
+}
+
 /// Every setting of the service.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
@@ -95,6 +115,27 @@ pub struct Config {
     /// Where rate-limit counters live: `database` (shared by every instance), `memory` (this
     /// process only) or `auto` (database on PostgreSQL, memory on SQLite).
     pub rate_limit_store: RateLimitStore,
+    /// The chat model: `builtin` (offline, deterministic) or `openai` (any OpenAI-compatible
+    /// server).
+    pub llm_provider: LlmProvider,
+    /// Base URL of the OpenAI-compatible server.
+    pub llm_base_url: String,
+    /// Its API key, if it needs one.
+    #[serde(skip_serializing)]
+    pub llm_api_key: Option<SecretString>,
+    /// The model agents use when their config names none.
+    pub llm_model: Option<String>,
+    /// Longest wait for a model answer, in seconds.
+    pub llm_timeout_secs: u64,
+    /// Longest reply, in tokens, when an agent sets no `max_tokens`.
+    pub chat_max_tokens: u32,
+    /// Most tokens of conversation history sent with a message.
+    pub chat_history_tokens: u64,
+    /// Balance below which `billing.credits.low` is emitted.
+    pub credits_low_threshold: i64,
+    /// `manual` enables purchases that complete at once (self-hosting, tests); `none` disables
+    /// purchases.
+    pub payment_provider: PaymentProviderKind,
     /// Seconds in-flight requests get to finish after SIGTERM.
     pub shutdown_timeout_secs: u64,
     /// Log filter, e.g. `info` or `agentry=debug,info`.
@@ -133,6 +174,15 @@ impl Default for Config {
             trusted_proxies: String::new(),
             plan_table: 1,
             rate_limit_store: RateLimitStore::Auto,
+            llm_provider: LlmProvider::Builtin,
+            llm_base_url: "https://api.openai.com".into(),
+            llm_api_key: None,
+            llm_model: None,
+            llm_timeout_secs: 60,
+            chat_max_tokens: 1024,
+            chat_history_tokens: 4000,
+            credits_low_threshold: 100,
+            payment_provider: PaymentProviderKind::None,
             shutdown_timeout_secs: 30,
             log: "info".into(),
             log_format: LogFormat::Text,
@@ -184,6 +234,12 @@ impl Config {
         );
         anyhow::ensure!(self.magic_link_ttl_minutes > 0, "AGENTRY_MAGIC_LINK_TTL_MINUTES must be positive");
         self.trusted_proxy_addrs()?;
+        anyhow::ensure!(self.llm_timeout_secs >= 1, "AGENTRY_LLM_TIMEOUT_SECS must be at least 1");
+        anyhow::ensure!(
+            (1..=agentry_domain::agents::MAX_COMPLETION_TOKENS).contains(&self.chat_max_tokens),
+            "AGENTRY_CHAT_MAX_TOKENS must be between 1 and {}",
+            agentry_domain::agents::MAX_COMPLETION_TOKENS
+        );
         agentry_store::backend_of(&self.database_url)?;
         Ok(())
     }
@@ -201,6 +257,14 @@ impl Config {
                 s.parse().map_err(|_| anyhow::anyhow!("AGENTRY_TRUSTED_PROXIES: {s:?} is not an IP address"))
             })
             .collect()
+    }
+
+    /// The model agents use when their config names none.
+    pub fn default_model(&self) -> String {
+        self.llm_model.clone().unwrap_or_else(|| match self.llm_provider {
+            LlmProvider::Builtin => "builtin".into(),
+            LlmProvider::Openai => "gpt-4o-mini".into(),
+        })
     }
 
     /// Whether rate-limit counters live in the database.

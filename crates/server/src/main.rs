@@ -2,7 +2,11 @@
 
 use std::path::PathBuf;
 
+use agentry_domain::billing::CreditRepository as _;
+use agentry_domain::ids::TenantId;
+use agentry_domain::tenancy::Plan;
 use agentry_server::{Application, Config, app, telemetry};
+use agentry_store::CreditStore;
 use clap::{Parser, Subcommand};
 
 /// Agentry: a multi-tenant platform for AI agents.
@@ -22,6 +26,20 @@ enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Operator actions on tenants.
+    #[command(subcommand)]
+    Tenant(TenantCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TenantCommand {
+    /// Move a tenant to another plan (starter, pro, enterprise); its rate limits follow.
+    SetPlan {
+        /// The tenant's id (`ten_…`).
+        tenant_id: String,
+        /// `starter`, `pro` or `enterprise`.
+        plan: String,
+    },
 }
 
 #[tokio::main]
@@ -35,6 +53,14 @@ async fn main() -> anyhow::Result<()> {
             let db = app::open_database(&config).await?;
             let applied = db.migrate().await?;
             tracing::info!(applied, "migrations applied");
+            Ok(())
+        }
+        Command::Tenant(TenantCommand::SetPlan { tenant_id, plan }) => {
+            let plan: Plan = plan.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let db = app::open_database(&config).await?;
+            let tenant = TenantId::from_string(tenant_id);
+            anyhow::ensure!(CreditStore::new(db).set_plan(&tenant, plan).await?, "no tenant {tenant}");
+            tracing::info!(%tenant, plan = plan.as_str(), "plan changed");
             Ok(())
         }
     }

@@ -154,24 +154,34 @@ impl ConversationRepository for ConversationStore {
                 .returning(tenants::credits)
                 .get_result(conn)
                 .await?;
+            // The ledger runs on the settled balance (available plus what other chats hold), so
+            // each entry's balance_after is the sum of the entries up to it whatever is in flight.
+            // (Summed here rather than in SQL: SUM(bigint) is numeric on PostgreSQL, and a
+            // tenant has only as many holds as chats in flight.)
+            let still_held: Vec<i64> = credit_holds::table
+                .filter(credit_holds::tenant_id.eq(tenant))
+                .select(credit_holds::amount)
+                .load(conn)
+                .await?;
+            let settled = balance + still_held.iter().sum::<i64>();
             diesel::insert_into(credit_ledger::table)
                 .values((
                     credit_ledger::id.eq(s.entry.id.as_str()),
                     credit_ledger::tenant_id.eq(tenant),
                     credit_ledger::delta.eq(s.entry.delta),
-                    credit_ledger::balance_after.eq(balance),
+                    credit_ledger::balance_after.eq(settled),
                     credit_ledger::reason.eq(s.entry.reason.as_str()),
                     credit_ledger::created_at.eq(DbTime(s.entry.created_at)),
                     credit_ledger::reference.eq(s.entry.reference.as_deref()),
                 ))
                 .execute(conn)
                 .await?;
-            if crosses_low_threshold(balance + cost, balance, s.low_threshold) {
+            if crosses_low_threshold(settled + cost, settled, s.low_threshold) {
                 let low = Event {
                     id: s.low_event.clone(),
                     tenant_id: s.hold.tenant_id.clone(),
                     event_type: EventType::BillingCreditsLow,
-                    data: credits_low_data(balance, s.low_threshold),
+                    data: credits_low_data(settled, s.low_threshold),
                     created_at: now.0,
                 };
                 event_rows.push(EventRow::from_domain(&low));

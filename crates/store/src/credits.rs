@@ -168,12 +168,19 @@ impl CreditRepository for CreditStore {
                 .returning(tenants::credits)
                 .get_result(conn)
                 .await?;
+            // The ledger runs on the settled balance: available plus what chats in flight hold.
+            let held: Vec<i64> = credit_holds::table
+                .filter(credit_holds::tenant_id.eq(purchase.tenant_id.as_str()))
+                .select(credit_holds::amount)
+                .load(conn)
+                .await?;
+            let settled = balance + held.iter().sum::<i64>();
             diesel::insert_into(credit_ledger::table)
                 .values((
                     credit_ledger::id.eq(entry.id.as_str()),
                     credit_ledger::tenant_id.eq(entry.tenant_id.as_str()),
                     credit_ledger::delta.eq(entry.delta),
-                    credit_ledger::balance_after.eq(balance),
+                    credit_ledger::balance_after.eq(settled),
                     credit_ledger::reason.eq(entry.reason.as_str()),
                     credit_ledger::created_at.eq(DbTime(entry.created_at)),
                     credit_ledger::reference.eq(entry.reference.as_deref()),

@@ -69,7 +69,8 @@ pub struct LedgerEntry {
     pub tenant_id: TenantId,
     /// The change: positive for grants and purchases, negative for usage.
     pub delta: i64,
-    /// The available balance right after this entry.
+    /// The settled balance right after this entry: the sum of all entries up to it (credits
+    /// held by chats still in flight count as not yet spent).
     pub balance_after: i64,
     /// Why.
     pub reason: LedgerReason,

@@ -14,6 +14,7 @@ pub struct TestApp {
     pub base: String,
     pub client: Client,
     pub handle: actix_web::dev::ServerHandle,
+    pub db: agentry_store::Database,
     data_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -58,8 +59,9 @@ pub async fn start(config: Config, dir: tempfile::TempDir) -> TestApp {
     let app = Application::build(&config).await.expect("application starts");
     let base = format!("http://{}", app.addr());
     let handle = app.handle();
+    let db = app.database().clone();
     tokio::spawn(app.run_until_stopped());
-    TestApp { base, client: Client::new(), handle, data_dir: config.data_dir.clone(), _dir: dir }
+    TestApp { base, client: Client::new(), handle, db, data_dir: config.data_dir.clone(), _dir: dir }
 }
 
 impl TestApp {
@@ -81,6 +83,28 @@ impl TestApp {
 
     pub async fn delete_with_token(&self, path: &str, token: &str) -> Response {
         self.client.delete(self.url(path)).bearer_auth(token).send().await.expect("request sent")
+    }
+
+    pub async fn patch_json_with_token(&self, path: &str, token: &str, body: &Value) -> Response {
+        self.client.patch(self.url(path)).bearer_auth(token).json(body).send().await.expect("request sent")
+    }
+
+    /// Creates an agent and returns it.
+    pub async fn create_agent(&self, token: &str, body: Value) -> Value {
+        json_with_status(self.post_json_with_token("/api/v1/agents", token, &body).await, 201).await
+    }
+
+    /// The tenant's events, newest first.
+    pub async fn events(&self, tenant: &str) -> Vec<agentry_domain::events::Event> {
+        use agentry_domain::events::EventLog as _;
+        let tenant = agentry_domain::ids::TenantId::from_string(tenant);
+        agentry_store::EventStore::new(self.db.clone()).recent(&tenant, 1000).await.expect("events")
+    }
+
+    /// The caller's first tenant id.
+    pub async fn tenant_of(&self, token: &str) -> String {
+        let me = json_with_status(self.get_with_token("/api/v1/auth/me", token).await, 200).await;
+        me["tenants"][0]["id"].as_str().expect("tenant id").to_owned()
     }
 
     pub async fn get_with_token(&self, path: &str, token: &str) -> Response {
@@ -125,4 +149,14 @@ pub async fn json_with_status(response: Response, status: u16) -> Value {
     let text = response.text().await.expect("body");
     assert_eq!(actual, status, "unexpected status, body: {text}");
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("body is not JSON ({e}): {text}"))
+}
+
+/// Sleeps into the next minute when the current one is nearly over, so a test that counts
+/// requests within one rate-limit window does not straddle two.
+pub async fn wait_for_fresh_minute() {
+    let second = chrono::Utc::now().timestamp().rem_euclid(60);
+    if second >= 40 {
+        tokio::time::sleep(std::time::Duration::from_millis(u64::try_from(61 - second).unwrap_or(1) * 1000))
+            .await;
+    }
 }

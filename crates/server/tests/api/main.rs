@@ -1,9 +1,13 @@
 //! API tests: the real application on port 0, spoken to over HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
+mod agents;
 mod api_keys;
 mod auth;
+mod billing;
+mod chat;
 mod errors;
 mod helpers;
+mod limits;
 mod operations;
 mod recovery;

@@ -1,0 +1,173 @@
+//! The offline responder and the BPE token counter.
+
+use std::sync::Arc;
+
+use agentry_domain::agents::{
+    ChatModel, ChatRole, Completion, CompletionRequest, ModelError, TokenCounter, count_prompt,
+};
+use async_trait::async_trait;
+use tiktoken_rs::CoreBPE;
+
+/// Counts tokens with OpenAI's `cl100k_base` encoding (the BPE ranks ship inside the crate,
+/// so this works offline).
+#[derive(Clone)]
+pub struct Cl100kTokens {
+    bpe: &'static CoreBPE,
+}
+
+impl std::fmt::Debug for Cl100kTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cl100kTokens")
+    }
+}
+
+impl Default for Cl100kTokens {
+    fn default() -> Self {
+        Self { bpe: tiktoken_rs::cl100k_base_singleton() }
+    }
+}
+
+impl Cl100kTokens {
+    /// The first `max` tokens of `text`, decoded back to text.
+    fn truncate(&self, text: &str, max: usize) -> String {
+        let tokens = self.bpe.encode_ordinary(text);
+        if tokens.len() <= max {
+            return text.to_owned();
+        }
+        self.bpe.decode(&tokens[..max]).unwrap_or_default()
+    }
+}
+
+impl TokenCounter for Cl100kTokens {
+    fn count(&self, text: &str) -> u64 {
+        self.bpe.encode_ordinary(text).len() as u64
+    }
+}
+
+/// A deterministic responder for running without any model provider: same input, same answer,
+/// and usage counted with a real tokenizer.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinModel {
+    tokens: Arc<Cl100kTokens>,
+}
+
+impl BuiltinModel {
+    /// A responder counting with `cl100k_base`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn quote(text: &str, max_chars: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max_chars {
+        flat
+    } else {
+        format!("{}…", flat.chars().take(max_chars).collect::<String>())
+    }
+}
+
+#[async_trait]
+impl ChatModel for BuiltinModel {
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError> {
+        let Some((last, earlier)) = request.messages.split_last() else {
+            return Err(ModelError::Upstream("the prompt is empty".into()));
+        };
+        let earlier_user: Vec<&str> =
+            earlier.iter().filter(|t| t.role == ChatRole::User).map(|t| t.content.as_str()).collect();
+        let memories = earlier.iter().filter(|t| t.role == ChatRole::System).skip(1).count();
+        let mut reply = format!(
+            "I am Agentry's built-in responder: no language model is connected, so I can only \
+             reflect what I receive. You said: \"{}\" ({} tokens).",
+            quote(&last.content, 200),
+            self.tokens.count(&last.content)
+        );
+        match earlier_user.as_slice() {
+            [] => reply.push_str(" This is the first message of our conversation."),
+            [first, ..] => reply.push_str(&format!(
+                " I remember {} earlier message{} of yours in this conversation; the first was: \"{}\".",
+                earlier_user.len(),
+                if earlier_user.len() == 1 { "" } else { "s" },
+                quote(first, 120)
+            )),
+        }
+        if memories > 0 {
+            reply.push_str(" I was also given memories relevant to your message.");
+        }
+        let reply = self.tokens.truncate(&reply, usize::try_from(request.max_tokens).unwrap_or(usize::MAX));
+        Ok(Completion {
+            prompt_tokens: count_prompt(self.tokens.as_ref(), &request.messages),
+            completion_tokens: self.tokens.count(&reply),
+            content: reply,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentry_domain::agents::ChatTurn;
+
+    use super::*;
+
+    fn turn(role: ChatRole, content: &str) -> ChatTurn {
+        ChatTurn { role, content: content.into() }
+    }
+
+    fn request(messages: Vec<ChatTurn>, max_tokens: u32) -> CompletionRequest {
+        CompletionRequest { model: "builtin".into(), temperature: None, max_tokens, messages }
+    }
+
+    #[test]
+    fn cl100k_counts_like_openai() {
+        let t = Cl100kTokens::default();
+        // Reference counts from OpenAI's tiktoken for cl100k_base.
+        assert_eq!(t.count("hello world"), 2);
+        assert_eq!(t.count("tiktoken is great!"), 6);
+        assert_eq!(t.count(""), 0);
+    }
+
+    #[tokio::test]
+    async fn the_reply_is_deterministic_honest_and_counted() {
+        let m = BuiltinModel::new();
+        let req = request(
+            vec![turn(ChatRole::System, "You are Helper."), turn(ChatRole::User, "Hello there")],
+            500,
+        );
+        let a = m.complete(&req).await.unwrap();
+        let b = m.complete(&req).await.unwrap();
+        assert_eq!(a, b);
+        assert!(a.content.contains("built-in responder"));
+        assert!(a.content.contains("\"Hello there\""));
+        assert!(a.content.contains("first message"));
+        let counter = Cl100kTokens::default();
+        assert_eq!(a.completion_tokens, counter.count(&a.content));
+        assert_eq!(a.prompt_tokens, count_prompt(&counter, &req.messages));
+    }
+
+    #[tokio::test]
+    async fn it_tells_what_it_remembers_and_history_grows_the_prompt() {
+        let m = BuiltinModel::new();
+        let first = request(vec![turn(ChatRole::System, "s"), turn(ChatRole::User, "My name is Ada")], 500);
+        let second = request(
+            vec![
+                turn(ChatRole::System, "s"),
+                turn(ChatRole::User, "My name is Ada"),
+                turn(ChatRole::Assistant, "Noted."),
+                turn(ChatRole::User, "What is my name?"),
+            ],
+            500,
+        );
+        let a = m.complete(&first).await.unwrap();
+        let b = m.complete(&second).await.unwrap();
+        assert!(b.content.contains("1 earlier message"));
+        assert!(b.content.contains("My name is Ada"));
+        assert!(b.prompt_tokens > a.prompt_tokens);
+    }
+
+    #[tokio::test]
+    async fn max_tokens_caps_the_reply() {
+        let m = BuiltinModel::new();
+        let c = m.complete(&request(vec![turn(ChatRole::User, "Hello there")], 5)).await.unwrap();
+        assert_eq!(c.completion_tokens, 5);
+    }
+}
