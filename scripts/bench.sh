@@ -31,7 +31,7 @@ trap cleanup EXIT
 
 start_server() { # $1 = database URL
     AGENTRY_BIND="127.0.0.1:$port" AGENTRY_DATABASE_URL="$1" AGENTRY_AUTO_MIGRATE=true \
-        AGENTRY_DATA_DIR="$workdir/data" AGENTRY_LOG=warn AGENTRY_PLAN_TABLE="${AGENTRY_PLAN_TABLE:-1}" \
+        AGENTRY_DATA_DIR="$workdir/data" AGENTRY_LOG=warn AGENTRY_PAYMENT_PROVIDER=manual \
         "$bin" serve >"$workdir/server.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 1 100); do curl -fs "$base/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -42,12 +42,34 @@ stop_server() {
     kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 }
 
-sign_in() { # prints an access token
+json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+
+# Registers a tenant, lifts it to the Enterprise plan (no rate limit, so the benchmark measures
+# the service rather than the limiter), buys it credits for the chats and creates an agent.
+# Sets $token and $agent.
+prepare_tenant() { # $1 = database URL
     local email="bench-$RANDOM$RANDOM@example.com"
     curl -fs -X POST "$base/api/v1/auth/register" -H 'content-type: application/json' \
         -d "{\"email\":\"$email\",\"password\":\"correct horse battery\",\"full_name\":\"Bench\",\"company\":\"Bench\"}" >/dev/null
-    curl -fs -X POST "$base/api/v1/auth/login" --data-urlencode "username=$email" \
-        --data-urlencode "password=correct horse battery" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])'
+    token=$(curl -fs -X POST "$base/api/v1/auth/login" --data-urlencode "username=$email" \
+        --data-urlencode "password=correct horse battery" | json_field '["access_token"]')
+    local tenant
+    tenant=$(curl -fs "$base/api/v1/auth/me" -H "Authorization: Bearer $token" | json_field '["tenants"][0]["id"]')
+    AGENTRY_DATABASE_URL="$1" AGENTRY_LOG=warn "$bin" tenant set-plan "$tenant" enterprise
+    for _ in 1 2 3 4 5; do
+        curl -fs -X POST "$base/api/v1/billing/purchases" -H "Authorization: Bearer $token" \
+            -H 'content-type: application/json' -d '{"credits": 1000000}' >/dev/null
+    done
+    for i in $(seq 1 25); do
+        curl -fs -X POST "$base/api/v1/agents" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+            -d "{\"name\": \"bench agent $i\", \"type\": \"assistant\"}" >/dev/null
+    done
+    agent=$(curl -fs "$base/api/v1/agents?per_page=1" -H "Authorization: Bearer $token" | json_field '["agents"][0]["id"]')
+    cat >"$workdir/chat.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"message": "Hello! What can you tell me about the weather on Mars today?"}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
 }
 
 # run_wrk NAME ARGS... ; prints "rps p50 p99"
@@ -70,16 +92,19 @@ report() { # backend route rps p50 p99 non2xx baseline
 
 bench_backend() { # name url
     start_server "$2"
-    local token; token=$(sign_in)
+    prepare_tenant "$2"
     read -r h_rps h_p50 h_p99 h_err < <(run_wrk "$base/healthz")
     report "$1" "GET /healthz" "$h_rps" "$h_p50" "$h_p99" "$h_err" "$h_rps"
-    read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/auth/me")
-    report "$1" "GET /api/v1/auth/me (JWT)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/agents")
+    report "$1" "GET /api/v1/agents (JWT)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/chat.lua" \
+        "$base/api/v1/agents/$agent/chat")
+    report "$1" "POST /agents/{id}/chat" "$rps" "$p50" "$p99" "$err" "$h_rps"
     stop_server
 }
 
 echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
-printf '%-10s %-28s %12s %10s %10s %8s %10s\n' backend route "req/s" p50 p99 "vs health" "non-2xx"
+printf '%-10s %-28s %12s %10s %10s %8s %10s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
 bench_backend sqlite "sqlite://$workdir/bench.db"
 if [ -n "$pg_url" ]; then
     admin_url="${pg_url%/*}/postgres"
