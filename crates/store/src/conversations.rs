@@ -117,12 +117,11 @@ impl ConversationRepository for ConversationStore {
 
     async fn record_exchange(&self, x: &Exchange) -> anyhow::Result<i64> {
         let (session_id, is_new) = (&x.session.0, x.session.1);
-        let user = MessageRow::from_domain(&x.user_message);
-        let reply = MessageRow::from_domain(&x.reply);
+        let messages = vec![MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
         let s = &x.settlement;
         let tenant = s.hold.tenant_id.as_str();
         let cost = -s.entry.delta;
-        let mut event_rows: Vec<EventRow> = x.events.iter().map(EventRow::from_domain).collect();
+        let event_rows: Vec<EventRow> = x.events.iter().map(EventRow::from_domain).collect();
         let now = DbTime(x.reply.created_at);
         let outcome = transaction!(self.db, conn => {
             if is_new {
@@ -136,8 +135,10 @@ impl ConversationRepository for ConversationStore {
                     .execute(conn)
                     .await?;
             }
-            diesel::insert_into(chat_messages::table).values(&user).execute(conn).await?;
-            diesel::insert_into(chat_messages::table).values(&reply).execute(conn).await?;
+            // Row by row: diesel-async has no multi-row INSERT for SQLite.
+            for row in &messages {
+                diesel::insert_into(chat_messages::table).values(row).execute(conn).await?;
+            }
             let held: Option<i64> = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
                 .returning(credit_holds::amount)
                 .get_result(conn)
@@ -148,6 +149,11 @@ impl ConversationRepository for ConversationStore {
             let Some(held) = held else {
                 return Err(StoreError::Precondition("the credit hold of this chat no longer exists"));
             };
+            for row in &event_rows {
+                diesel::insert_into(events::table).values(row).execute(conn).await?;
+            }
+            // The tenant row is locked from here to the commit, and every chat of the tenant
+            // needs it: only what needs the new balance comes after this point.
             // What was held beyond the actual cost goes back to the balance.
             let balance: i64 = diesel::update(tenants::table.filter(tenants::id.eq(tenant)))
                 .set(tenants::credits.eq(tenants::credits + (held - cost)))
@@ -184,10 +190,7 @@ impl ConversationRepository for ConversationStore {
                     data: credits_low_data(settled, s.low_threshold),
                     created_at: now.0,
                 };
-                event_rows.push(EventRow::from_domain(&low));
-            }
-            for row in &event_rows {
-                diesel::insert_into(events::table).values(row).execute(conn).await?;
+                diesel::insert_into(events::table).values(&EventRow::from_domain(&low)).execute(conn).await?;
             }
             Ok(balance)
         })?;

@@ -46,6 +46,17 @@ impl CreditRepository for CreditStore {
     async fn hold(&self, hold: &CreditHold) -> anyhow::Result<Option<i64>> {
         let amount = hold.amount;
         let left = transaction!(self.db, conn => {
+            // The hold row first, the tenant row last: the tenant row stays locked until the
+            // commit and every chat of the tenant needs it.
+            diesel::insert_into(credit_holds::table)
+                .values((
+                    credit_holds::id.eq(hold.id.as_str()),
+                    credit_holds::tenant_id.eq(hold.tenant_id.as_str()),
+                    credit_holds::amount.eq(amount),
+                    credit_holds::created_at.eq(DbTime(hold.created_at)),
+                ))
+                .execute(conn)
+                .await?;
             // The condition and the decrement are one statement: two chats can never both
             // take the last credits.
             let left: Option<i64> = diesel::update(
@@ -56,19 +67,17 @@ impl CreditRepository for CreditStore {
             .get_result(conn)
             .await
             .optional()?;
-            if left.is_some() {
-                diesel::insert_into(credit_holds::table)
-                    .values((
-                        credit_holds::id.eq(hold.id.as_str()),
-                        credit_holds::tenant_id.eq(hold.tenant_id.as_str()),
-                        credit_holds::amount.eq(amount),
-                        credit_holds::created_at.eq(DbTime(hold.created_at)),
-                    ))
-                    .execute(conn)
-                    .await?;
+            match left {
+                Some(left) => Ok(left),
+                // Not enough: roll the hold row back with everything else.
+                None => Err(StoreError::Precondition("insufficient credits")),
             }
-            Ok::<_, StoreError>(left)
-        })?;
+        });
+        let left = match left {
+            Ok(left) => Some(left),
+            Err(StoreError::Precondition(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
         Ok(left)
     }
 

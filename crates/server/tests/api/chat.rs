@@ -195,7 +195,10 @@ async fn an_openai_compatible_provider_answers_and_its_failures_are_502() {
     assert_eq!(ok["credits"]["charged"], 2, "ceil(1030 / 1000)");
     assert_eq!(balance(&app, &token).await, before - 2);
 
+    let tenant = app.tenant_of(&token).await;
+    let events_before = app.events(&tenant).await.len();
     let err = json_with_status(chat(&app, &token, &agent, json!({"message": "again"})).await, 502).await;
     assert_eq!(err["error"], "upstream_error");
+    assert_eq!(app.events(&tenant).await.len(), events_before, "no events for a failed chat");
     assert_eq!(balance(&app, &token).await, before - 2, "a failed call costs nothing");
 }
