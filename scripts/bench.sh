@@ -32,6 +32,7 @@ trap cleanup EXIT
 start_server() { # $1 = database URL
     AGENTRY_BIND="127.0.0.1:$port" AGENTRY_DATABASE_URL="$1" AGENTRY_AUTO_MIGRATE=true \
         AGENTRY_DATA_DIR="$workdir/data" AGENTRY_LOG=warn AGENTRY_PAYMENT_PROVIDER=manual \
+        AGENTRY_AUTH_RATE_PER_MINUTE=1000000 \
         "$bin" serve >"$workdir/server.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 1 100); do curl -fs "$base/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -90,6 +91,27 @@ report() { # backend route rps p50 p99 non2xx baseline
     printf '%-10s %-28s %12s %10s %10s %8s %10s\n' "$1" "$2" "$3" "$4" "$5" "${ratio}x" "$6"
 }
 
+# Mean time of N logins, in milliseconds: a wrong password against an unknown address. The two
+# should be alike, so that timing does not reveal which addresses have accounts.
+login_timing() {
+    local known="timing-$RANDOM$RANDOM@example.com" n=20
+    curl -fs -X POST "$base/api/v1/auth/register" -H 'content-type: application/json' \
+        -d "{\"email\":\"$known\",\"password\":\"correct horse battery\",\"full_name\":\"T\"}" >/dev/null
+    mean_ms() { # username
+        local total=0 t
+        for _ in $(seq 1 "$n"); do
+            t=$(curl -s -o /dev/null -w '%{time_total}' -X POST "$base/api/v1/auth/login" \
+                --data-urlencode "username=$1" --data-urlencode "password=wrong password")
+            total=$(python3 -c "print($total + $t)")
+        done
+        python3 -c "print(f'{$total / $n * 1000:.1f}')"
+    }
+    local wrong unknown
+    wrong=$(mean_ms "$known")
+    unknown=$(mean_ms "nobody-$RANDOM@example.com")
+    echo "login timing ($n each, sequential): wrong password ${wrong} ms, unknown address ${unknown} ms"
+}
+
 bench_backend() { # name url
     start_server "$2"
     prepare_tenant "$2"
@@ -106,6 +128,9 @@ bench_backend() { # name url
 echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
 printf '%-10s %-28s %12s %10s %10s %8s %10s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
 bench_backend sqlite "sqlite://$workdir/bench.db"
+start_server "sqlite://$workdir/timing.db"
+login_timing
+stop_server
 if [ -n "$pg_url" ]; then
     admin_url="${pg_url%/*}/postgres"
     db_name="${pg_url##*/}"
