@@ -156,6 +156,35 @@ impl Validator {
     }
 }
 
+/// Declares a name-like value object: text trimmed of surrounding white space and bounded in
+/// characters, reported under `field` when refused.
+#[macro_export]
+macro_rules! bounded_text {
+    ($(#[$meta:meta])* $name:ident, $field:literal, $min:literal..=$max:literal) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates and trims the value.
+            ///
+            /// # Errors
+            /// A [`FieldError`](crate::validation::FieldError) when the trimmed value is outside
+            #[doc = concat!(stringify!($min), "–", stringify!($max), " characters.")]
+            pub fn new(raw: &str) -> Result<Self, $crate::validation::FieldError> {
+                let value = raw.trim();
+                $crate::validation::check_length(value, $min, $max, $field)?;
+                Ok(Self(value.to_owned()))
+            }
+
+            /// The value as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
 /// Checks the length of `value` in characters (not bytes) against `min..=max`.
 pub fn check_length(value: &str, min: usize, max: usize, what: &str) -> Result<(), FieldError> {
     let len = value.chars().count();

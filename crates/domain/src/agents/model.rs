@@ -81,26 +81,12 @@ string_enum!(
     }
 );
 
-/// An agent's display name: 1–100 characters after trimming.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentName(String);
-
-impl AgentName {
-    /// Validates and trims a name.
-    ///
-    /// # Errors
-    /// A [`FieldError`] when empty or longer than 100 characters.
-    pub fn new(raw: &str) -> Result<Self, FieldError> {
-        let value = raw.trim();
-        check_length(value, 1, 100, "name")?;
-        Ok(Self(value.to_owned()))
-    }
-
-    /// The name as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+crate::bounded_text!(
+    /// An agent's display name: 1–100 characters after trimming.
+    AgentName,
+    "name",
+    1..=100
+);
 
 /// Most characters of a description.
 pub const MAX_DESCRIPTION_CHARS: usize = 2_000;

@@ -13,7 +13,7 @@ use crate::ids::{ApiKeyId, IdGenerator, TenantId, UserId};
 use crate::secrets::{SecretDigest, Secrets};
 use crate::tenancy::{Membership, Permission, Plan, Role, Scope};
 use crate::time::Clock;
-use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_length};
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator};
 
 /// How the caller proved who they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,26 +86,12 @@ impl Principal {
     }
 }
 
-/// An API key's name: 1–100 characters.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKeyName(String);
-
-impl ApiKeyName {
-    /// Validates and trims a key name.
-    ///
-    /// # Errors
-    /// A [`FieldError`] when empty or longer than 100 characters.
-    pub fn new(raw: &str) -> Result<Self, FieldError> {
-        let value = raw.trim();
-        check_length(value, 1, 100, "name")?;
-        Ok(Self(value.to_owned()))
-    }
-
-    /// The name as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+crate::bounded_text!(
+    /// An API key's name: 1–100 characters.
+    ApiKeyName,
+    "name",
+    1..=100
+);
 
 /// An API key as stored: everything but the key itself.
 #[derive(Debug, Clone, PartialEq, Eq)]

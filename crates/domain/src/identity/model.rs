@@ -100,47 +100,19 @@ impl Password {
     }
 }
 
-/// A user's full name: 1–200 characters after trimming.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FullName(String);
+crate::bounded_text!(
+    /// A user's full name: 1–200 characters after trimming.
+    FullName,
+    "full_name",
+    1..=200
+);
 
-impl FullName {
-    /// Validates and trims a full name.
-    ///
-    /// # Errors
-    /// A [`FieldError`] when the trimmed name is empty or longer than 200 characters.
-    pub fn new(raw: &str) -> Result<Self, FieldError> {
-        let value = raw.trim();
-        check_length(value, 1, 200, "full_name")?;
-        Ok(Self(value.to_owned()))
-    }
-
-    /// The name as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A company name given at registration; it names the user's first tenant. 1–200 characters.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Company(String);
-
-impl Company {
-    /// Validates and trims a company name.
-    ///
-    /// # Errors
-    /// A [`FieldError`] when the trimmed name is empty or longer than 200 characters.
-    pub fn new(raw: &str) -> Result<Self, FieldError> {
-        let value = raw.trim();
-        check_length(value, 1, 200, "company")?;
-        Ok(Self(value.to_owned()))
-    }
-
-    /// The name as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+crate::bounded_text!(
+    /// A company name given at registration; it names the user's first tenant.
+    Company,
+    "company",
+    1..=200
+);
 
 /// A password hash in PHC string form (`$argon2id$v=19$…`).
 #[derive(Clone, PartialEq, Eq)]

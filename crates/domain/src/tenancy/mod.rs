@@ -9,31 +9,17 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 
 use crate::ids::{TenantId, UserId};
-use crate::validation::{FieldError, FieldErrorKind, check_length};
+use crate::validation::{FieldError, FieldErrorKind};
 
 mod permissions;
 pub use permissions::{Permission, Scope};
 
-/// A tenant's display name: 1–200 characters after trimming.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantName(String);
-
-impl TenantName {
-    /// Validates and trims a tenant name.
-    ///
-    /// # Errors
-    /// A [`FieldError`] when the trimmed name is empty or longer than 200 characters.
-    pub fn new(value: &str) -> Result<Self, FieldError> {
-        let value = value.trim();
-        check_length(value, 1, 200, "name")?;
-        Ok(Self(value.to_owned()))
-    }
-
-    /// The name as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+crate::bounded_text!(
+    /// A tenant's display name: 1–200 characters after trimming.
+    TenantName,
+    "name",
+    1..=200
+);
 
 /// A tenant's subscription plan; it sets the tenant's rate limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
