@@ -114,20 +114,31 @@ pub struct ClientIp(pub IpAddr);
 impl ClientIp {
     /// Works out the client address of `req` given the trusted proxies.
     pub fn of(req: &HttpRequest, trusted: &[IpAddr]) -> Option<Self> {
-        let peer = req.peer_addr()?.ip();
+        let peer = req.peer_addr()?.ip().to_canonical();
         if !trusted.contains(&peer) {
             return Some(Self(peer));
         }
-        let forwarded: Vec<IpAddr> = req
+        let forwarded: Vec<&str> = req
             .headers()
             .get_all("x-forwarded-for")
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|s| s.trim().parse().ok())
+            .map(str::trim)
             .collect();
         // Walk from the nearest hop outwards: entries added by our own proxies are skipped; the
-        // first other one is the client as our outermost proxy saw it.
-        let client = forwarded.into_iter().rev().find(|ip| !trusted.contains(ip)).unwrap_or(peer);
+        // first other one is the client as our outermost proxy saw it. An entry that is not an
+        // address ends the walk at the last trusted hop, so a client cannot slip a forged entry
+        // past one its proxy wrote in another form.
+        let mut client = peer;
+        for entry in forwarded.iter().rev() {
+            let Ok(ip) = entry.parse::<IpAddr>().map(|ip| ip.to_canonical()) else {
+                break;
+            };
+            client = ip;
+            if !trusted.contains(&ip) {
+                break;
+            }
+        }
         Some(Self(client))
     }
 }

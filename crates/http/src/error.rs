@@ -404,8 +404,17 @@ impl From<ChatError> for ApiError {
                 Self::new(ErrorCode::InsufficientCredits, e.to_string())
             }
             ChatError::Upstream(e) => {
+                // The provider's own words (URLs, excerpts of its answer) stay in the log.
                 tracing::warn!(error = %e, "model call failed");
-                Self::new(ErrorCode::UpstreamError, e.to_string())
+                let message = match e {
+                    agentry_domain::agents::ModelError::Timeout => {
+                        "the model provider did not answer in time"
+                    }
+                    agentry_domain::agents::ModelError::Upstream(_) => {
+                        "the model provider failed; nothing was charged"
+                    }
+                };
+                Self::new(ErrorCode::UpstreamError, message)
             }
             ChatError::Unexpected(e) => Self::internal(e),
         }

@@ -41,7 +41,6 @@ pub async fn request_context(
     req.extensions_mut().insert(RequestId(request_id.clone()));
     let settings = req.app_data::<web::Data<HttpSettings>>().map(|s| s.get_ref().clone()).unwrap_or_default();
     let method = req.method().clone();
-    let path = req.path().to_owned();
     let span = tracing::info_span!("request", request_id = %request_id);
 
     // Handler and extractor errors arrive here as responses carrying their error; an `Err`
@@ -60,9 +59,8 @@ pub async fn request_context(
     let status = response.status().as_u16();
     let route = response.request().match_pattern().unwrap_or_else(|| "-".to_owned());
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    span.in_scope(
-        || tracing::info!(%method, %path, %route, status, latency_ms = format!("{latency_ms:.2}"), "request"),
-    );
+    span.in_scope(|| // The route pattern, not the path: some paths carry secrets (magic-link tokens).
+        tracing::info!(%method, %route, status, latency_ms = format!("{latency_ms:.2}"), "request"));
     Ok(response)
 }
 

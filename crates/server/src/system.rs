@@ -48,21 +48,30 @@ impl IdGenerator for UlidIds {
 /// default), wrong for several (each would count alone).
 #[derive(Debug, Default)]
 pub struct InProcessRateCounter {
-    windows: Mutex<HashMap<String, (i64, u64)>>,
+    /// Bucket → (window start, window length, hits).
+    windows: Mutex<HashMap<String, (i64, i64, u64)>>,
 }
+
+/// Buckets kept before ended windows are swept.
+const SWEEP_ABOVE: usize = 10_000;
 
 #[async_trait]
 impl RateCounter for InProcessRateCounter {
-    async fn hit(&self, bucket: &str, window_start: i64, _window_secs: i64) -> anyhow::Result<u64> {
+    async fn hit(&self, bucket: &str, window_start: i64, window_secs: i64) -> anyhow::Result<u64> {
         let mut windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // One entry per bucket, holding only its current window, so memory stays bounded by the
         // number of active subjects.
-        let entry = windows.entry(bucket.to_owned()).or_insert((window_start, 0));
-        if entry.0 != window_start {
-            *entry = (window_start, 0);
+        // Forget subjects whose window has ended, now and then, so memory tracks the subjects
+        // active in the current window rather than every subject ever seen.
+        if windows.len() > SWEEP_ABOVE {
+            windows.retain(|_, (start, len, _)| *start + *len > window_start);
         }
-        entry.1 += 1;
-        Ok(entry.1)
+        let entry = windows.entry(bucket.to_owned()).or_insert((window_start, window_secs, 0));
+        if entry.0 != window_start {
+            *entry = (window_start, window_secs, 0);
+        }
+        entry.2 += 1;
+        Ok(entry.2)
     }
 }
 

@@ -84,6 +84,7 @@ struct NewLedgerRow<'a> {
     reason: &'a str,
     created_at: DbTime,
     reference: Option<&'a str>,
+    seq: i64,
 }
 
 #[async_trait]
@@ -123,6 +124,7 @@ impl AccountRepository for AccountStore {
             reason: grant.reason.as_str(),
             created_at: grant.created_at.into(),
             reference: grant.reference.as_deref(),
+            seq: 1,
         };
         let result = transaction!(self.db, conn => {
             diesel::insert_into(users::table).values(&user_row).execute(conn).await?;
@@ -161,9 +163,12 @@ impl AccountRepository for AccountStore {
     }
 
     async fn memberships(&self, user: &UserId) -> anyhow::Result<Vec<Membership>> {
+        // A deactivated user is a member of nothing: every credential of theirs stops working.
         let rows: Vec<(String, String, String, String, DbTime)> = with_conn!(self.db, conn => memberships::table
             .inner_join(tenants::table)
+            .inner_join(users::table)
             .filter(memberships::user_id.eq(user.as_str()))
+            .filter(users::is_active.eq(true))
             .order((memberships::created_at.asc(), memberships::tenant_id.asc()))
             .select((memberships::tenant_id, tenants::name, tenants::plan, memberships::role, memberships::created_at))
             .load(conn)

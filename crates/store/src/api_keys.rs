@@ -11,7 +11,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::accounts::parse_stored;
 use crate::database::Database;
-use crate::schema::{api_keys, memberships, tenants};
+use crate::schema::{api_keys, memberships, tenants, users};
 use crate::types::{DbJson, DbTime};
 
 /// API keys in the database.
@@ -95,7 +95,9 @@ impl ApiKeyRepository for ApiKeyStore {
                     .and(memberships::user_id.eq(api_keys::user_id))),
             )
             .inner_join(tenants::table.on(tenants::id.eq(api_keys::tenant_id)))
+            .inner_join(users::table.on(users::id.eq(api_keys::user_id)))
             .filter(api_keys::key_digest.eq(digest.as_str()))
+            .filter(users::is_active.eq(true))
             .filter(api_keys::revoked_at.is_null())
             .select((ApiKeyRow::as_select(), memberships::role, tenants::plan))
             .first(conn)
@@ -123,11 +125,18 @@ impl ApiKeyRepository for ApiKeyStore {
         rows.into_iter().map(ApiKeyRow::into_domain).collect()
     }
 
-    async fn revoke(&self, user: &UserId, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<bool> {
+    async fn revoke(
+        &self,
+        user: &UserId,
+        tenant: &TenantId,
+        key: &ApiKeyId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
         let n = with_conn!(self.db, conn => diesel::update(
                 api_keys::table
                     .filter(api_keys::id.eq(key.as_str()))
                     .filter(api_keys::user_id.eq(user.as_str()))
+                    .filter(api_keys::tenant_id.eq(tenant.as_str()))
                     .filter(api_keys::revoked_at.is_null()),
             )
             .set(api_keys::revoked_at.eq(DbTime(now)))

@@ -170,6 +170,12 @@ impl ConversationRepository for ConversationStore {
                 .load(conn)
                 .await?;
             let settled = balance + still_held.iter().sum::<i64>();
+            // Numbered while the tenant row is locked: the application order of the balance.
+            let last: Option<i64> = credit_ledger::table
+                .filter(credit_ledger::tenant_id.eq(tenant))
+                .select(diesel::dsl::max(credit_ledger::seq))
+                .first(conn)
+                .await?;
             diesel::insert_into(credit_ledger::table)
                 .values((
                     credit_ledger::id.eq(s.entry.id.as_str()),
@@ -179,6 +185,7 @@ impl ConversationRepository for ConversationStore {
                     credit_ledger::reason.eq(s.entry.reason.as_str()),
                     credit_ledger::created_at.eq(DbTime(s.entry.created_at)),
                     credit_ledger::reference.eq(s.entry.reference.as_deref()),
+                    credit_ledger::seq.eq(last.unwrap_or(0) + 1),
                 ))
                 .execute(conn)
                 .await?;

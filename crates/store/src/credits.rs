@@ -125,7 +125,7 @@ impl CreditRepository for CreditStore {
         let (rows, total): (Vec<LedgerRow>, i64) = with_conn!(self.db, conn => {
             let rows = credit_ledger::table
                 .filter(credit_ledger::tenant_id.eq(tenant.as_str()))
-                .order(credit_ledger::id.desc())
+                .order((credit_ledger::seq.desc(), credit_ledger::id.desc()))
                 .limit(page.limit())
                 .offset(page.offset())
                 .select(LedgerRow::as_select())
@@ -184,6 +184,12 @@ impl CreditRepository for CreditStore {
                 .load(conn)
                 .await?;
             let settled = balance + held.iter().sum::<i64>();
+            // Numbered while the tenant row is locked: the application order of the balance.
+            let last: Option<i64> = credit_ledger::table
+                .filter(credit_ledger::tenant_id.eq(purchase.tenant_id.as_str()))
+                .select(diesel::dsl::max(credit_ledger::seq))
+                .first(conn)
+                .await?;
             diesel::insert_into(credit_ledger::table)
                 .values((
                     credit_ledger::id.eq(entry.id.as_str()),
@@ -193,6 +199,7 @@ impl CreditRepository for CreditStore {
                     credit_ledger::reason.eq(entry.reason.as_str()),
                     credit_ledger::created_at.eq(DbTime(entry.created_at)),
                     credit_ledger::reference.eq(entry.reference.as_deref()),
+                    credit_ledger::seq.eq(last.unwrap_or(0) + 1),
                 ))
                 .execute(conn)
                 .await?;

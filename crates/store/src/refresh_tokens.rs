@@ -9,8 +9,21 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::database::{Database, StoreError};
-use crate::schema::refresh_tokens;
+use crate::schema::{refresh_tokens, users};
 use crate::types::DbTime;
+
+/// A no-op update of the user's row: on PostgreSQL it takes the row's lock until the
+/// transaction ends, which orders a rotation and a revocation of the same user's tokens (under
+/// READ COMMITTED a revocation would otherwise miss a successor inserted concurrently). SQLite
+/// write transactions are serialised anyway.
+macro_rules! lock_user {
+    ($conn:expr, $user:expr) => {
+        diesel::update(users::table.filter(users::id.eq($user)))
+            .set(users::updated_at.eq(users::updated_at))
+            .execute($conn)
+            .await
+    };
+}
 
 /// Refresh tokens in the database.
 #[derive(Debug, Clone)]
@@ -96,7 +109,9 @@ impl RefreshTokenRepository for RefreshTokenStore {
     ) -> anyhow::Result<RotateOutcome> {
         let row = RefreshTokenRow::from_domain(successor);
         let now = DbTime(now);
+        let user = successor.user_id.as_str();
         let outcome = transaction!(self.db, conn => {
+            lock_user!(conn, user)?;
             // The status guard makes this the single point where concurrent refreshes of one
             // token are told apart: exactly one of them sees a changed row.
             let changed = diesel::update(
@@ -118,27 +133,45 @@ impl RefreshTokenRepository for RefreshTokenStore {
 
     async fn revoke_family(&self, family: &TokenFamilyId, now: DateTime<Utc>) -> anyhow::Result<u64> {
         let now = DbTime(now);
-        let n = with_conn!(self.db, conn => diesel::update(
+        let n = transaction!(self.db, conn => {
+            let owner: Option<String> = refresh_tokens::table
+                .filter(refresh_tokens::family_id.eq(family.as_str()))
+                .select(refresh_tokens::user_id)
+                .first(conn)
+                .await
+                .optional()?;
+            let Some(owner) = owner else {
+                return Ok::<_, StoreError>(0);
+            };
+            // Waits for a rotation of the same user in flight, so its successor is revoked too.
+            lock_user!(conn, &owner)?;
+            let n = diesel::update(
                 refresh_tokens::table
                     .filter(refresh_tokens::family_id.eq(family.as_str()))
                     .filter(refresh_tokens::status.ne(REVOKED)),
             )
             .set((refresh_tokens::status.eq(REVOKED), refresh_tokens::updated_at.eq(now)))
             .execute(conn)
-            .await)?;
+            .await?;
+            Ok(n)
+        })?;
         Ok(n as u64)
     }
 
     async fn revoke_all_for_user(&self, user: &UserId, now: DateTime<Utc>) -> anyhow::Result<u64> {
         let now = DbTime(now);
-        let n = with_conn!(self.db, conn => diesel::update(
+        let n = transaction!(self.db, conn => {
+            lock_user!(conn, user.as_str())?;
+            let n = diesel::update(
                 refresh_tokens::table
                     .filter(refresh_tokens::user_id.eq(user.as_str()))
                     .filter(refresh_tokens::status.ne(REVOKED)),
             )
             .set((refresh_tokens::status.eq(REVOKED), refresh_tokens::updated_at.eq(now)))
             .execute(conn)
-            .await)?;
+            .await?;
+            Ok::<_, StoreError>(n)
+        })?;
         Ok(n as u64)
     }
 }

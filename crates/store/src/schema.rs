@@ -54,6 +54,7 @@ diesel::table! {
         reason -> Text,
         created_at -> UtcTime,
         reference -> Nullable<Text>,
+        seq -> BigInt,
     }
 }
 

@@ -159,9 +159,15 @@ pub trait ApiKeyRepository: Send + Sync {
     /// The user's unrevoked keys in the tenant, newest first.
     async fn list(&self, user: &UserId, tenant: &TenantId) -> anyhow::Result<Vec<ApiKey>>;
 
-    /// Revokes the user's key; `false` when the user has no such unrevoked key (another
-    /// user's key included).
-    async fn revoke(&self, user: &UserId, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<bool>;
+    /// Revokes the user's key in the tenant; `false` when the user has no such unrevoked key
+    /// there (another user's key, or a key of another tenant, included).
+    async fn revoke(
+        &self,
+        user: &UserId,
+        tenant: &TenantId,
+        key: &ApiKeyId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
 
     /// Records a use at `now`.
     async fn touch(&self, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<()>;
@@ -427,7 +433,8 @@ impl AccessService {
     /// when the caller used an API key.
     pub async fn revoke_key(&self, caller: &Principal, key: &ApiKeyId) -> Result<(), ApiKeyError> {
         caller.require_user_session()?;
-        let revoked = self.deps.api_keys.revoke(&caller.user_id, key, self.deps.clock.now()).await?;
+        let revoked =
+            self.deps.api_keys.revoke(&caller.user_id, &caller.tenant_id, key, self.deps.clock.now()).await?;
         if revoked { Ok(()) } else { Err(ApiKeyError::NotFound) }
     }
 }
@@ -700,7 +707,7 @@ mod tests {
     async fn keys_cannot_manage_keys_and_unknown_keys_are_not_found() {
         let mut d = Deps::new();
         d.api_keys.expect_insert().never();
-        d.api_keys.expect_revoke().returning(|_, _, _| Ok(false));
+        d.api_keys.expect_revoke().returning(|_, _, _, _| Ok(false));
         let s = d.service();
         // Forbidden comes first, even for a request that is invalid as well.
         let via_key = principal(Role::Owner, key_with(&["agents:read"]));

@@ -321,6 +321,7 @@ impl AccountService {
         };
         let now = d.clock.now();
         let decision = match refresh::on_presented(&current, now) {
+            Decision::Rotate if !self.user_is_active(&current.user_id).await? => Decision::RevokeFamily,
             Decision::Rotate => {
                 let (successor, secret) = self.new_refresh_token(&current.user_id, current.family_id.clone());
                 match d.refresh_tokens.rotate(&current.id, &successor, now).await? {
@@ -381,6 +382,10 @@ impl AccountService {
         };
         let memberships = d.accounts.memberships(&user.id).await?;
         Ok(CurrentUser { user, memberships })
+    }
+
+    async fn user_is_active(&self, user: &UserId) -> anyhow::Result<bool> {
+        Ok(self.deps.accounts.find_user(user).await?.is_some_and(|u| u.is_active))
     }
 
     fn new_refresh_token(&self, user: &UserId, family_id: TokenFamilyId) -> (RefreshToken, SecretString) {
@@ -643,6 +648,7 @@ mod tests {
     #[tokio::test]
     async fn refresh_rotates_an_active_token_within_its_family() {
         let mut m = Mocks::new();
+        m.accounts.expect_find_user().returning(|_| Ok(Some(user(true))));
         m.refresh_tokens
             .expect_find_by_digest()
             .with(eq(SecretDigest::from_string("digest(old)")))
@@ -683,10 +689,24 @@ mod tests {
     #[tokio::test]
     async fn refresh_that_loses_a_race_revokes_the_family() {
         let mut m = Mocks::new();
+        m.accounts.expect_find_user().returning(|_| Ok(Some(user(true))));
         m.refresh_tokens
             .expect_find_by_digest()
             .returning(|_| Ok(Some(stored_token(RefreshTokenStatus::Active, 10))));
         m.refresh_tokens.expect_rotate().returning(|_, _, _| Ok(RotateOutcome::NotActive));
+        m.refresh_tokens.expect_revoke_family().times(1).returning(|_, _| Ok(1));
+        let err = m.service().refresh("old").await.unwrap_err();
+        assert!(matches!(err, RefreshError::InvalidToken));
+    }
+
+    #[tokio::test]
+    async fn refresh_for_a_deactivated_user_revokes_the_family() {
+        let mut m = Mocks::new();
+        m.refresh_tokens
+            .expect_find_by_digest()
+            .returning(|_| Ok(Some(stored_token(RefreshTokenStatus::Active, 10))));
+        m.accounts.expect_find_user().returning(|_| Ok(Some(user(false))));
+        m.refresh_tokens.expect_rotate().never();
         m.refresh_tokens.expect_revoke_family().times(1).returning(|_, _| Ok(1));
         let err = m.service().refresh("old").await.unwrap_err();
         assert!(matches!(err, RefreshError::InvalidToken));

@@ -124,7 +124,13 @@ async fn forty_concurrent_chats_against_a_small_balance_never_overdraw() {
         json_with_status(app.get_with_token("/api/v1/billing/ledger?per_page=100", &token).await, 200).await;
     let sum: i64 = ledger["entries"].as_array().unwrap().iter().map(|e| e["delta"].as_i64().unwrap()).sum();
     assert_eq!(sum, final_balance, "the ledger adds up");
-    assert!(ledger["entries"].as_array().unwrap().iter().all(|e| e["balance_after"].as_i64().unwrap() >= 0));
+    // Oldest first, each entry's balance_after is the running sum of the entries up to it.
+    let mut running = 0;
+    for e in ledger["entries"].as_array().unwrap().iter().rev() {
+        running += e["delta"].as_i64().unwrap();
+        assert_eq!(e["balance_after"].as_i64().unwrap(), running, "{e}");
+        assert!(running >= 0);
+    }
     let completed =
         app.events(&tenant).await.iter().filter(|e| e.event_type == EventType::AgentMessageCompleted).count();
     assert_eq!(completed, 15, "events only for the chats that happened");

@@ -12,6 +12,7 @@ crate::contract!(
     a_second_account_with_the_same_email_is_email_taken,
     concurrent_registrations_of_one_email_store_exactly_one,
     unknown_users_are_absent,
+    a_deactivated_user_is_a_member_of_nothing,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -107,4 +108,13 @@ async fn unknown_users_are_absent(db: Database) {
     assert!(repo.find_user(&UserId::from_string("usr_nobody")).await.unwrap().is_none());
     assert!(repo.find_credentials(&Email::parse("no@example.com").unwrap()).await.unwrap().is_none());
     assert!(repo.memberships(&UserId::from_string("usr_nobody")).await.unwrap().is_empty());
+}
+
+async fn a_deactivated_user_is_a_member_of_nothing(db: Database) {
+    let repo = AccountStore::new(db);
+    let mut inactive = account("1", "gone@example.com");
+    inactive.user.is_active = false;
+    repo.create_account(&inactive).await.unwrap();
+    assert!(repo.memberships(&inactive.user.id).await.unwrap().is_empty(), "no tenant access");
+    assert!(repo.find_user(&inactive.user.id).await.unwrap().is_some(), "the account itself remains");
 }

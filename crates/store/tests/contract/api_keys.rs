@@ -53,8 +53,11 @@ async fn revoked_keys_are_neither_found_nor_listed(db: Database) {
     let repo = setup(&db).await;
     let k = key("key_a", "usr_1", "ten_1");
     repo.insert(&k).await.unwrap();
-    assert!(repo.revoke(&k.user_id, &k.id, t0()).await.unwrap());
-    assert!(!repo.revoke(&k.user_id, &k.id, t0()).await.unwrap(), "revoking twice changes nothing");
+    assert!(repo.revoke(&k.user_id, &k.tenant_id, &k.id, t0()).await.unwrap());
+    assert!(
+        !repo.revoke(&k.user_id, &k.tenant_id, &k.id, t0()).await.unwrap(),
+        "revoking twice changes nothing"
+    );
     assert!(repo.find_grant(&k.digest).await.unwrap().is_none());
     assert!(repo.list(&k.user_id, &k.tenant_id).await.unwrap().is_empty());
 }
@@ -73,7 +76,14 @@ async fn a_user_lists_and_revokes_only_their_own_keys(db: Database) {
         .collect();
     assert_eq!(listed, ["key_b", "key_a"], "newest first");
     let stranger = UserId::from_string("usr_2");
-    assert!(!repo.revoke(&stranger, &ApiKeyId::from_string("key_a"), t0()).await.unwrap());
+    let ten_1 = TenantId::from_string("ten_1");
+    assert!(!repo.revoke(&stranger, &ten_1, &ApiKeyId::from_string("key_a"), t0()).await.unwrap());
+    let elsewhere = TenantId::from_string("ten_2");
+    let owner = UserId::from_string("usr_1");
+    assert!(
+        !repo.revoke(&owner, &elsewhere, &ApiKeyId::from_string("key_a"), t0()).await.unwrap(),
+        "scoped by tenant"
+    );
     assert!(repo.find_grant(&SecretDigest::from_string("digest-key_a")).await.unwrap().is_some());
 }
 

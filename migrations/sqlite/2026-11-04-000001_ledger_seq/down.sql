@@ -1,0 +1,2 @@
+DROP INDEX credit_ledger_tenant_seq_idx;
+ALTER TABLE credit_ledger DROP COLUMN seq;
