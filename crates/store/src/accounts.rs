@@ -63,6 +63,7 @@ struct NewTenantRow<'a> {
     credits: i64,
     created_at: DbTime,
     updated_at: DbTime,
+    ledger_seq: i64,
 }
 
 #[derive(Insertable)]
@@ -109,6 +110,8 @@ impl AccountRepository for AccountStore {
             credits: grant.balance_after,
             created_at: tenant.created_at.into(),
             updated_at: tenant.created_at.into(),
+            // The welcome grant is entry 1.
+            ledger_seq: 1,
         };
         let membership_row = NewMembershipRow {
             tenant_id: account.membership.tenant_id.as_str(),

@@ -154,28 +154,19 @@ impl ConversationRepository for ConversationStore {
             }
             // The tenant row is locked from here to the commit, and every chat of the tenant
             // needs it: only what needs the new balance comes after this point.
-            // What was held beyond the actual cost goes back to the balance.
-            let balance: i64 = diesel::update(tenants::table.filter(tenants::id.eq(tenant)))
-                .set(tenants::credits.eq(tenants::credits + (held - cost)))
-                .returning(tenants::credits)
+            // What was held beyond the actual cost goes back to the balance. The same statement
+            // gives what other chats still hold (the ledger runs on the settled balance) and this
+            // entry's number in the tenant's ledger.
+            let (balance, still_held, seq): (i64, i64, i64) = diesel::update(tenants::table.filter(tenants::id.eq(tenant)))
+                .set((
+                    tenants::credits.eq(tenants::credits + (held - cost)),
+                    tenants::held.eq(tenants::held - held),
+                    tenants::ledger_seq.eq(tenants::ledger_seq + 1),
+                ))
+                .returning((tenants::credits, tenants::held, tenants::ledger_seq))
                 .get_result(conn)
                 .await?;
-            // The ledger runs on the settled balance (available plus what other chats hold), so
-            // each entry's balance_after is the sum of the entries up to it whatever is in flight.
-            // (Summed here rather than in SQL: SUM(bigint) is numeric on PostgreSQL, and a
-            // tenant has only as many holds as chats in flight.)
-            let still_held: Vec<i64> = credit_holds::table
-                .filter(credit_holds::tenant_id.eq(tenant))
-                .select(credit_holds::amount)
-                .load(conn)
-                .await?;
-            let settled = balance + still_held.iter().sum::<i64>();
-            // Numbered while the tenant row is locked: the application order of the balance.
-            let last: Option<i64> = credit_ledger::table
-                .filter(credit_ledger::tenant_id.eq(tenant))
-                .select(diesel::dsl::max(credit_ledger::seq))
-                .first(conn)
-                .await?;
+            let settled = balance + still_held;
             diesel::insert_into(credit_ledger::table)
                 .values((
                     credit_ledger::id.eq(s.entry.id.as_str()),
@@ -185,7 +176,7 @@ impl ConversationRepository for ConversationStore {
                     credit_ledger::reason.eq(s.entry.reason.as_str()),
                     credit_ledger::created_at.eq(DbTime(s.entry.created_at)),
                     credit_ledger::reference.eq(s.entry.reference.as_deref()),
-                    credit_ledger::seq.eq(last.unwrap_or(0) + 1),
+                    credit_ledger::seq.eq(seq),
                 ))
                 .execute(conn)
                 .await?;

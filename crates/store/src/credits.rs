@@ -62,7 +62,7 @@ impl CreditRepository for CreditStore {
             let left: Option<i64> = diesel::update(
                 tenants::table.filter(tenants::id.eq(hold.tenant_id.as_str())).filter(tenants::credits.ge(amount)),
             )
-            .set(tenants::credits.eq(tenants::credits - amount))
+            .set((tenants::credits.eq(tenants::credits - amount), tenants::held.eq(tenants::held + amount)))
             .returning(tenants::credits)
             .get_result(conn)
             .await
@@ -90,7 +90,7 @@ impl CreditRepository for CreditStore {
                 .optional()?;
             if let Some((tenant, amount)) = released {
                 diesel::update(tenants::table.filter(tenants::id.eq(tenant)))
-                    .set(tenants::credits.eq(tenants::credits + amount))
+                    .set((tenants::credits.eq(tenants::credits + amount), tenants::held.eq(tenants::held - amount)))
                     .execute(conn)
                     .await?;
             }
@@ -172,24 +172,18 @@ impl CreditRepository for CreditStore {
                 ))
                 .execute(conn)
                 .await?;
-            let balance: i64 = diesel::update(tenants::table.filter(tenants::id.eq(purchase.tenant_id.as_str())))
-                .set(tenants::credits.eq(tenants::credits + purchase.credits))
-                .returning(tenants::credits)
-                .get_result(conn)
-                .await?;
-            // The ledger runs on the settled balance: available plus what chats in flight hold.
-            let held: Vec<i64> = credit_holds::table
-                .filter(credit_holds::tenant_id.eq(purchase.tenant_id.as_str()))
-                .select(credit_holds::amount)
-                .load(conn)
-                .await?;
-            let settled = balance + held.iter().sum::<i64>();
-            // Numbered while the tenant row is locked: the application order of the balance.
-            let last: Option<i64> = credit_ledger::table
-                .filter(credit_ledger::tenant_id.eq(purchase.tenant_id.as_str()))
-                .select(diesel::dsl::max(credit_ledger::seq))
-                .first(conn)
-                .await?;
+            // One statement, while it locks the tenant row, gives the new balance, what chats in
+            // flight hold (the ledger runs on the settled balance) and this entry's number.
+            let (balance, held, seq): (i64, i64, i64) =
+                diesel::update(tenants::table.filter(tenants::id.eq(purchase.tenant_id.as_str())))
+                    .set((
+                        tenants::credits.eq(tenants::credits + purchase.credits),
+                        tenants::ledger_seq.eq(tenants::ledger_seq + 1),
+                    ))
+                    .returning((tenants::credits, tenants::held, tenants::ledger_seq))
+                    .get_result(conn)
+                    .await?;
+            let settled = balance + held;
             diesel::insert_into(credit_ledger::table)
                 .values((
                     credit_ledger::id.eq(entry.id.as_str()),
@@ -199,7 +193,7 @@ impl CreditRepository for CreditStore {
                     credit_ledger::reason.eq(entry.reason.as_str()),
                     credit_ledger::created_at.eq(DbTime(entry.created_at)),
                     credit_ledger::reference.eq(entry.reference.as_deref()),
-                    credit_ledger::seq.eq(last.unwrap_or(0) + 1),
+                    credit_ledger::seq.eq(seq),
                 ))
                 .execute(conn)
                 .await?;

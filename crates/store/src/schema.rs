@@ -12,6 +12,8 @@ diesel::table! {
         credits -> BigInt,
         created_at -> UtcTime,
         updated_at -> UtcTime,
+        ledger_seq -> BigInt,
+        held -> BigInt,
     }
 }
 
