@@ -87,7 +87,7 @@ run_wrk() {
 
 report() { # backend route rps p50 p99 non2xx baseline
     local ratio
-    ratio=$(python3 -c "print(f'{float($3)/float($7):.2f}')")
+    ratio=$(python3 -c "print(f'{float($3)/float($7):.3f}')")
     printf '%-10s %-28s %12s %10s %10s %8s %10s\n' "$1" "$2" "$3" "$4" "$5" "${ratio}x" "$6"
 }
 
