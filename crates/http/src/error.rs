@@ -9,8 +9,8 @@ use actix_web::{HttpResponse, ResponseError};
 use agentry_domain::agents::{AgentError, ChatError};
 use agentry_domain::billing::BillingError;
 use agentry_domain::identity::{
-    AccessError, ApiKeyError, AuthenticateError, Forbidden, LoginError, LogoutError, MeError, RecoveryError,
-    RefreshError, RegisterError,
+    AccessError, ApiKeyError, Forbidden, LoginError, LogoutError, MeError, RecoveryError, RefreshError,
+    RegisterError,
 };
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use serde_json::{Value, json};
@@ -323,17 +323,6 @@ impl From<MeError> for ApiError {
         match e {
             MeError::Unauthorized => Self::unauthorized("the account no longer exists or is deactivated"),
             MeError::Unexpected(e) => Self::internal(e),
-        }
-    }
-}
-
-impl From<AuthenticateError> for ApiError {
-    fn from(e: AuthenticateError) -> Self {
-        match e {
-            AuthenticateError::Unauthorized(reason) => {
-                tracing::debug!(%reason, "access token refused");
-                Self::unauthorized("the access token is invalid or expired")
-            }
         }
     }
 }

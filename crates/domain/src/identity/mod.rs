@@ -25,6 +25,6 @@ pub use recovery::{
 };
 pub use refresh::{RefreshToken, RefreshTokenStatus};
 pub use service::{
-    AccountPolicy, AccountService, AccountServiceDeps, AuthenticateError, CurrentUser, LoginError,
-    LogoutError, MeError, RefreshError, RegisterCommand, RegisterError, Registration, TokenPair,
+    AccountPolicy, AccountService, AccountServiceDeps, CurrentUser, LoginError, LogoutError, MeError,
+    RefreshError, RegisterCommand, RegisterError, Registration, TokenPair,
 };

@@ -7,8 +7,8 @@ use secrecy::SecretString;
 
 use super::model::{Company, Email, FullName, Password, User};
 use super::ports::{
-    AccessTokenError, AccessTokens, AccountRepository, IssuedAccessToken, NewAccount, PasswordHasher,
-    RefreshTokenRepository, RotateOutcome,
+    AccessTokens, AccountRepository, IssuedAccessToken, NewAccount, PasswordHasher, RefreshTokenRepository,
+    RotateOutcome,
 };
 use super::refresh::{self, Decision, RefreshToken, RefreshTokenStatus};
 use crate::billing::{LedgerEntry, LedgerReason};
@@ -157,14 +157,6 @@ pub enum MeError {
     /// Storage failed.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
-}
-
-/// Why an access token was not accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthenticateError {
-    /// Missing, malformed, expired or forged.
-    #[error(transparent)]
-    Unauthorized(#[from] AccessTokenError),
 }
 
 /// The ports the account service uses.
@@ -360,14 +352,6 @@ impl AccountService {
             d.refresh_tokens.revoke_family(&token.family_id, d.clock.now()).await?;
         }
         Ok(())
-    }
-
-    /// Verifies an access token.
-    ///
-    /// # Errors
-    /// [`AuthenticateError::Unauthorized`] for anything but a valid, unexpired access token.
-    pub fn authenticate(&self, token: &str) -> Result<UserId, AuthenticateError> {
-        Ok(self.deps.access_tokens.verify(token)?.user_id)
     }
 
     /// The user and their tenants.
@@ -767,14 +751,5 @@ mod tests {
         m.accounts.expect_find_user().returning(|_| Ok(Some(user(false))));
         let err = m.service().me(&UserId::from_string("usr_ada")).await.unwrap_err();
         assert!(matches!(err, MeError::Unauthorized));
-    }
-
-    #[test]
-    fn authenticate_passes_token_errors_through() {
-        let mut m = Mocks::new();
-        m.access_tokens = MockAccessTokens::new();
-        m.access_tokens.expect_verify().returning(|_| Err(AccessTokenError::Expired));
-        let err = m.service().authenticate("t").unwrap_err();
-        assert!(matches!(err, AuthenticateError::Unauthorized(AccessTokenError::Expired)));
     }
 }

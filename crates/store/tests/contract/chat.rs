@@ -79,6 +79,13 @@ fn exchange(n: u32, hold_id: &str, cost: i64, threshold: i64, new: bool) -> Exch
     }
 }
 
+/// Holds 5 credits under `id`, as a chat does before it calls the model.
+async fn hold(credits: &CreditStore, id: &str) {
+    let hold =
+        CreditHold { id: CreditHoldId::from_string(id), tenant_id: tenant(), amount: 5, created_at: t0() };
+    assert!(credits.hold(&hold).await.unwrap().is_some());
+}
+
 async fn setup(db: &Database) -> (ConversationStore, CreditStore) {
     let agents = super::agents::setup(db).await;
     let created = Event {
@@ -94,15 +101,7 @@ async fn setup(db: &Database) -> (ConversationStore, CreditStore) {
 
 async fn an_exchange_stores_messages_charge_and_events_together(db: Database) {
     let (conversations, credits) = setup(&db).await;
-    credits
-        .hold(&CreditHold {
-            id: CreditHoldId::from_string("hld_1"),
-            tenant_id: tenant(),
-            amount: 5,
-            created_at: t0(),
-        })
-        .await
-        .unwrap();
+    hold(&credits, "hld_1").await;
     let left = conversations.record_exchange(&exchange(1, "hld_1", 2, 100, true)).await.unwrap();
     assert_eq!(left, 998, "held 5, charged 2, 3 returned");
     assert_eq!(
@@ -132,15 +131,7 @@ async fn an_exchange_stores_messages_charge_and_events_together(db: Database) {
     assert_eq!(db.count_rows("events").await.unwrap(), 3);
 
     // A second exchange in the same session.
-    credits
-        .hold(&CreditHold {
-            id: CreditHoldId::from_string("hld_2"),
-            tenant_id: tenant(),
-            amount: 5,
-            created_at: t0(),
-        })
-        .await
-        .unwrap();
+    hold(&credits, "hld_2").await;
     conversations.record_exchange(&exchange(2, "hld_2", 1, 100, false)).await.unwrap();
     let recent = conversations.recent(&SessionId::from_string("ses_1"), 3).await.unwrap();
     assert_eq!(recent.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["msg_1b", "msg_2a", "msg_2b"]);
@@ -161,15 +152,7 @@ async fn an_exchange_without_its_hold_stores_nothing(db: Database) {
 
 async fn crossing_the_low_threshold_adds_the_warning_event(db: Database) {
     let (conversations, credits) = setup(&db).await;
-    credits
-        .hold(&CreditHold {
-            id: CreditHoldId::from_string("hld_1"),
-            tenant_id: tenant(),
-            amount: 5,
-            created_at: t0(),
-        })
-        .await
-        .unwrap();
+    hold(&credits, "hld_1").await;
     // 1000 → 997 crosses a threshold of 999.
     conversations.record_exchange(&exchange(1, "hld_1", 3, 999, true)).await.unwrap();
     let events = EventStore::new(db.clone()).recent(&tenant(), 10).await.unwrap();
@@ -180,15 +163,7 @@ async fn crossing_the_low_threshold_adds_the_warning_event(db: Database) {
 
 async fn deleting_an_agent_deletes_its_conversations(db: Database) {
     let (conversations, credits) = setup(&db).await;
-    credits
-        .hold(&CreditHold {
-            id: CreditHoldId::from_string("hld_1"),
-            tenant_id: tenant(),
-            amount: 5,
-            created_at: t0(),
-        })
-        .await
-        .unwrap();
+    hold(&credits, "hld_1").await;
     conversations.record_exchange(&exchange(1, "hld_1", 1, 0, true)).await.unwrap();
     let agents = agentry_store::AgentStore::new(db.clone());
     assert!(agents.delete(&tenant(), &AgentId::from_string("agt_1")).await.unwrap());
