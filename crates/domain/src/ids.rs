@@ -119,6 +119,11 @@ id_type!(
     LedgerEntryId,
     "led"
 );
+id_type!(
+    /// Identifies a background job.
+    JobId,
+    "job"
+);
 
 #[cfg(test)]
 mod tests {
@@ -135,5 +140,43 @@ mod tests {
     fn generated_ids_carry_their_prefix() {
         assert_eq!(UserId::generate(&Fixed).as_str(), "usr_01");
         assert_eq!(TenantId::generate(&Fixed).to_string(), "ten_01");
+    }
+}
+
+impl SessionId {
+    /// Most characters of a session id.
+    pub const MAX_CHARS: usize = 128;
+
+    /// Validates a session id a client chose: 1–128 characters of `[A-Za-z0-9._:-]` and `_`
+    /// (the service's own ids look like `ses_01…`).
+    ///
+    /// # Errors
+    /// A [`FieldError`](crate::validation::FieldError) naming `session_id`.
+    pub fn parse(raw: &str) -> Result<Self, crate::validation::FieldError> {
+        use crate::validation::{FieldError, FieldErrorKind};
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || "._:-_".contains(c);
+        if raw.is_empty() || raw.chars().count() > Self::MAX_CHARS || !raw.chars().all(ok_char) {
+            return Err(FieldError::new(
+                "session_id",
+                FieldErrorKind::InvalidFormat,
+                "session_id must be 1–128 characters of letters, digits and . _ : -",
+            ));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod session_id_tests {
+    use super::SessionId;
+
+    #[test]
+    fn clients_choose_session_ids_within_a_small_alphabet() {
+        for ok in ["s-1", "user-42:support", "ses_01jc9", "a.b", &"x".repeat(128)] {
+            assert_eq!(SessionId::parse(ok).unwrap().as_str(), ok);
+        }
+        for bad in ["", "has space", "slash/no", "nul\u{0}", "é", &"x".repeat(129)] {
+            assert_eq!(SessionId::parse(bad).unwrap_err().field, "session_id", "{bad:?}");
+        }
     }
 }

@@ -6,9 +6,10 @@
 //! - [`agents`]: agents, conversations, the model port, chat.
 //! - [`billing`]: the credit ledger, holds, purchases.
 //! - [`events`]: domain events and their envelope (written to an outbox).
-//! - [`pagination`]: page requests.
+//! - [`pagination`]: page requests; [`patch`]: three-state fields of partial updates.
 //! - [`ids`], [`time`], [`secrets`]: identifiers, the clock and randomness, all behind ports so
 //!   tests are deterministic.
+//! - [`jobs`]: durable background work with leases and retries.
 //! - [`mail`]: the e-mail port; [`ratelimit`]: fixed-window quotas over a counting port.
 //! - [`validation`]: the field-level error type every value object reports with.
 
@@ -17,8 +18,10 @@ pub mod billing;
 pub mod events;
 pub mod identity;
 pub mod ids;
+pub mod jobs;
 pub mod mail;
 pub mod pagination;
+pub mod patch;
 pub mod ratelimit;
 pub mod secrets;
 pub mod tenancy;

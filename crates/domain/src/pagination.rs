@@ -40,8 +40,8 @@ impl Page {
                 "per_page",
             ),
         );
-        v.finish()?;
-        Ok(Self { page: page.unwrap_or(1), per_page: per_page.unwrap_or(Self::DEFAULT_PER_PAGE) })
+        let (page, per_page) = v.finish((page, per_page))?;
+        Ok(Self { page, per_page })
     }
 
     /// Rows to skip.

@@ -67,11 +67,12 @@ pub trait RateCounter: Send + Sync {
 /// The outcome of one rate-limited request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateStatus {
-    /// The per-minute limit (`X-RateLimit-Limit`); `None` when there is none.
+    /// The limit of the window that decided (`X-RateLimit-Limit`): the per-minute limit, or
+    /// the per-day one when the day's budget refused the request; `None` when there is none.
     pub limit: Option<u64>,
-    /// Requests left in the current minute (`X-RateLimit-Remaining`).
+    /// Requests left in that window (`X-RateLimit-Remaining`).
     pub remaining: u64,
-    /// When the current minute window ends, Unix seconds (`X-RateLimit-Reset`).
+    /// When that window ends, Unix seconds (`X-RateLimit-Reset`).
     pub reset_at: i64,
     /// When refused: seconds until a retry can succeed (`Retry-After`).
     pub retry_after: Option<u64>,
@@ -137,7 +138,10 @@ impl RateLimiter {
             let day = window_start(now, DAY);
             let count = self.counter.hit(&format!("{subject}:d"), day, DAY).await?;
             if count > limit {
+                // The day window refused: the headers describe it, not the minute.
+                status.limit = Some(limit);
                 status.remaining = 0;
+                status.reset_at = day + DAY;
                 status.retry_after = Some(u64::try_from(day + DAY - now).unwrap_or(1).max(1));
             } else if quota.per_minute.is_none() {
                 status.remaining = limit - count;
@@ -211,6 +215,7 @@ mod tests {
             .unwrap();
         assert_eq!(status.retry_after, Some(100));
         assert_eq!(status.remaining, 0);
+        assert_eq!((status.limit, status.reset_at), (Some(1000), 86_400 * 3), "the headers describe the day");
     }
 
     #[test]

@@ -11,13 +11,14 @@ pub use chat::{
     NoRecall, TokenCounter, build_prompt, count_prompt,
 };
 pub use model::{
-    Agent, AgentChanges, AgentConfig, AgentFields, AgentName, AgentStatus, AgentType, MAX_COMPLETION_TOKENS,
-    MemoryType,
+    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges, MAX_COMPLETION_TOKENS,
+    MAX_DESCRIPTION_CHARS, MAX_MODEL_CHARS, MAX_SYSTEM_PROMPT_CHARS, MAX_TEMPERATURE, MemoryType, NewAgent,
+    description, memory_types,
 };
-pub use ports::{AgentRepository, ConversationRepository, Exchange};
+pub use ports::{AgentRepository, ConversationRepository, Exchange, ExchangeOutcome};
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockAgentRepository, MockConversationRepository};
 pub use service::{
     AgentError, AgentService, ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings,
-    MAX_MESSAGE_CHARS,
+    MAX_MESSAGE_CHARS, affordable_completion, chat_message,
 };

@@ -6,8 +6,10 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::events::AgentData;
 use crate::ids::{AgentId, TenantId};
-use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_length};
+use crate::patch::Patch;
+use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_long_text, check_text};
 
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident, $field:literal { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
@@ -92,8 +94,12 @@ crate::bounded_text!(
 pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
 /// Most characters of a system prompt.
 pub const MAX_SYSTEM_PROMPT_CHARS: usize = 16_000;
+/// Most characters of a model name.
+pub const MAX_MODEL_CHARS: usize = 200;
 /// Largest `max_tokens`.
 pub const MAX_COMPLETION_TOKENS: u32 = 32_000;
+/// Highest sampling temperature.
+pub const MAX_TEMPERATURE: f64 = 2.0;
 
 /// How an agent talks to its model. Every field is optional; the service's defaults fill in.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -109,84 +115,65 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
-    /// Validates a raw `config` object. Unknown keys are ignored.
+    /// Validates a model name: 1–200 characters after trimming, one line.
     ///
     /// # Errors
-    /// A [`FieldError`] naming `config.<key>` for a value of the wrong type or out of range.
-    pub fn from_json(value: &Value) -> Result<Self, FieldError> {
-        let object = value.as_object().ok_or_else(|| {
-            FieldError::new("config", FieldErrorKind::InvalidType, "config must be an object")
-        })?;
-        let get = |k: &str| object.get(k).filter(|v| !v.is_null());
-        let model = match get("model") {
-            None => None,
-            Some(Value::String(s)) => {
-                check_length(s.trim(), 1, 200, "config.model")?;
-                Some(s.trim().to_owned())
-            }
-            Some(_) => {
-                return Err(FieldError::new(
-                    "config.model",
-                    FieldErrorKind::InvalidType,
-                    "config.model must be a string",
-                ));
-            }
-        };
-        let temperature = match get("temperature") {
-            None => None,
-            Some(v) => {
-                let t = v.as_f64().ok_or_else(|| {
-                    FieldError::new(
-                        "config.temperature",
-                        FieldErrorKind::InvalidType,
-                        "config.temperature must be a number",
-                    )
-                })?;
-                if !(0.0..=2.0).contains(&t) {
-                    return Err(FieldError::new(
-                        "config.temperature",
-                        FieldErrorKind::OutOfRange,
-                        "config.temperature must be between 0 and 2",
-                    ));
-                }
-                Some(t)
-            }
-        };
-        let system_prompt = match get("system_prompt") {
-            None => None,
-            Some(Value::String(s)) => {
-                check_length(s, 0, MAX_SYSTEM_PROMPT_CHARS, "config.system_prompt")?;
-                Some(s.clone())
-            }
-            Some(_) => {
-                return Err(FieldError::new(
-                    "config.system_prompt",
-                    FieldErrorKind::InvalidType,
-                    "config.system_prompt must be a string",
-                ));
-            }
-        };
-        let max_tokens = match get("max_tokens") {
-            None => None,
-            Some(v) => {
-                let n = v.as_u64().ok_or_else(|| {
-                    FieldError::new(
-                        "config.max_tokens",
-                        FieldErrorKind::InvalidType,
-                        "config.max_tokens must be a positive integer",
-                    )
-                })?;
-                if !(1..=u64::from(MAX_COMPLETION_TOKENS)).contains(&n) {
-                    return Err(FieldError::new(
-                        "config.max_tokens",
-                        FieldErrorKind::OutOfRange,
-                        format!("config.max_tokens must be between 1 and {MAX_COMPLETION_TOKENS}"),
-                    ));
-                }
-                u32::try_from(n).ok()
-            }
-        };
-        Ok(Self { model, temperature, system_prompt, max_tokens })
+    /// A [`FieldError`] naming `config.model`.
+    pub fn model(raw: &str) -> Result<String, FieldError> {
+        check_text(raw, "config.model", TextKind::SingleLine)?;
+        check_length(raw.trim(), 1, MAX_MODEL_CHARS, "config.model")?;
+        Ok(raw.trim().to_owned())
+    }
+
+    /// Validates a sampling temperature: 0–2.
+    ///
+    /// # Errors
+    /// A [`FieldError`] naming `config.temperature`.
+    pub fn temperature(raw: f64) -> Result<f64, FieldError> {
+        if (0.0..=MAX_TEMPERATURE).contains(&raw) {
+            Ok(raw)
+        } else {
+            Err(FieldError::new(
+                "config.temperature",
+                FieldErrorKind::OutOfRange,
+                "config.temperature must be between 0 and 2",
+            ))
+        }
+    }
+
+    /// Validates a system prompt: up to 16,000 characters; tabs and line breaks allowed.
+    ///
+    /// # Errors
+    /// A [`FieldError`] naming `config.system_prompt`.
+    pub fn system_prompt(raw: String) -> Result<String, FieldError> {
+        check_long_text(&raw, 0, MAX_SYSTEM_PROMPT_CHARS, "config.system_prompt")?;
+        Ok(raw)
+    }
+
+    /// Validates `max_tokens`: 1–32,000.
+    ///
+    /// # Errors
+    /// A [`FieldError`] naming `config.max_tokens`.
+    pub fn max_tokens(raw: i64) -> Result<u32, FieldError> {
+        u32::try_from(raw).ok().filter(|n| (1..=MAX_COMPLETION_TOKENS).contains(n)).ok_or_else(|| {
+            FieldError::new(
+                "config.max_tokens",
+                FieldErrorKind::OutOfRange,
+                format!("config.max_tokens must be between 1 and {MAX_COMPLETION_TOKENS}"),
+            )
+        })
+    }
+
+    /// Reads a stored config. Unknown keys are ignored, invalid values dropped: what was stored
+    /// was validated on the way in.
+    pub fn from_stored(value: &Value) -> Self {
+        let text = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
+        Self {
+            model: text("model"),
+            temperature: value.get("temperature").and_then(Value::as_f64),
+            system_prompt: text("system_prompt"),
+            max_tokens: value.get("max_tokens").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()),
+        }
     }
 
     /// The config as the API shows it (absent values as null).
@@ -198,6 +185,27 @@ impl AgentConfig {
             "max_tokens": self.max_tokens,
         })
     }
+}
+
+/// Validates a description: up to 2,000 characters, tabs and line breaks allowed; blank text
+/// means none.
+///
+/// # Errors
+/// A [`FieldError`] naming `description`.
+pub fn description(raw: String) -> Result<Option<String>, FieldError> {
+    check_long_text(&raw, 0, MAX_DESCRIPTION_CHARS, "description")?;
+    Ok(Some(raw).filter(|d| !d.trim().is_empty()))
+}
+
+/// Validates a list of memory types, dropping duplicates.
+///
+/// # Errors
+/// A [`FieldError`] naming `memory_types` for an unknown type.
+pub fn memory_types(raw: &[String]) -> Result<Vec<MemoryType>, FieldError> {
+    let mut types = raw.iter().map(|t| t.parse::<MemoryType>()).collect::<Result<Vec<_>, _>>()?;
+    types.sort();
+    types.dedup();
+    Ok(types)
 }
 
 /// An agent.
@@ -226,41 +234,58 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// The agent as event data and API body share it.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "tenant_id": self.tenant_id,
-            "name": self.name.as_str(),
-            "type": self.agent_type.as_str(),
-            "status": self.status.as_str(),
-            "description": self.description,
-            "memory_types": self.memory_types.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
-            "config": self.config.to_json(),
-            "created_at": self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "updated_at": self.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        })
+    /// The agent as event data shows it.
+    pub fn to_data(&self) -> AgentData {
+        AgentData {
+            id: self.id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            name: self.name.as_str().to_owned(),
+            agent_type: self.agent_type.as_str().to_owned(),
+            status: self.status.as_str().to_owned(),
+            description: self.description.clone(),
+            memory_types: self.memory_types.iter().map(|m| m.as_str().to_owned()).collect(),
+            config: self.config.to_json(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
     }
 }
 
-/// The fields of an agent as a client sends them, before validation. `None` means absent.
-#[derive(Debug, Clone, Default)]
-pub struct AgentFields {
-    /// `name`.
-    pub name: Option<String>,
-    /// `type`.
-    pub agent_type: Option<String>,
-    /// `status`.
-    pub status: Option<String>,
-    /// `description`.
+/// A validated new agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAgent {
+    /// Its name.
+    pub name: AgentName,
+    /// What it is for (default `assistant`).
+    pub agent_type: AgentType,
+    /// Whether it answers (default `active`).
+    pub status: AgentStatus,
+    /// A description.
     pub description: Option<String>,
-    /// `memory_types`.
-    pub memory_types: Option<Vec<String>>,
-    /// `config`, a JSON object.
-    pub config: Option<Value>,
+    /// Kinds of memory it keeps.
+    pub memory_types: Vec<MemoryType>,
+    /// Model settings.
+    pub config: AgentConfig,
 }
 
-/// A validated change to an agent; absent fields stay as they are.
+/// A validated change of an agent's config. `reset` (the request's `config: null`) clears
+/// every key first; then each key is kept, cleared or set.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigChanges {
+    /// Clear every key before applying the others.
+    pub reset: bool,
+    /// `config.model`.
+    pub model: Patch<String>,
+    /// `config.temperature`.
+    pub temperature: Patch<f64>,
+    /// `config.system_prompt`.
+    pub system_prompt: Patch<String>,
+    /// `config.max_tokens`.
+    pub max_tokens: Patch<u32>,
+}
+
+/// A validated partial update of an agent: absent fields stay as they are. Fields that cannot
+/// be empty (`name`, `type`, `status`) have no null state; the request refuses null for them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentChanges {
     /// New name.
@@ -269,61 +294,15 @@ pub struct AgentChanges {
     pub agent_type: Option<AgentType>,
     /// New status.
     pub status: Option<AgentStatus>,
-    /// New description (an empty string clears it).
-    pub description: Option<Option<String>>,
-    /// New memory types.
-    pub memory_types: Option<Vec<MemoryType>>,
-    /// Config keys to change; keys absent from the request keep their value.
-    pub config: Option<Value>,
+    /// New description; null (or blank text) clears it.
+    pub description: Patch<String>,
+    /// New memory types; null clears them.
+    pub memory_types: Patch<Vec<MemoryType>>,
+    /// Config keys to change.
+    pub config: ConfigChanges,
 }
 
 impl AgentChanges {
-    /// Validates raw fields. With `creating`, `name` is required.
-    ///
-    /// # Errors
-    /// [`ValidationErrors`] naming every bad field.
-    pub fn new(fields: AgentFields, creating: bool) -> Result<Self, ValidationErrors> {
-        let mut v = Validator::new();
-        let name = if creating {
-            v.required("name", fields.name, |n| AgentName::new(&n)).map(Some)
-        } else {
-            v.optional("name", fields.name, |n| AgentName::new(&n))
-        };
-        let agent_type = v.optional("type", fields.agent_type, |t| t.parse());
-        let status = v.optional("status", fields.status, |s| s.parse());
-        let description = v.optional("description", fields.description, |d| {
-            check_length(&d, 0, MAX_DESCRIPTION_CHARS, "description")?;
-            Ok(Some(d).filter(|d| !d.trim().is_empty()))
-        });
-        let memory_types = v.optional("memory_types", fields.memory_types, |raw| {
-            let mut types = raw.iter().map(|t| t.parse::<MemoryType>()).collect::<Result<Vec<_>, _>>()?;
-            types.sort();
-            types.dedup();
-            Ok(types)
-        });
-        // Checked by hand: its errors name the nested key (`config.temperature`), which the
-        // validator would rename to `config`.
-        let config = match fields.config {
-            Some(c) => match AgentConfig::from_json(&c) {
-                Ok(_) => Some(Some(c)),
-                Err(e) => {
-                    v.push(e);
-                    None
-                }
-            },
-            None => Some(None),
-        };
-        v.finish()?;
-        Ok(Self {
-            name: name.flatten(),
-            agent_type: agent_type.flatten(),
-            status: status.flatten(),
-            description: description.flatten(),
-            memory_types: memory_types.flatten(),
-            config: config.flatten(),
-        })
-    }
-
     /// `agent` with these changes applied at `now`.
     pub fn apply(&self, agent: &Agent, now: DateTime<Utc>) -> Agent {
         let mut next = agent.clone();
@@ -336,26 +315,34 @@ impl AgentChanges {
         if let Some(s) = self.status {
             next.status = s;
         }
-        if let Some(d) = &self.description {
-            next.description = d.clone();
-        }
-        if let Some(m) = &self.memory_types {
-            next.memory_types = m.clone();
-        }
-        if let Some(patch) = self.config.as_ref().and_then(Value::as_object) {
-            let mut merged = agent.config.to_json();
-            if let Some(target) = merged.as_object_mut() {
-                for (k, v) in patch {
-                    target.insert(k.clone(), v.clone());
-                }
-            }
-            // Validated in `new`, and merging validated keys into a valid config keeps it valid.
-            if let Ok(config) = AgentConfig::from_json(&merged) {
-                next.config = config;
-            }
-        }
+        next.description = self.description.clone().apply_to(next.description);
+        next.memory_types = self.memory_types.clone().apply_to(Some(next.memory_types)).unwrap_or_default();
+        let c = &self.config;
+        let base = if c.reset { AgentConfig::default() } else { next.config };
+        next.config = AgentConfig {
+            model: c.model.clone().apply_to(base.model),
+            temperature: c.temperature.apply_to(base.temperature),
+            system_prompt: c.system_prompt.clone().apply_to(base.system_prompt),
+            max_tokens: c.max_tokens.apply_to(base.max_tokens),
+        };
         next.updated_at = now;
         next
+    }
+
+    /// The names of the fields that differ between `before` and `after`.
+    pub fn changed_fields(before: &Agent, after: &Agent) -> Vec<String> {
+        [
+            ("name", before.name != after.name),
+            ("type", before.agent_type != after.agent_type),
+            ("status", before.status != after.status),
+            ("description", before.description != after.description),
+            ("memory_types", before.memory_types != after.memory_types),
+            ("config", before.config != after.config),
+        ]
+        .into_iter()
+        .filter(|(_, changed)| *changed)
+        .map(|(name, _)| name.to_owned())
+        .collect()
     }
 }
 
@@ -365,62 +352,27 @@ mod tests {
 
     use super::*;
 
-    fn fields(v: Value) -> AgentFields {
-        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-        AgentFields {
-            name: s("name"),
-            agent_type: s("type"),
-            status: s("status"),
-            description: s("description"),
-            memory_types: v
-                .get("memory_types")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
-            config: v.get("config").cloned(),
-        }
+    #[test]
+    fn config_values_are_bounded() {
+        assert_eq!(AgentConfig::temperature(-0.1).unwrap_err().field, "config.temperature");
+        assert_eq!(AgentConfig::temperature(2.0).unwrap(), 2.0);
+        assert!(AgentConfig::temperature(f64::NAN).is_err());
+        assert_eq!(AgentConfig::max_tokens(0).unwrap_err().kind, FieldErrorKind::OutOfRange);
+        assert_eq!(AgentConfig::max_tokens(i64::MAX).unwrap_err().field, "config.max_tokens");
+        assert_eq!(AgentConfig::max_tokens(10).unwrap(), 10);
+        assert_eq!(AgentConfig::model("  gpt  ").unwrap(), "gpt");
+        assert!(AgentConfig::model("  ").is_err());
+        assert!(AgentConfig::model("a\u{0}").is_err());
+        assert!(AgentConfig::system_prompt("line\nline".into()).is_ok());
+        assert!(AgentConfig::system_prompt("nul\u{0}".into()).is_err());
+        assert_eq!(memory_types(&["episodic".into(), "semantic".into(), "episodic".into()]).unwrap().len(), 2);
+        assert_eq!(memory_types(&["dreams".into()]).unwrap_err().kind, FieldErrorKind::InvalidValue);
+        assert_eq!(description("   ".into()).unwrap(), None);
     }
 
-    #[test]
-    fn creation_requires_a_name_and_checks_every_field() {
-        let err = AgentChanges::new(
-            fields(json!({"type": "robot", "memory_types": ["semantic", "dreams"], "config": {"temperature": 9}})),
-            true,
-        )
-        .unwrap_err();
-        let got: Vec<(&str, &str)> = err.0.iter().map(|e| (e.field.as_str(), e.kind.code())).collect();
-        assert_eq!(
-            got,
-            [
-                ("name", "missing_required_field"),
-                ("type", "invalid_value"),
-                ("memory_types", "invalid_value"),
-                ("config.temperature", "out_of_range")
-            ]
-        );
-    }
-
-    #[test]
-    fn config_values_are_typed_and_bounded() {
-        for (config, field) in [
-            (json!({"temperature": "hot"}), "config.temperature"),
-            (json!({"temperature": -0.1}), "config.temperature"),
-            (json!({"max_tokens": 0}), "config.max_tokens"),
-            (json!({"max_tokens": 1.5}), "config.max_tokens"),
-            (json!({"model": 3}), "config.model"),
-            (json!({"system_prompt": []}), "config.system_prompt"),
-            (json!([1]), "config"),
-        ] {
-            assert_eq!(AgentConfig::from_json(&config).unwrap_err().field, field, "{config}");
-        }
-        let ok = AgentConfig::from_json(&json!({"model": "m", "temperature": 2, "max_tokens": 10, "x": 1}))
-            .unwrap();
-        assert_eq!(ok.temperature, Some(2.0));
-    }
-
-    #[test]
-    fn a_patch_changes_only_what_it_names_and_merges_config() {
+    fn agent() -> Agent {
         let t0 = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
-        let agent = Agent {
+        Agent {
             id: AgentId::from_string("agt_1"),
             tenant_id: TenantId::from_string("ten_1"),
             name: AgentName::new("Helper").unwrap(),
@@ -428,19 +380,54 @@ mod tests {
             status: AgentStatus::Active,
             description: Some("d".into()),
             memory_types: vec![MemoryType::Semantic],
-            config: AgentConfig { model: Some("m".into()), temperature: Some(0.5), ..AgentConfig::default() },
+            config: AgentConfig {
+                model: Some("m".into()),
+                temperature: Some(0.5),
+                system_prompt: Some("be brief".into()),
+                max_tokens: Some(100),
+            },
             created_at: t0,
             updated_at: t0,
+        }
+    }
+
+    #[test]
+    fn a_patch_keeps_clears_or_sets_each_field() {
+        let agent = agent();
+        let later = agent.created_at + chrono::Duration::seconds(5);
+        let changes = AgentChanges {
+            status: Some(AgentStatus::Paused),
+            description: Patch::Null,
+            config: ConfigChanges {
+                temperature: Patch::Value(1.0),
+                system_prompt: Patch::Null,
+                ..ConfigChanges::default()
+            },
+            ..AgentChanges::default()
         };
-        let changes =
-            AgentChanges::new(fields(json!({"status": "paused", "config": {"temperature": 1.0}})), false)
-                .unwrap();
-        let next = changes.apply(&agent, t0 + chrono::Duration::seconds(5));
+        let next = changes.apply(&agent, later);
         assert_eq!(next.status, AgentStatus::Paused);
+        assert_eq!(next.description, None, "null clears");
         assert_eq!(next.config.temperature, Some(1.0));
-        assert_eq!(next.config.model.as_deref(), Some("m"), "unnamed config keys are kept");
+        assert_eq!(next.config.system_prompt, None, "null clears a config key");
+        assert_eq!(next.config.model.as_deref(), Some("m"), "absent config keys are kept");
+        assert_eq!(next.memory_types, agent.memory_types, "absent fields are kept");
         assert_eq!(next.name, agent.name);
-        assert_eq!(next.updated_at, t0 + chrono::Duration::seconds(5));
-        assert_eq!(next.created_at, t0);
+        assert_eq!(next.updated_at, later);
+        assert_eq!(next.created_at, agent.created_at);
+        assert_eq!(AgentChanges::changed_fields(&agent, &next), ["status", "description", "config"]);
+    }
+
+    #[test]
+    fn a_null_config_resets_it_before_the_keys_given() {
+        let agent = agent();
+        let changes = AgentChanges {
+            config: ConfigChanges { reset: true, max_tokens: Patch::Value(5), ..ConfigChanges::default() },
+            memory_types: Patch::Null,
+            ..AgentChanges::default()
+        };
+        let next = changes.apply(&agent, agent.created_at);
+        assert_eq!(next.config, AgentConfig { max_tokens: Some(5), ..AgentConfig::default() });
+        assert!(next.memory_types.is_empty());
     }
 }

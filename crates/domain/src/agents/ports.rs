@@ -33,8 +33,8 @@ pub trait AgentRepository: Send + Sync {
 /// A completed chat exchange, stored as one unit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Exchange {
-    /// The conversation, with `true` when it starts with this exchange.
-    pub session: (SessionId, bool),
+    /// The conversation; created with this exchange when it does not exist yet.
+    pub session_id: SessionId,
     /// The user's message.
     pub user_message: Message,
     /// The agent's reply.
@@ -45,21 +45,45 @@ pub struct Exchange {
     pub events: Vec<Event>,
 }
 
-/// Conversations and their messages.
+/// What storing an exchange did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExchangeOutcome {
+    /// Stored and charged; the tenant's available balance after it.
+    Recorded {
+        /// The available balance.
+        remaining: i64,
+    },
+    /// The agent was deleted while the model answered: nothing was stored or charged.
+    AgentGone,
+}
+
+/// Conversations and their messages. A conversation is identified by its session id within
+/// one (tenant, agent): the same id with another agent is another conversation.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
 pub trait ConversationRepository: Send + Sync {
-    /// The agent a conversation of the tenant belongs to.
-    async fn session_agent(&self, tenant: &TenantId, session: &SessionId) -> anyhow::Result<Option<AgentId>>;
+    /// The last `limit` messages of a conversation, oldest first; none when it does not exist.
+    async fn recent(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        session: &SessionId,
+        limit: u32,
+    ) -> anyhow::Result<Vec<Message>>;
 
-    /// The last `limit` messages of a conversation, oldest first.
-    async fn recent(&self, session: &SessionId, limit: u32) -> anyhow::Result<Vec<Message>>;
-
-    /// A page of a conversation, oldest first, and how many messages it has.
-    async fn page(&self, session: &SessionId, page: Page) -> anyhow::Result<(Vec<Message>, u64)>;
+    /// A page of a conversation, oldest first, and how many messages it has; `None` when the
+    /// conversation does not exist.
+    async fn page(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        session: &SessionId,
+        page: Page,
+    ) -> anyhow::Result<Option<(Vec<Message>, u64)>>;
 
     /// In one transaction: creates the conversation if new, stores both messages, settles the
     /// credit hold (charge, ledger entry, return of the rest, the low-balance event if the
-    /// balance crosses the threshold) and stores the events. Returns the balance left.
-    async fn record_exchange(&self, exchange: &Exchange) -> anyhow::Result<i64>;
+    /// balance crosses the threshold) and stores the events. MUST answer
+    /// [`ExchangeOutcome::AgentGone`], storing nothing, when the agent no longer exists.
+    async fn record_exchange(&self, exchange: &Exchange) -> anyhow::Result<ExchangeOutcome>;
 }

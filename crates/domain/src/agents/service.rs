@@ -2,22 +2,24 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use chrono::{DateTime, Utc};
 
 use super::chat::{
-    ChatModel, ChatRole, CompletionRequest, MemoryRecall, Message, ModelError, TokenCounter, build_prompt,
-    count_prompt,
+    ChatModel, ChatRole, Completion, CompletionRequest, MemoryRecall, Message, ModelError, TokenCounter,
+    build_prompt, count_prompt,
 };
-use super::model::{Agent, AgentChanges, AgentConfig, AgentFields, AgentStatus, AgentType};
-use super::ports::{AgentRepository, ConversationRepository, Exchange};
-use crate::billing::{CreditHold, CreditRepository, LedgerEntry, LedgerReason, Settlement, chat_cost};
-use crate::events::{Event, EventType};
+use super::model::{Agent, AgentChanges, AgentStatus, NewAgent};
+use super::ports::{AgentRepository, ConversationRepository, Exchange, ExchangeOutcome};
+use crate::billing::{
+    CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement, chat_cost,
+};
+use crate::events::{Event, EventPayload, MessageCompletedData, MessageCreatedData};
 use crate::identity::{Forbidden, Principal};
 use crate::ids::{AgentId, CreditHoldId, EventId, IdGenerator, LedgerEntryId, MessageId, SessionId};
 use crate::pagination::Page;
 use crate::tenancy::Permission;
 use crate::time::Clock;
-use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, check_length};
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, check_long_text};
 
 /// Why an agent operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,29 +61,24 @@ impl AgentService {
     /// Creates an agent in the caller's tenant and announces it (`agent.created`).
     ///
     /// # Errors
-    /// [`AgentError::Forbidden`] without `agents:write`; [`AgentError::Invalid`].
-    pub async fn create(&self, caller: &Principal, fields: AgentFields) -> Result<Agent, AgentError> {
+    /// [`AgentError::Forbidden`] without `agents:write`.
+    pub async fn create(&self, caller: &Principal, new: NewAgent) -> Result<Agent, AgentError> {
         caller.require(Permission::AgentsWrite)?;
-        let changes = AgentChanges::new(fields, true)?;
         let now = self.clock.now();
-        let Some(name) = changes.name.clone() else {
-            return Err(ValidationErrors::one(FieldError::missing("name")).into());
-        };
-        let blank = Agent {
+        let agent = Agent {
             id: AgentId::generate(self.ids.as_ref()),
             tenant_id: caller.tenant_id.clone(),
-            name,
-            agent_type: AgentType::Assistant,
-            status: AgentStatus::Active,
-            description: None,
-            memory_types: Vec::new(),
-            config: AgentConfig::default(),
+            name: new.name,
+            agent_type: new.agent_type,
+            status: new.status,
+            description: new.description,
+            memory_types: new.memory_types,
+            config: new.config,
             created_at: now,
             updated_at: now,
         };
-        let agent = changes.apply(&blank, now);
         let event =
-            Event::new(self.ids.as_ref(), &agent.tenant_id, EventType::AgentCreated, agent.to_json(), now);
+            Event::new(self.ids.as_ref(), &agent.tenant_id, EventPayload::AgentCreated(agent.to_data()), now);
         self.agents.create(&agent, &event).await?;
         Ok(agent)
     }
@@ -107,25 +104,22 @@ impl AgentService {
     /// Applies a partial update and announces it (`agent.updated`).
     ///
     /// # Errors
-    /// [`AgentError::NotFound`], [`AgentError::Invalid`], [`AgentError::Forbidden`].
+    /// [`AgentError::NotFound`], [`AgentError::Forbidden`].
     pub async fn update(
         &self,
         caller: &Principal,
         id: &AgentId,
-        fields: AgentFields,
+        changes: AgentChanges,
     ) -> Result<Agent, AgentError> {
         caller.require(Permission::AgentsWrite)?;
-        let changes = AgentChanges::new(fields, false)?;
         let current = self.agents.get(&caller.tenant_id, id).await?.ok_or(AgentError::NotFound)?;
         let now = self.clock.now();
         let agent = changes.apply(&current, now);
-        let event = Event::new(
-            self.ids.as_ref(),
-            &agent.tenant_id,
-            EventType::AgentUpdated,
-            json!({ "agent": agent.to_json(), "changed": changed_fields(&current, &agent) }),
-            now,
-        );
+        let payload = EventPayload::AgentUpdated {
+            agent: agent.to_data(),
+            changed: AgentChanges::changed_fields(&current, &agent),
+        };
+        let event = Event::new(self.ids.as_ref(), &agent.tenant_id, payload, now);
         if self.agents.update(&agent, &event).await? { Ok(agent) } else { Err(AgentError::NotFound) }
     }
 
@@ -137,29 +131,6 @@ impl AgentService {
         caller.require(Permission::AgentsWrite)?;
         if self.agents.delete(&caller.tenant_id, id).await? { Ok(()) } else { Err(AgentError::NotFound) }
     }
-}
-
-fn changed_fields(before: &Agent, after: &Agent) -> Vec<&'static str> {
-    let mut changed = Vec::new();
-    if before.name != after.name {
-        changed.push("name");
-    }
-    if before.agent_type != after.agent_type {
-        changed.push("type");
-    }
-    if before.status != after.status {
-        changed.push("status");
-    }
-    if before.description != after.description {
-        changed.push("description");
-    }
-    if before.memory_types != after.memory_types {
-        changed.push("memory_types");
-    }
-    if before.config != after.config {
-        changed.push("config");
-    }
-    changed
 }
 
 /// Settings of chat.
@@ -189,17 +160,30 @@ impl Default for ChatSettings {
     }
 }
 
-/// A chat message as received.
-#[derive(Debug, Clone)]
-pub struct ChatInput {
-    /// The message; 1–32,000 characters.
-    pub message: Option<String>,
-    /// The conversation to continue; absent starts a new one.
-    pub session_id: Option<String>,
-}
-
 /// Most characters of one chat message.
 pub const MAX_MESSAGE_CHARS: usize = 32_000;
+
+/// Validates a chat message: 1–32,000 characters, not only white space; tabs and line breaks
+/// allowed, other control characters not.
+///
+/// # Errors
+/// A [`FieldError`] naming `message`.
+pub fn chat_message(raw: String) -> Result<String, FieldError> {
+    check_long_text(&raw, 1, MAX_MESSAGE_CHARS, "message")?;
+    if raw.trim().is_empty() {
+        return Err(FieldError::new("message", FieldErrorKind::TooShort, "message must not be empty"));
+    }
+    Ok(raw)
+}
+
+/// A validated chat message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatInput {
+    /// The message (see [`chat_message`]).
+    pub message: String,
+    /// The conversation to continue or start; absent starts one with a new `ses_…` id.
+    pub session_id: Option<SessionId>,
+}
 
 /// An agent's answer.
 #[derive(Debug, Clone)]
@@ -223,7 +207,7 @@ pub enum ChatError {
     /// Invalid input.
     #[error(transparent)]
     Invalid(#[from] ValidationErrors),
-    /// No such agent in the caller's tenant.
+    /// No such agent in the caller's tenant (also: deleted while the chat ran).
     #[error("no such agent")]
     AgentNotFound,
     /// No such conversation with this agent.
@@ -232,10 +216,10 @@ pub enum ChatError {
     /// The agent is paused.
     #[error("the agent is paused")]
     AgentPaused,
-    /// The balance does not cover the chat's maximum cost.
-    #[error("not enough credits: this message may cost up to {needed}")]
+    /// The balance does not cover the prompt and one token of reply.
+    #[error("not enough credits: this message needs at least {needed}")]
     InsufficientCredits {
-        /// The credits the chat holds while it runs.
+        /// The credits the smallest possible exchange costs.
         needed: i64,
     },
     /// The model failed; nothing was charged or stored.
@@ -280,16 +264,23 @@ pub struct ChatService {
     settings: ChatSettings,
 }
 
+/// Tokens a completion may use so that prompt and reply together cost at most `credits`.
+pub fn affordable_completion(credits: i64, prompt_tokens: u64) -> u64 {
+    u64::try_from(credits).unwrap_or(0).saturating_mul(1000).saturating_sub(prompt_tokens)
+}
+
 impl ChatService {
     /// A service over `deps` with `settings`.
     pub fn new(deps: ChatServiceDeps, settings: ChatSettings) -> Self {
         Self { deps, settings }
     }
 
-    /// Sends `input` to an agent: holds the most the exchange can cost (402 before the model
-    /// is called when the balance cannot cover it), asks the model, then stores both messages,
-    /// the charge and the events in one transaction. A model failure releases the hold and
-    /// stores nothing.
+    /// Sends `input` to an agent: holds the most the exchange can cost, asks the model, then
+    /// stores both messages, the charge and the events in one transaction. When the balance
+    /// covers the prompt but not the agent's whole `max_tokens`, the reply is capped at what the
+    /// balance pays, so the last credits can be spent; 402 comes, before the model is called,
+    /// only when not even the prompt and one token of reply are covered. A model failure
+    /// releases the hold and stores nothing.
     ///
     /// # Errors
     /// See [`ChatError`].
@@ -301,50 +292,47 @@ impl ChatService {
     ) -> Result<ChatReply, ChatError> {
         caller.require(Permission::AgentsWrite)?;
         let d = &self.deps;
-        let message = validate_message(input.message)?;
         let agent = d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
         if agent.status == AgentStatus::Paused {
             return Err(ChatError::AgentPaused);
         }
-        let (session_id, is_new) = match input.session_id.filter(|s| !s.trim().is_empty()) {
-            Some(raw) => {
-                let session = SessionId::from_string(raw);
-                match d.conversations.session_agent(&caller.tenant_id, &session).await? {
-                    Some(owner) if owner == agent.id => (session, false),
-                    _ => return Err(ChatError::SessionNotFound),
-                }
+        // A client's own id continues its conversation, or starts it on first use.
+        let (session_id, history) = match input.session_id {
+            Some(session) => {
+                let history = d
+                    .conversations
+                    .recent(&caller.tenant_id, &agent.id, &session, self.settings.history_messages)
+                    .await?;
+                (session, history)
             }
-            None => (SessionId::generate(d.ids.as_ref()), true),
+            None => (SessionId::generate(d.ids.as_ref()), Vec::new()),
         };
-        let history = if is_new {
-            Vec::new()
-        } else {
-            d.conversations.recent(&session_id, self.settings.history_messages).await?
-        };
-        let memories = d.memory.recall(&agent, &message).await?;
+        let memories = d.memory.recall(&agent, &input.message).await?;
         let turns = build_prompt(
             &agent,
             &memories,
             &history,
-            &message,
+            &input.message,
             d.tokens.as_ref(),
             self.settings.history_token_budget,
         );
+        let prompt_tokens = count_prompt(d.tokens.as_ref(), &turns);
         let max_tokens = agent.config.max_tokens.unwrap_or(self.settings.default_max_tokens);
-        let ceiling = chat_cost(count_prompt(d.tokens.as_ref(), &turns) + u64::from(max_tokens));
-        let hold = CreditHold {
+        let request = HoldRequest {
             id: CreditHoldId::generate(d.ids.as_ref()),
             tenant_id: caller.tenant_id.clone(),
-            amount: ceiling,
+            wanted: chat_cost(prompt_tokens + u64::from(max_tokens)),
+            minimum: chat_cost(prompt_tokens + 1),
             created_at: d.clock.now(),
         };
-        if d.credits.hold(&hold).await?.is_none() {
-            return Err(ChatError::InsufficientCredits { needed: ceiling });
-        }
+        let Some(hold) = d.credits.hold(&request).await? else {
+            return Err(ChatError::InsufficientCredits { needed: request.minimum });
+        };
+        let affordable = affordable_completion(hold.amount, prompt_tokens);
         let request = CompletionRequest {
             model: agent.config.model.clone().unwrap_or_else(|| self.settings.default_model.clone()),
             temperature: agent.config.temperature,
-            max_tokens,
+            max_tokens: u32::try_from(affordable).unwrap_or(u32::MAX).min(max_tokens),
             messages: turns,
         };
         let asked_at = d.clock.now();
@@ -356,23 +344,19 @@ impl ChatService {
             }
         };
         let answered_at = d.clock.now();
-        let exchange = self.exchange(
-            caller,
-            &agent,
-            (session_id, is_new),
-            message,
-            completion,
-            hold.clone(),
-            asked_at,
-            answered_at,
-        );
+        let exchange =
+            self.exchange(caller, &agent, session_id, input.message, completion, hold.clone(), asked_at, answered_at);
         match d.conversations.record_exchange(&exchange).await {
-            Ok(remaining) => Ok(ChatReply {
+            Ok(ExchangeOutcome::Recorded { remaining }) => Ok(ChatReply {
                 charged: exchange.settlement.entry.delta.abs(),
-                session_id: exchange.session.0,
+                session_id: exchange.session_id,
                 message: exchange.reply,
                 remaining,
             }),
+            Ok(ExchangeOutcome::AgentGone) => {
+                self.release(&hold).await;
+                Err(ChatError::AgentNotFound)
+            }
             Err(e) => {
                 self.release(&hold).await;
                 Err(e.into())
@@ -385,12 +369,12 @@ impl ChatService {
         &self,
         caller: &Principal,
         agent: &Agent,
-        session: (SessionId, bool),
+        session_id: SessionId,
         message: String,
-        completion: super::chat::Completion,
+        completion: Completion,
         hold: CreditHold,
-        asked_at: chrono::DateTime<chrono::Utc>,
-        answered_at: chrono::DateTime<chrono::Utc>,
+        asked_at: DateTime<Utc>,
+        answered_at: DateTime<Utc>,
     ) -> Exchange {
         let d = &self.deps;
         let ids = d.ids.as_ref();
@@ -401,7 +385,7 @@ impl ChatService {
             id: MessageId::generate(ids),
             tenant_id: caller.tenant_id.clone(),
             agent_id: agent.id.clone(),
-            session_id: session.0.clone(),
+            session_id: session_id.clone(),
             role,
             content,
             prompt_tokens,
@@ -416,22 +400,31 @@ impl ChatService {
             completion.completion_tokens,
             answered_at,
         );
-        let latency_ms = (answered_at - asked_at).num_milliseconds().max(0);
+        let latency_ms = u64::try_from((answered_at - asked_at).num_milliseconds()).unwrap_or(0);
         let events = vec![
             Event::new(
                 ids,
                 &caller.tenant_id,
-                EventType::AgentMessageCreated,
-                json!({"agent_id": agent.id, "conversation_id": session.0, "message_id": user_message.id,
-                       "content": user_message.content, "role": "user"}),
+                EventPayload::AgentMessageCreated(MessageCreatedData {
+                    agent_id: agent.id.clone(),
+                    conversation_id: session_id.clone(),
+                    message_id: user_message.id.clone(),
+                    content: user_message.content.clone(),
+                    role: ChatRole::User.as_str().to_owned(),
+                }),
                 asked_at,
             ),
             Event::new(
                 ids,
                 &caller.tenant_id,
-                EventType::AgentMessageCompleted,
-                json!({"agent_id": agent.id, "conversation_id": session.0, "message_id": reply.id,
-                       "content": reply.content, "tokens_used": total, "latency_ms": latency_ms}),
+                EventPayload::AgentMessageCompleted(MessageCompletedData {
+                    agent_id: agent.id.clone(),
+                    conversation_id: session_id.clone(),
+                    message_id: reply.id.clone(),
+                    content: reply.content.clone(),
+                    tokens_used: total,
+                    latency_ms,
+                }),
                 answered_at,
             ),
         ];
@@ -450,7 +443,7 @@ impl ChatService {
             low_threshold: self.settings.credits_low_threshold,
             low_event: EventId::generate(ids),
         };
-        Exchange { session, user_message, reply, settlement, events }
+        Exchange { session_id, user_message, reply, settlement, events }
     }
 
     async fn release(&self, hold: &CreditHold) {
@@ -474,24 +467,8 @@ impl ChatService {
         caller.require(Permission::AgentsRead)?;
         let d = &self.deps;
         d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
-        match d.conversations.session_agent(&caller.tenant_id, session).await? {
-            Some(owner) if &owner == agent_id => Ok(d.conversations.page(session, page).await?),
-            _ => Err(ChatError::SessionNotFound),
-        }
+        d.conversations.page(&caller.tenant_id, agent_id, session, page).await?.ok_or(ChatError::SessionNotFound)
     }
-}
-
-fn validate_message(message: Option<String>) -> Result<String, ValidationErrors> {
-    let message = message.ok_or_else(|| ValidationErrors::one(FieldError::missing("message")))?;
-    if message.trim().is_empty() {
-        return Err(ValidationErrors::one(FieldError::new(
-            "message",
-            FieldErrorKind::TooShort,
-            "message must not be empty",
-        )));
-    }
-    check_length(&message, 1, MAX_MESSAGE_CHARS, "message").map_err(ValidationErrors::one)?;
-    Ok(message)
 }
 
 #[cfg(test)]
@@ -502,7 +479,7 @@ mod tests {
 
     use super::*;
     use crate::agents::chat::{Completion, MockChatModel, MockTokenCounter, NoRecall};
-    use crate::agents::model::{AgentName, MemoryType};
+    use crate::agents::model::{AgentConfig, AgentName, AgentType, MemoryType};
     use crate::agents::ports::{MockAgentRepository, MockConversationRepository};
     use crate::billing::MockCreditRepository;
     use crate::identity::Credential;
@@ -586,14 +563,30 @@ mod tests {
     }
 
     fn input(message: &str, session: Option<&str>) -> ChatInput {
-        ChatInput { message: Some(message.into()), session_id: session.map(str::to_owned) }
+        ChatInput { message: message.into(), session_id: session.map(|s| SessionId::parse(s).unwrap()) }
     }
 
+    fn granted(request: &HoldRequest, amount: i64) -> CreditHold {
+        CreditHold {
+            id: request.id.clone(),
+            tenant_id: request.tenant_id.clone(),
+            amount,
+            created_at: request.created_at,
+        }
+    }
+
+    // The prompt of "hello there" to the agent above: the system turn (7 words) and the
+    // message (2 words), each plus 4 tokens of framing, plus 3: 20 tokens.
+    const PROMPT: u64 = 20;
+
     #[tokio::test]
-    async fn without_enough_credits_the_model_is_never_called() {
+    async fn without_credits_for_the_prompt_the_model_is_never_called() {
         let mut m = Mocks::new();
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
-        m.credits.expect_hold().withf(|h| h.amount == 3).returning(|_| Ok(None));
+        m.credits
+            .expect_hold()
+            .withf(|h| h.wanted == 3 && h.minimum == 1)
+            .returning(|_| Ok(None));
         m.model.expect_complete().never();
         m.conversations.expect_record_exchange().never();
         let err = m
@@ -601,14 +594,45 @@ mod tests {
             .chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None))
             .await
             .unwrap_err();
-        assert!(matches!(err, ChatError::InsufficientCredits { needed: 3 }));
+        assert!(matches!(err, ChatError::InsufficientCredits { needed: 1 }));
+    }
+
+    #[tokio::test]
+    async fn the_last_credits_buy_a_reply_capped_at_what_they_pay() {
+        let mut m = Mocks::new();
+        m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+        // The agent may answer 2,000 tokens (3 credits); the tenant has 1.
+        m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 1))));
+        m.model
+            .expect_complete()
+            .withf(|r| u64::from(r.max_tokens) == 1000 - PROMPT)
+            .times(1)
+            .returning(|_| Ok(Completion { content: "hi".into(), prompt_tokens: PROMPT, completion_tokens: 980 }));
+        m.conversations
+            .expect_record_exchange()
+            .withf(|x| x.settlement.entry.delta == -1 && x.settlement.hold.amount == 1)
+            .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 0 }));
+        let reply = m
+            .chat()
+            .chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None))
+            .await
+            .unwrap();
+        assert_eq!((reply.charged, reply.remaining), (1, 0));
+    }
+
+    #[test]
+    fn an_affordable_completion_fills_the_credits_left_after_the_prompt() {
+        assert_eq!(affordable_completion(1, 20), 980);
+        assert_eq!(affordable_completion(3, 2500), 500);
+        assert_eq!(affordable_completion(0, 20), 0);
+        assert_eq!(affordable_completion(i64::MAX, 1), u64::MAX - 1);
     }
 
     #[tokio::test]
     async fn a_model_failure_releases_the_hold_and_stores_nothing() {
         let mut m = Mocks::new();
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
-        m.credits.expect_hold().returning(|_| Ok(Some(99)));
+        m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
         m.model.expect_complete().returning(|_| Err(ModelError::Timeout));
         m.credits.expect_release().times(1).returning(|_| Ok(()));
         m.conversations.expect_record_exchange().never();
@@ -618,10 +642,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_agent_deleted_while_it_answered_is_not_found_and_costs_nothing() {
+        let mut m = Mocks::new();
+        m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+        m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
+        m.model
+            .expect_complete()
+            .returning(|_| Ok(Completion { content: "hi".into(), prompt_tokens: 5, completion_tokens: 1 }));
+        m.conversations.expect_record_exchange().returning(|_| Ok(ExchangeOutcome::AgentGone));
+        m.credits.expect_release().times(1).returning(|_| Ok(()));
+        let err =
+            m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello", None)).await.unwrap_err();
+        assert!(matches!(err, ChatError::AgentNotFound));
+    }
+
+    #[tokio::test]
     async fn an_answer_is_recorded_with_its_charge_and_both_events() {
         let mut m = Mocks::new();
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
-        m.credits.expect_hold().returning(|_| Ok(Some(99)));
+        m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
         m.model
             .expect_complete()
             .withf(|r| {
@@ -637,20 +676,23 @@ mod tests {
         m.conversations
             .expect_record_exchange()
             .withf(|x| {
-                x.session.1
+                let completed = match &x.events[1].payload {
+                    EventPayload::AgentMessageCompleted(d) => d.clone(),
+                    _ => return false,
+                };
+                x.session_id.as_str().starts_with("ses_")
                     && x.settlement.entry.delta == -2
                     && x.settlement.entry.reason == LedgerReason::ChatUsage
                     && x.events.len() == 2
-                    && x.events[0].event_type == EventType::AgentMessageCreated
-                    && x.events[1].event_type == EventType::AgentMessageCompleted
-                    && x.events[1].data["tokens_used"] == 1500
-                    && x.events[1].data["conversation_id"] == x.session.0.as_str()
-                    && x.events[1].data["message_id"] == x.reply.id.as_str()
+                    && matches!(x.events[0].payload, EventPayload::AgentMessageCreated(_))
+                    && completed.tokens_used == 1500
+                    && completed.conversation_id == x.session_id
+                    && completed.message_id == x.reply.id
                     && x.reply.prompt_tokens == 1200
                     && x.user_message.role == ChatRole::User
             })
             .times(1)
-            .returning(|_| Ok(97));
+            .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 97 }));
         let reply = m
             .chat()
             .chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None))
@@ -661,22 +703,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn paused_agents_foreign_sessions_and_read_only_keys_are_refused() {
+    async fn paused_agents_and_read_only_keys_are_refused() {
         let mut m = Mocks::new();
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Paused))));
         let err =
             m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hi", None)).await.unwrap_err();
         assert!(matches!(err, ChatError::AgentPaused));
-
-        let mut m = Mocks::new();
-        m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
-        m.conversations.expect_session_agent().returning(|_, _| Ok(Some(AgentId::from_string("agt_other"))));
-        let err = m
-            .chat()
-            .chat(&owner(), &AgentId::from_string("agt_1"), input("hi", Some("ses_x")))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, ChatError::SessionNotFound));
 
         let reader = caller(Credential::ApiKey {
             key_id: crate::ids::ApiKeyId::from_string("key_1"),
@@ -688,46 +720,65 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, ChatError::Forbidden(_)));
+    }
 
-        let err = Mocks::new()
-            .chat()
-            .chat(&owner(), &AgentId::from_string("agt_1"), input("   ", None))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, ChatError::Invalid(_)));
+    #[test]
+    fn messages_are_bounded_and_not_blank() {
+        assert!(chat_message("line one\n\tline two".into()).is_ok());
+        assert_eq!(chat_message("   ".into()).unwrap_err().kind, FieldErrorKind::TooShort);
+        assert_eq!(chat_message("nul \u{0}".into()).unwrap_err().kind, FieldErrorKind::InvalidFormat);
+        assert_eq!(chat_message("x".repeat(MAX_MESSAGE_CHARS + 1)).unwrap_err().kind, FieldErrorKind::TooLong);
     }
 
     #[tokio::test]
-    async fn a_continued_session_sends_its_history() {
+    async fn a_client_session_id_continues_its_conversation_or_starts_it() {
         let mut m = Mocks::new();
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
-        m.conversations.expect_session_agent().returning(|_, _| Ok(Some(AgentId::from_string("agt_1"))));
-        m.conversations.expect_recent().returning(|s, _| {
-            let msg = |role, content: &str| Message {
-                id: MessageId::from_string("msg_0"),
-                tenant_id: TenantId::from_string("ten_1"),
-                agent_id: AgentId::from_string("agt_1"),
-                session_id: s.clone(),
-                role,
-                content: content.into(),
-                prompt_tokens: 0,
-                completion_tokens: 0,
-                created_at: t0(),
-            };
-            Ok(vec![msg(ChatRole::User, "my name is Ada"), msg(ChatRole::Assistant, "hello Ada")])
-        });
-        m.credits.expect_hold().returning(|_| Ok(Some(10)));
+        m.conversations
+            .expect_recent()
+            .withf(|t, a, s, _| t.as_str() == "ten_1" && a.as_str() == "agt_1" && s.as_str() == "user-42:support")
+            .returning(|_, _, s, _| {
+                let msg = |role, content: &str| Message {
+                    id: MessageId::from_string("msg_0"),
+                    tenant_id: TenantId::from_string("ten_1"),
+                    agent_id: AgentId::from_string("agt_1"),
+                    session_id: s.clone(),
+                    role,
+                    content: content.into(),
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    created_at: t0(),
+                };
+                Ok(vec![msg(ChatRole::User, "my name is Ada"), msg(ChatRole::Assistant, "hello Ada")])
+            });
+        m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
         m.model
             .expect_complete()
             .withf(|r| r.messages.len() == 4 && r.messages[1].content == "my name is Ada")
             .returning(|_| Ok(Completion { content: "Ada".into(), prompt_tokens: 10, completion_tokens: 1 }));
-        m.conversations.expect_record_exchange().withf(|x| !x.session.1).returning(|_| Ok(9));
+        m.conversations
+            .expect_record_exchange()
+            .withf(|x| x.session_id.as_str() == "user-42:support")
+            .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 9 }));
         let reply = m
             .chat()
-            .chat(&owner(), &AgentId::from_string("agt_1"), input("what is my name", Some("ses_1")))
+            .chat(&owner(), &AgentId::from_string("agt_1"), input("what is my name", Some("user-42:support")))
             .await
             .unwrap();
-        assert_eq!(reply.session_id.as_str(), "ses_1");
+        assert_eq!(reply.session_id.as_str(), "user-42:support");
+    }
+
+    #[tokio::test]
+    async fn the_history_of_an_unknown_session_is_not_found() {
+        let mut m = Mocks::new();
+        m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+        m.conversations.expect_page().returning(|_, _, _, _| Ok(None));
+        let err = m
+            .chat()
+            .history(&owner(), &AgentId::from_string("agt_1"), &SessionId::from_string("s-1"), Page::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ChatError::SessionNotFound));
     }
 
     #[tokio::test]
@@ -739,8 +790,7 @@ mod tests {
                 a.id.as_str() == "agt_0"
                     && a.tenant_id.as_str() == "ten_1"
                     && a.agent_type == AgentType::Assistant
-                    && e.event_type == EventType::AgentCreated
-                    && e.data["id"] == "agt_0"
+                    && matches!(&e.payload, EventPayload::AgentCreated(d) if d.id.as_str() == "agt_0")
             })
             .times(1)
             .returning(|_, _| Ok(()));
@@ -750,8 +800,15 @@ mod tests {
         let mut clock = MockClock::new();
         clock.expect_now().returning(t0);
         let service = AgentService::new(Arc::new(agents), Arc::new(ids), Arc::new(clock));
-        let fields = AgentFields { name: Some("Helper".into()), ..AgentFields::default() };
-        let created = service.create(&owner(), fields).await.unwrap();
+        let new = NewAgent {
+            name: AgentName::new("Helper").unwrap(),
+            agent_type: AgentType::Assistant,
+            status: AgentStatus::Active,
+            description: None,
+            memory_types: Vec::new(),
+            config: AgentConfig::default(),
+        };
+        let created = service.create(&owner(), new).await.unwrap();
         assert_eq!(created.status, AgentStatus::Active);
     }
 }

@@ -11,11 +11,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
-use serde_json::json;
 
-use crate::events::{Event, EventType};
+use crate::events::{Event, EventPayload};
 use crate::identity::{Forbidden, Principal};
-use crate::ids::{CreditHoldId, IdGenerator, LedgerEntryId, PurchaseId, TenantId};
+use crate::ids::{CreditHoldId, EventId, IdGenerator, LedgerEntryId, PurchaseId, TenantId};
 use crate::pagination::Page;
 use crate::ratelimit::{PlanTable, Quota};
 use crate::tenancy::{Permission, Plan};
@@ -104,7 +103,7 @@ pub struct Settlement {
     /// Balance below which `billing.credits.low` is emitted.
     pub low_threshold: i64,
     /// The id to give that event if it is emitted.
-    pub low_event: crate::ids::EventId,
+    pub low_event: EventId,
 }
 
 /// Whether moving from `before` to `after` crosses below `threshold`.
@@ -112,9 +111,35 @@ pub fn crosses_low_threshold(before: i64, after: i64, threshold: i64) -> bool {
     before >= threshold && after < threshold
 }
 
-/// The data of a `billing.credits.low` event.
-pub fn credits_low_data(balance: i64, threshold: i64) -> serde_json::Value {
-    json!({ "credits": balance, "threshold": threshold })
+/// The `billing.credits.low` event of a tenant whose settled balance fell to `balance`.
+pub fn credits_low_event(
+    id: EventId,
+    tenant: &TenantId,
+    balance: i64,
+    threshold: i64,
+    at: DateTime<Utc>,
+) -> Event {
+    Event {
+        id,
+        tenant_id: tenant.clone(),
+        payload: EventPayload::BillingCreditsLow { credits: balance, threshold },
+        created_at: at,
+    }
+}
+
+/// A request to set credits aside for a chat: as many as `wanted`, but no fewer than `minimum`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRequest {
+    /// The id the hold gets.
+    pub id: CreditHoldId,
+    /// Whose credits.
+    pub tenant_id: TenantId,
+    /// The most the chat can cost with the agent's full `max_tokens`.
+    pub wanted: i64,
+    /// The least the chat can cost (its prompt and one token of reply).
+    pub minimum: i64,
+    /// When it is taken.
+    pub created_at: DateTime<Utc>,
 }
 
 /// A credit purchase.
@@ -138,10 +163,10 @@ pub struct Purchase {
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
 pub trait CreditRepository: Send + Sync {
-    /// Takes `hold.amount` credits from the balance and records the hold, atomically, if the
-    /// balance covers it; returns the balance left, or `None` (and changes nothing) when it does
-    /// not. MUST never let the balance go below zero under concurrency.
-    async fn hold(&self, hold: &CreditHold) -> anyhow::Result<Option<i64>>;
+    /// Takes `min(wanted, balance)` credits from the balance and records the hold, atomically,
+    /// if that is at least `minimum`; returns the hold, or `None` (and changes nothing) when the
+    /// balance is below `minimum`. MUST never let the balance go below zero under concurrency.
+    async fn hold(&self, request: &HoldRequest) -> anyhow::Result<Option<CreditHold>>;
 
     /// Returns a hold's credits to the balance (the chat failed). Idempotent.
     async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()>;
@@ -300,24 +325,9 @@ impl BillingService {
     /// [`BillingError::Forbidden`] without billing rights (owners only);
     /// [`BillingError::Invalid`] for an amount outside 1–1,000,000;
     /// [`BillingError::PaymentsDisabled`] without a provider; [`BillingError::Declined`].
-    pub async fn purchase(
-        &self,
-        caller: &Principal,
-        credits: Option<i64>,
-    ) -> Result<(Purchase, i64), BillingError> {
+    pub async fn purchase(&self, caller: &Principal, credits: i64) -> Result<(Purchase, i64), BillingError> {
         caller.require(Permission::BillingWrite)?;
-        let credits = match credits {
-            None => return Err(ValidationErrors::one(FieldError::missing("credits")).into()),
-            Some(c) if !(1..=MAX_PURCHASE_CREDITS).contains(&c) => {
-                return Err(ValidationErrors::one(FieldError::new(
-                    "credits",
-                    FieldErrorKind::OutOfRange,
-                    format!("credits must be between 1 and {MAX_PURCHASE_CREDITS}"),
-                ))
-                .into());
-            }
-            Some(c) => c,
-        };
+        let credits = purchase_credits(credits).map_err(ValidationErrors::one)?;
         let provider = self.payments.as_ref().ok_or(BillingError::PaymentsDisabled)?;
         let reference = match provider.charge(&caller.tenant_id, credits).await? {
             PaymentOutcome::Completed(reference) => reference,
@@ -344,8 +354,11 @@ impl BillingService {
         let event = Event::new(
             self.ids.as_ref(),
             &caller.tenant_id,
-            EventType::BillingPurchaseCompleted,
-            json!({ "purchase_id": purchase.id, "credits": credits, "provider": purchase.provider }),
+            EventPayload::BillingPurchaseCompleted {
+                purchase_id: purchase.id.clone(),
+                credits,
+                provider: purchase.provider.clone(),
+            },
             now,
         );
         let balance = self.credits.record_purchase(&purchase, &entry, &event).await?;
@@ -359,6 +372,22 @@ impl BillingService {
     /// When storage fails.
     pub async fn release_stale_holds(&self, max_age: Duration) -> anyhow::Result<u64> {
         self.credits.release_stale(self.clock.now() - max_age).await
+    }
+}
+
+/// Validates the credits of a purchase: 1–1,000,000.
+///
+/// # Errors
+/// A [`FieldError`] naming `credits`.
+pub fn purchase_credits(raw: i64) -> Result<i64, FieldError> {
+    if (1..=MAX_PURCHASE_CREDITS).contains(&raw) {
+        Ok(raw)
+    } else {
+        Err(FieldError::new(
+            "credits",
+            FieldErrorKind::OutOfRange,
+            format!("credits must be between 1 and {MAX_PURCHASE_CREDITS}"),
+        ))
     }
 }
 
@@ -421,13 +450,12 @@ mod tests {
                     && e.delta == 500
                     && e.reason == LedgerReason::Purchase
                     && e.reference.as_deref() == Some("pur_1")
-                    && ev.event_type == EventType::BillingPurchaseCompleted
-                    && ev.data["credits"] == 500
+                    && matches!(ev.payload, EventPayload::BillingPurchaseCompleted { credits: 500, .. })
             })
             .times(1)
             .returning(|_, _, _| Ok(1500));
         let (purchase, balance) = service(repo, Some(Arc::new(ManualPayments)))
-            .purchase(&caller(Role::Owner), Some(500))
+            .purchase(&caller(Role::Owner), 500)
             .await
             .unwrap();
         assert_eq!((purchase.credits, balance), (500, 1500));
@@ -436,16 +464,15 @@ mod tests {
     #[tokio::test]
     async fn purchases_need_an_owner_a_sane_amount_and_a_provider() {
         let s = service(MockCreditRepository::new(), Some(Arc::new(ManualPayments)));
-        assert!(matches!(s.purchase(&caller(Role::Admin), Some(5)).await, Err(BillingError::Forbidden(_))));
-        assert!(matches!(s.purchase(&caller(Role::Owner), Some(0)).await, Err(BillingError::Invalid(_))));
-        assert!(matches!(s.purchase(&caller(Role::Owner), None).await, Err(BillingError::Invalid(_))));
+        assert!(matches!(s.purchase(&caller(Role::Admin), 5).await, Err(BillingError::Forbidden(_))));
+        assert!(matches!(s.purchase(&caller(Role::Owner), 0).await, Err(BillingError::Invalid(_))));
         assert!(matches!(
-            s.purchase(&caller(Role::Owner), Some(MAX_PURCHASE_CREDITS + 1)).await,
+            s.purchase(&caller(Role::Owner), MAX_PURCHASE_CREDITS + 1).await,
             Err(BillingError::Invalid(_))
         ));
         let s = service(MockCreditRepository::new(), None);
         assert!(matches!(
-            s.purchase(&caller(Role::Owner), Some(5)).await,
+            s.purchase(&caller(Role::Owner), 5).await,
             Err(BillingError::PaymentsDisabled)
         ));
     }
@@ -458,7 +485,7 @@ mod tests {
         let mut repo = MockCreditRepository::new();
         repo.expect_record_purchase().never();
         let s = service(repo, Some(Arc::new(provider)));
-        assert!(matches!(s.purchase(&caller(Role::Owner), Some(5)).await, Err(BillingError::Declined(_))));
+        assert!(matches!(s.purchase(&caller(Role::Owner), 5).await, Err(BillingError::Declined(_))));
     }
 
     #[tokio::test]

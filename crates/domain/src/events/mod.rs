@@ -1,13 +1,18 @@
 //! Domain events and their envelope. Events are written to an outbox in the same transaction
 //! as the change that causes them, so an event exists exactly when its change committed;
 //! delivery to subscribers reads the outbox later.
+//!
+//! Each event type has one [`EventPayload`] variant with a typed data object; the envelope
+//! (`{id, type, created_at, data, tenant_id, api_version}`) is made in one place,
+//! [`Event::envelope`].
 
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::ids::{EventId, IdGenerator, TenantId};
+use crate::ids::{AgentId, EventId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId};
 
 /// The `api_version` every envelope carries.
 pub const API_VERSION: &str = "2026-11-01";
@@ -38,6 +43,20 @@ pub enum EventType {
 }
 
 impl EventType {
+    /// Every type of the catalogue.
+    pub const ALL: [Self; 10] = [
+        Self::AgentMessageCreated,
+        Self::AgentMessageCompleted,
+        Self::AgentCreated,
+        Self::AgentUpdated,
+        Self::WorkflowExecutionStarted,
+        Self::WorkflowExecutionCompleted,
+        Self::WorkflowExecutionFailed,
+        Self::MemoryConsolidated,
+        Self::BillingCreditsLow,
+        Self::BillingPurchaseCompleted,
+    ];
+
     /// The type's name in envelopes and subscriptions.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -53,11 +72,152 @@ impl EventType {
             Self::BillingPurchaseCompleted => "billing.purchase.completed",
         }
     }
+
+    /// Parses a type name.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == value)
+    }
 }
 
 impl fmt::Display for EventType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// An agent as event data shows it (the API's agent object).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentData {
+    /// Agent id.
+    pub id: AgentId,
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// Name.
+    pub name: String,
+    /// `assistant`, `support` or `custom`.
+    #[serde(rename = "type")]
+    pub agent_type: String,
+    /// `active` or `paused`.
+    pub status: String,
+    /// Description, if any.
+    pub description: Option<String>,
+    /// Memory types.
+    pub memory_types: Vec<String>,
+    /// `{model, temperature, system_prompt, max_tokens}`.
+    pub config: Value,
+    /// Creation time.
+    #[serde(with = "crate::time::rfc3339")]
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    #[serde(with = "crate::time::rfc3339")]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Data of `agent.message.created`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageCreatedData {
+    /// The agent.
+    pub agent_id: AgentId,
+    /// The conversation (the chat's `session_id`).
+    pub conversation_id: SessionId,
+    /// The user's message.
+    pub message_id: MessageId,
+    /// Its text.
+    pub content: String,
+    /// Always `user`.
+    pub role: String,
+}
+
+/// Data of `agent.message.completed`: the spec's fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageCompletedData {
+    /// The agent.
+    pub agent_id: AgentId,
+    /// The conversation (the chat's `session_id`).
+    pub conversation_id: SessionId,
+    /// The reply.
+    pub message_id: MessageId,
+    /// Its text.
+    pub content: String,
+    /// Prompt and completion tokens of the exchange.
+    pub tokens_used: u64,
+    /// How long the model took, in milliseconds.
+    pub latency_ms: u64,
+}
+
+/// The type and data of an event: one variant per event type of the catalogue that the
+/// service emits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum EventPayload {
+    /// `agent.created`: the new agent.
+    #[serde(rename = "agent.created")]
+    AgentCreated(AgentData),
+    /// `agent.updated`: the agent after the change and the names of the changed fields.
+    #[serde(rename = "agent.updated")]
+    AgentUpdated {
+        /// The agent after the change.
+        agent: AgentData,
+        /// Names of the fields that changed.
+        changed: Vec<String>,
+    },
+    /// `agent.message.created`: a message sent to an agent.
+    #[serde(rename = "agent.message.created")]
+    AgentMessageCreated(MessageCreatedData),
+    /// `agent.message.completed`: the agent's reply.
+    #[serde(rename = "agent.message.completed")]
+    AgentMessageCompleted(MessageCompletedData),
+    /// `billing.credits.low`: the settled balance fell below the threshold.
+    #[serde(rename = "billing.credits.low")]
+    BillingCreditsLow {
+        /// The balance after the change.
+        credits: i64,
+        /// The configured threshold.
+        threshold: i64,
+    },
+    /// `billing.purchase.completed`: credits were bought.
+    #[serde(rename = "billing.purchase.completed")]
+    BillingPurchaseCompleted {
+        /// The purchase.
+        purchase_id: PurchaseId,
+        /// Credits bought.
+        credits: i64,
+        /// The payment provider.
+        provider: String,
+    },
+}
+
+impl EventPayload {
+    /// The event type of this payload.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            Self::AgentCreated(_) => EventType::AgentCreated,
+            Self::AgentUpdated { .. } => EventType::AgentUpdated,
+            Self::AgentMessageCreated(_) => EventType::AgentMessageCreated,
+            Self::AgentMessageCompleted(_) => EventType::AgentMessageCompleted,
+            Self::BillingCreditsLow { .. } => EventType::BillingCreditsLow,
+            Self::BillingPurchaseCompleted { .. } => EventType::BillingPurchaseCompleted,
+        }
+    }
+
+    /// The data object alone, as stored beside the type.
+    ///
+    /// # Errors
+    /// Never for the shipped payloads (they serialise to JSON objects).
+    pub fn data(&self) -> anyhow::Result<Value> {
+        match serde_json::to_value(self)? {
+            Value::Object(mut map) => Ok(map.remove("data").unwrap_or(Value::Null)),
+            other => anyhow::bail!("event payload serialised to {other}"),
+        }
+    }
+
+    /// Reads a payload back from its stored type and data.
+    ///
+    /// # Errors
+    /// For an unknown type or data that does not fit it.
+    pub fn from_stored(event_type: &str, data: Value) -> anyhow::Result<Self> {
+        let tagged = serde_json::json!({ "type": event_type, "data": data });
+        serde_json::from_value(tagged).map_err(|e| anyhow::anyhow!("stored event {event_type:?}: {e}"))
     }
 }
 
@@ -68,59 +228,50 @@ pub struct Event {
     pub id: EventId,
     /// The tenant it belongs to.
     pub tenant_id: TenantId,
-    /// Its type.
-    pub event_type: EventType,
-    /// The type-specific payload.
-    pub data: Value,
+    /// Its type and data.
+    pub payload: EventPayload,
     /// When the change happened.
     pub created_at: DateTime<Utc>,
 }
 
 impl Event {
-    /// A new event of `event_type` with `data`.
+    /// A new event with a fresh id.
     pub fn new(
         ids: &dyn IdGenerator,
         tenant_id: &TenantId,
-        event_type: EventType,
-        data: Value,
+        payload: EventPayload,
         created_at: DateTime<Utc>,
     ) -> Self {
-        Self { id: EventId::generate(ids), tenant_id: tenant_id.clone(), event_type, data, created_at }
+        Self { id: EventId::generate(ids), tenant_id: tenant_id.clone(), payload, created_at }
+    }
+
+    /// Its type.
+    pub fn event_type(&self) -> EventType {
+        self.payload.event_type()
     }
 
     /// The envelope: `{id, type, created_at, data, tenant_id, api_version}`.
-    pub fn envelope(&self) -> Value {
-        json!({
-            "id": self.id,
-            "type": self.event_type.as_str(),
-            "created_at": self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "data": self.data,
-            "tenant_id": self.tenant_id,
-            "api_version": API_VERSION,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use chrono::TimeZone;
-
-    use super::*;
-
-    #[test]
-    fn the_envelope_has_the_six_fields() {
-        let e = Event {
-            id: EventId::from_string("evt_1"),
-            tenant_id: TenantId::from_string("ten_1"),
-            event_type: EventType::AgentCreated,
-            data: json!({"agent_id": "agt_1"}),
-            created_at: Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap(),
-        };
-        assert_eq!(
-            e.envelope(),
-            json!({"id": "evt_1", "type": "agent.created", "created_at": "2026-11-01T00:00:00.000Z",
-                "data": {"agent_id": "agt_1"}, "tenant_id": "ten_1", "api_version": "2026-11-01"})
-        );
+    ///
+    /// # Errors
+    /// Never for the shipped payloads.
+    pub fn envelope(&self) -> anyhow::Result<Value> {
+        #[derive(Serialize)]
+        struct Envelope<'a> {
+            id: &'a EventId,
+            #[serde(flatten)]
+            payload: &'a EventPayload,
+            #[serde(with = "crate::time::rfc3339")]
+            created_at: DateTime<Utc>,
+            tenant_id: &'a TenantId,
+            api_version: &'static str,
+        }
+        Ok(serde_json::to_value(Envelope {
+            id: &self.id,
+            payload: &self.payload,
+            created_at: self.created_at,
+            tenant_id: &self.tenant_id,
+            api_version: API_VERSION,
+        })?)
     }
 }
 
@@ -132,23 +283,55 @@ pub trait EventLog: Send + Sync {
     async fn recent(&self, tenant: &TenantId, limit: u32) -> anyhow::Result<Vec<Event>>;
 }
 
-impl EventType {
-    /// Every type of the catalogue.
-    pub const ALL: [Self; 10] = [
-        Self::AgentMessageCreated,
-        Self::AgentMessageCompleted,
-        Self::AgentCreated,
-        Self::AgentUpdated,
-        Self::WorkflowExecutionStarted,
-        Self::WorkflowExecutionCompleted,
-        Self::WorkflowExecutionFailed,
-        Self::MemoryConsolidated,
-        Self::BillingCreditsLow,
-        Self::BillingPurchaseCompleted,
-    ];
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use serde_json::json;
 
-    /// Parses a type name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == value)
+    use super::*;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn the_envelope_has_the_six_fields() {
+        let e = Event {
+            id: EventId::from_string("evt_1"),
+            tenant_id: TenantId::from_string("ten_1"),
+            payload: EventPayload::BillingCreditsLow { credits: 99, threshold: 100 },
+            created_at: t0(),
+        };
+        assert_eq!(
+            e.envelope().unwrap(),
+            json!({"id": "evt_1", "type": "billing.credits.low", "created_at": "2026-11-01T00:00:00.000Z",
+                "data": {"credits": 99, "threshold": 100}, "tenant_id": "ten_1", "api_version": "2026-11-01"})
+        );
+    }
+
+    #[test]
+    fn payloads_round_trip_through_their_stored_form() {
+        let payloads = [
+            EventPayload::AgentMessageCompleted(MessageCompletedData {
+                agent_id: AgentId::from_string("agt_1"),
+                conversation_id: SessionId::from_string("s-1"),
+                message_id: MessageId::from_string("msg_1"),
+                content: "hi".into(),
+                tokens_used: 12,
+                latency_ms: 3,
+            }),
+            EventPayload::BillingPurchaseCompleted {
+                purchase_id: PurchaseId::from_string("pur_1"),
+                credits: 5,
+                provider: "manual".into(),
+            },
+        ];
+        for payload in payloads {
+            let t = payload.event_type();
+            let back = EventPayload::from_stored(t.as_str(), payload.data().unwrap()).unwrap();
+            assert_eq!(back, payload);
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+        assert!(EventPayload::from_stored("agent.deleted", json!({})).is_err());
     }
 }

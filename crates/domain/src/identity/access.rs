@@ -273,11 +273,8 @@ impl NewApiKey {
                 "expires_at must be in the future",
             ));
         }
-        v.finish()?;
-        match (name, scopes) {
-            (Some(name), Some(scopes)) => Ok(Self { name, scopes, expires_at }),
-            _ => unreachable!("validator accepted a key request with a missing part"),
-        }
+        let (name, scopes) = v.finish((name, scopes))?;
+        Ok(Self { name, scopes, expires_at })
     }
 }
 
@@ -342,9 +339,14 @@ impl AccessService {
         let claims = self
             .deps
             .access_tokens
-            .verify(bearer)
+            .verify(bearer, self.deps.clock.now())
             .map_err(|e| AccessError::Unauthorized(format!("the access token is not valid: {e}")))?;
-        let memberships = self.deps.accounts.memberships(&claims.user_id).await?;
+        let memberships = self
+            .deps
+            .accounts
+            .session_memberships(&claims.user_id, &claims.session_id)
+            .await?
+            .ok_or_else(|| AccessError::Unauthorized("the session has ended or the user is deactivated".into()))?;
         let membership = resolve_tenant(&memberships, requested)?;
         Ok(Principal {
             user_id: claims.user_id,
@@ -445,7 +447,7 @@ mod tests {
 
     use super::*;
     use crate::identity::ports::{AccessClaims, AccessTokenError, MockAccessTokens, MockAccountRepository};
-    use crate::ids::MockIdGenerator;
+    use crate::ids::{MockIdGenerator, TokenFamilyId};
     use crate::secrets::MockSecrets;
     use crate::time::MockClock;
 
@@ -599,12 +601,18 @@ mod tests {
     #[tokio::test]
     async fn an_access_token_acts_in_the_first_tenant_or_the_requested_one() {
         let mut d = Deps::new();
-        d.access_tokens.expect_verify().returning(|_| {
-            Ok(AccessClaims { user_id: UserId::from_string("usr_1"), token_id: "j".into(), expires_at: t0() })
+        d.access_tokens.expect_verify().returning(|_, _| {
+            Ok(AccessClaims {
+                user_id: UserId::from_string("usr_1"),
+                session_id: TokenFamilyId::from_string("rtf_1"),
+                token_id: "j".into(),
+                expires_at: t0(),
+            })
         });
         d.accounts
-            .expect_memberships()
-            .returning(|_| Ok(vec![membership("ten_a", Role::Owner), membership("ten_b", Role::Viewer)]));
+            .expect_session_memberships()
+            .withf(|_, session| session.as_str() == "rtf_1")
+            .returning(|_, _| Ok(Some(vec![membership("ten_a", Role::Owner), membership("ten_b", Role::Viewer)])));
         let s = d.service();
         let p = s.authenticate("jwt", None).await.unwrap();
         assert_eq!(
@@ -620,8 +628,24 @@ mod tests {
     #[tokio::test]
     async fn a_bad_access_token_is_unauthorized() {
         let mut d = Deps::new();
-        d.access_tokens.expect_verify().returning(|_| Err(AccessTokenError::Expired));
-        d.accounts.expect_memberships().never();
+        d.access_tokens.expect_verify().returning(|_, _| Err(AccessTokenError::Expired));
+        d.accounts.expect_session_memberships().never();
+        let err = d.service().authenticate("jwt", None).await.unwrap_err();
+        assert!(matches!(err, AccessError::Unauthorized(_)));
+    }
+
+    #[tokio::test]
+    async fn an_access_token_of_an_ended_session_is_unauthorized() {
+        let mut d = Deps::new();
+        d.access_tokens.expect_verify().returning(|_, _| {
+            Ok(AccessClaims {
+                user_id: UserId::from_string("usr_1"),
+                session_id: TokenFamilyId::from_string("rtf_gone"),
+                token_id: "j".into(),
+                expires_at: t0(),
+            })
+        });
+        d.accounts.expect_session_memberships().returning(|_, _| Ok(None));
         let err = d.service().authenticate("jwt", None).await.unwrap_err();
         assert!(matches!(err, AccessError::Unauthorized(_)));
     }

@@ -20,7 +20,7 @@ pub use ports::{
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockAccessTokens, MockAccountRepository, MockPasswordHasher, MockRefreshTokenRepository};
 pub use recovery::{
-    OneTimeToken, OneTimeTokenRepository, RecoveryError, RecoveryPolicy, RecoveryService,
+    MailRequest, OneTimeToken, OneTimeTokenRepository, RecoveryError, RecoveryPolicy, RecoveryService,
     RecoveryServiceDeps, TokenPurpose,
 };
 pub use refresh::{RefreshToken, RefreshTokenStatus};

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::ids::UserId;
-use crate::validation::{FieldError, FieldErrorKind, check_length};
+use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_text};
 
 /// An e-mail address: trimmed, lower-cased and checked for a plausible form.
 ///
@@ -19,10 +19,11 @@ impl Email {
     /// Normalises and validates an address.
     ///
     /// # Errors
-    /// [`FieldErrorKind::InvalidFormat`] unless the address has one `@`, a local part of 1–64
+    /// [`FieldErrorKind::InvalidFormat`] for a control character, or unless the address has one `@`, a local part of 1–64
     /// characters, a dotted domain of valid labels, and at most 254 characters in all;
     /// [`FieldErrorKind::TooShort`] when it is empty.
     pub fn parse(raw: &str) -> Result<Self, FieldError> {
+        check_text(raw, "email", TextKind::SingleLine)?;
         let value = raw.trim().to_lowercase();
         if value.is_empty() {
             return Err(FieldError::new("email", FieldErrorKind::TooShort, "email must not be empty"));
@@ -84,6 +85,7 @@ impl Password {
     /// # Errors
     /// [`FieldErrorKind::TooShort`] or [`FieldErrorKind::TooLong`] outside 8–128 characters.
     pub fn new(raw: String) -> Result<Self, FieldError> {
+        check_text(&raw, "password", TextKind::SingleLine)?;
         check_length(&raw, Self::MIN_CHARS, Self::MAX_CHARS, "password")?;
         Ok(Self(SecretString::from(raw)))
     }

@@ -45,7 +45,18 @@ pub trait AccountRepository: Send + Sync {
     async fn find_user(&self, id: &UserId) -> anyhow::Result<Option<User>>;
 
     /// The user's memberships, oldest first (the first is the tenant created at registration).
+    /// A deactivated user is a member of nothing.
     async fn memberships(&self, user: &UserId) -> anyhow::Result<Vec<Membership>>;
+
+    /// The memberships of an access token's user, as [`Self::memberships`], read only while
+    /// its session lives: `None` when the user is deactivated or the session (the refresh-token
+    /// family the token was issued with) was revoked by logout, reuse detection or a password
+    /// reset. One query: it runs on every request made with an access token.
+    async fn session_memberships(
+        &self,
+        user: &UserId,
+        session: &TokenFamilyId,
+    ) -> anyhow::Result<Option<Vec<Membership>>>;
 }
 
 /// What happened when a refresh token was presented for rotation.
@@ -104,6 +115,8 @@ pub trait PasswordHasher: Send + Sync {
 pub struct AccessClaims {
     /// The user.
     pub user_id: UserId,
+    /// The session it belongs to (`sid`): the refresh-token family of the sign-in.
+    pub session_id: TokenFamilyId,
     /// The token's own id (`jti`).
     pub token_id: String,
     /// When it stops being valid.
@@ -135,16 +148,23 @@ pub enum AccessTokenError {
 /// Issues and verifies access tokens.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 pub trait AccessTokens: Send + Sync {
-    /// A new access token for `user`, issued at `now`.
+    /// A new access token for `user` in `session`, issued at `now`.
     ///
     /// # Errors
     /// Only on an encoding failure, which is a bug or a misconfiguration.
-    fn issue(&self, user: &UserId, now: DateTime<Utc>) -> anyhow::Result<IssuedAccessToken>;
+    fn issue(
+        &self,
+        user: &UserId,
+        session: &TokenFamilyId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<IssuedAccessToken>;
 
-    /// The claims of `token` if this service issued it and it is still valid.
+    /// The claims of `token` if this service issued it and it is valid at `now`: not expired,
+    /// and not issued (`iat`) or valid from (`nbf`) in the future beyond a small leeway.
     ///
     /// # Errors
     /// [`AccessTokenError::Expired`] past its expiry, [`AccessTokenError::Invalid`] for anything
-    /// else that is not a valid access token (refresh tokens included).
-    fn verify(&self, token: &str) -> Result<AccessClaims, AccessTokenError>;
+    /// else that is not a valid access token (refresh tokens and tokens without a session
+    /// included).
+    fn verify(&self, token: &str, now: DateTime<Utc>) -> Result<AccessClaims, AccessTokenError>;
 }

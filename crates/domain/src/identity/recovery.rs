@@ -1,24 +1,29 @@
 //! Password reset and magic-link sign-in by e-mail.
 //!
-//! Both send a single-use, 256-bit token that is stored only as a digest. Requests answer the
-//! same whether or not the address has an account, and a per-address budget keeps the service
-//! from being used to flood an inbox.
+//! Both send a single-use, 256-bit token that is stored only as a digest. A request does the
+//! same work for every address — it stores a mail request as a [job](crate::jobs) and answers —
+//! so neither its answer nor its time tells whether an account exists. The job resolves the
+//! address, applies a per-address budget (the service must not flood an inbox), issues the
+//! token and sends the e-mail, retried with backoff until the mail server takes it.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
 
 use super::model::{Email, Password, PasswordHash};
 use super::ports::{AccountRepository, PasswordHasher};
 use super::service::{AccountService, TokenPair};
-use crate::ids::{IdGenerator, OneTimeTokenId, UserId};
+use crate::ids::{IdGenerator, JobId, OneTimeTokenId, UserId};
+use crate::jobs::{JobError, JobHandler, JobKind, JobQueue, NewJob};
 use crate::mail::{EmailMessage, Mailer, escape_html};
 use crate::secrets::{SecretDigest, Secrets};
 use crate::time::Clock;
 
 /// What a one-time token is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TokenPurpose {
     /// Choosing a new password.
     PasswordReset,
@@ -85,9 +90,13 @@ pub trait OneTimeTokenRepository: Send + Sync {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<UserId>>;
 
+    /// Deletes a token that was never sent (its e-mail could not be delivered).
+    async fn delete(&self, id: &OneTimeTokenId) -> anyhow::Result<()>;
+
     /// In one transaction: consumes a password-reset token as [`Self::consume`] does, sets the
-    /// user's password hash and revokes every refresh token of the user. Nothing changes when
-    /// the token is not usable.
+    /// user's password hash, revokes every refresh token of the user (which ends every access
+    /// token of theirs) and spends every other unused reset and magic-link token of theirs.
+    /// Nothing changes when the token is not usable.
     async fn reset_password(
         &self,
         digest: &SecretDigest,
@@ -142,6 +151,8 @@ pub struct RecoveryServiceDeps {
     pub hasher: Arc<dyn PasswordHasher>,
     /// Delivery.
     pub mailer: Arc<dyn Mailer>,
+    /// Where mail requests wait for the worker.
+    pub jobs: Arc<dyn JobQueue>,
     /// Sessions for magic-link sign-in.
     pub sessions: AccountService,
     /// Tokens and digests.
@@ -171,21 +182,30 @@ impl RecoveryService {
         Self { deps, policy }
     }
 
-    /// Sends a password-reset e-mail if the address has an active account and its hourly
-    /// budget is not spent. Says nothing about which happened.
+    /// Asks for a password-reset e-mail to `email`: stores the request and returns. The e-mail
+    /// goes out (from [`Self::deliver`]) only if the address has an active account whose hourly
+    /// budget is not spent; nothing here says which.
     ///
     /// # Errors
-    /// Only when storage or delivery fails.
+    /// Only when storage fails.
     pub async fn request_password_reset(&self, email: &Email) -> anyhow::Result<()> {
-        self.send_token(email, TokenPurpose::PasswordReset).await
+        self.enqueue(email, TokenPurpose::PasswordReset).await
     }
 
-    /// Sends a magic-link e-mail, under the same rules as [`Self::request_password_reset`].
+    /// Asks for a magic-link e-mail, as [`Self::request_password_reset`] does.
     ///
     /// # Errors
-    /// Only when storage or delivery fails.
+    /// Only when storage fails.
     pub async fn request_magic_link(&self, email: &Email) -> anyhow::Result<()> {
-        self.send_token(email, TokenPurpose::MagicLink).await
+        self.enqueue(email, TokenPurpose::MagicLink).await
+    }
+
+    async fn enqueue(&self, email: &Email, purpose: TokenPurpose) -> anyhow::Result<()> {
+        let d = &self.deps;
+        let now = d.clock.now();
+        let payload = serde_json::to_value(MailRequest { purpose, email: email.as_str().to_owned() })?;
+        let job = NewJob { id: JobId::generate(d.ids.as_ref()), kind: JobKind::Mail, payload, run_at: now, created_at: now };
+        d.jobs.enqueue(&job).await
     }
 
     /// Sets a new password with a reset token, and ends every session of the user.
@@ -227,9 +247,20 @@ impl RecoveryService {
         }
     }
 
-    async fn send_token(&self, email: &Email, purpose: TokenPurpose) -> anyhow::Result<()> {
+    /// Carries out a mail request: resolves the address, applies its hourly budget, issues
+    /// the token and sends the e-mail. Unknown and inactive addresses, and spent budgets, end
+    /// here quietly. A token whose e-mail was refused is deleted, so a retry sends a new one.
+    ///
+    /// # Errors
+    /// [`JobError::Transient`] when storage or delivery fails.
+    pub async fn deliver(&self, request: &MailRequest) -> Result<(), JobError> {
         let d = &self.deps;
-        let Some(credentials) = d.accounts.find_credentials(email).await? else {
+        let transient = JobError::Transient;
+        let Ok(email) = Email::parse(&request.email) else {
+            return Err(JobError::Permanent(anyhow::anyhow!("the mail request names no valid address")));
+        };
+        let purpose = request.purpose;
+        let Some(credentials) = d.accounts.find_credentials(&email).await.map_err(transient)? else {
             return Ok(());
         };
         let user = credentials.user;
@@ -237,7 +268,8 @@ impl RecoveryService {
             return Ok(());
         }
         let now = d.clock.now();
-        let sent = d.tokens.count_issued_since(&user.id, purpose, now - Duration::hours(1)).await?;
+        let sent =
+            d.tokens.count_issued_since(&user.id, purpose, now - Duration::hours(1)).await.map_err(transient)?;
         if sent >= self.policy.max_emails_per_hour {
             tracing::info!(user_id = %user.id, purpose = purpose.as_str(), "e-mail budget spent; not sending");
             return Ok(());
@@ -255,9 +287,15 @@ impl RecoveryService {
             created_at: now,
             expires_at: now + ttl,
         };
-        d.tokens.insert(&token).await?;
+        d.tokens.insert(&token).await.map_err(transient)?;
         let message = self.compose(&user.email, user.full_name.as_str(), purpose, &secret, ttl);
-        d.mailer.send(&message).await
+        if let Err(e) = d.mailer.send(&message).await {
+            if let Err(cleanup) = d.tokens.delete(&token.id).await {
+                tracing::warn!(error = ?cleanup, "deleting the token of an unsent e-mail failed");
+            }
+            return Err(transient(e));
+        }
+        Ok(())
     }
 
     fn compose(
@@ -283,10 +321,13 @@ impl RecoveryService {
             ),
             TokenPurpose::MagicLink => (
                 "Your Agentry sign-in link".to_owned(),
-                format!("{base}/api/v1/auth/magic-link/{secret}"),
+                format!("{base}/magic-link?token={secret}"),
                 "Use this link to sign in to Agentry without a password.",
                 "Sign in",
-                "The link signs you in once.".to_owned(),
+                format!(
+                    "Or exchange the token through the API: GET {base}/api/v1/auth/magic-link/{secret} \
+                     answers an access token."
+                ),
             ),
         };
         let footer = format!(
@@ -308,6 +349,29 @@ impl RecoveryService {
     }
 }
 
+/// A request for an e-mail with a link, as stored in the job queue. It holds the address as
+/// typed (normalised), never a token: tokens are made when the e-mail is sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailRequest {
+    /// Reset or magic link.
+    pub purpose: TokenPurpose,
+    /// The normalised address.
+    pub email: String,
+}
+
+#[async_trait]
+impl JobHandler for RecoveryService {
+    fn kind(&self) -> JobKind {
+        JobKind::Mail
+    }
+
+    async fn run(&self, payload: &serde_json::Value) -> Result<(), JobError> {
+        let request: MailRequest = serde_json::from_value(payload.clone())
+            .map_err(|e| JobError::Permanent(anyhow::anyhow!("unreadable mail request: {e}")))?;
+        self.deliver(&request).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
@@ -320,6 +384,7 @@ mod tests {
     };
     use crate::identity::service::{AccountPolicy, AccountServiceDeps};
     use crate::ids::MockIdGenerator;
+    use crate::jobs::MockJobQueue;
     use crate::mail::MockMailer;
     use crate::secrets::MockSecrets;
     use crate::time::MockClock;
@@ -346,6 +411,7 @@ mod tests {
         tokens: MockOneTimeTokenRepository,
         hasher: MockPasswordHasher,
         mailer: MockMailer,
+        jobs: MockJobQueue,
         refresh_tokens: MockRefreshTokenRepository,
     }
 
@@ -356,6 +422,7 @@ mod tests {
                 tokens: MockOneTimeTokenRepository::new(),
                 hasher: MockPasswordHasher::new(),
                 mailer: MockMailer::new(),
+                jobs: MockJobQueue::new(),
                 refresh_tokens: MockRefreshTokenRepository::new(),
             }
         }
@@ -381,7 +448,7 @@ mod tests {
             let mut access_tokens = MockAccessTokens::new();
             access_tokens
                 .expect_issue()
-                .returning(|_, _| Ok(IssuedAccessToken { token: "jwt".into(), expires_in: 3600 }));
+                .returning(|_, _, _| Ok(IssuedAccessToken { token: "jwt".into(), expires_in: 3600 }));
             let sessions = AccountService::new(
                 AccountServiceDeps {
                     accounts: accounts.clone(),
@@ -400,6 +467,7 @@ mod tests {
                     tokens: Arc::new(self.tokens),
                     hasher: Arc::new(self.hasher),
                     mailer: Arc::new(self.mailer),
+                    jobs: Arc::new(self.jobs),
                     sessions,
                     secrets: secrets(),
                     ids: ids(),
@@ -412,6 +480,28 @@ mod tests {
 
     fn email() -> Email {
         Email::parse("ada@example.com").unwrap()
+    }
+
+    fn request(purpose: TokenPurpose) -> MailRequest {
+        MailRequest { purpose, email: "ada@example.com".into() }
+    }
+
+    #[tokio::test]
+    async fn a_request_only_stores_a_mail_job_whatever_the_address() {
+        let mut m = Mocks::new();
+        m.accounts.expect_find_credentials().never();
+        m.tokens.expect_insert().never();
+        m.mailer.expect_send().never();
+        m.jobs
+            .expect_enqueue()
+            .withf(|job| {
+                job.kind == JobKind::Mail
+                    && job.run_at == t0()
+                    && job.payload == serde_json::json!({"purpose": "password_reset", "email": "ada@example.com"})
+            })
+            .times(1)
+            .returning(|_| Ok(()));
+        m.service().request_password_reset(&email()).await.unwrap();
     }
 
     #[tokio::test]
@@ -443,11 +533,23 @@ mod tests {
             })
             .times(1)
             .returning(|_| Ok(()));
-        m.service().request_password_reset(&email()).await.unwrap();
+        m.service().deliver(&request(TokenPurpose::PasswordReset)).await.unwrap();
     }
 
     #[tokio::test]
-    async fn a_magic_link_points_at_the_exchange_route_and_lives_15_minutes() {
+    async fn a_refused_e_mail_deletes_its_token_and_asks_for_a_retry() {
+        let mut m = Mocks::new();
+        m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
+        m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(0));
+        m.tokens.expect_insert().times(1).returning(|_| Ok(()));
+        m.mailer.expect_send().returning(|_| Err(anyhow::anyhow!("connection refused")));
+        m.tokens.expect_delete().withf(|id| id.as_str() == "ott_1").times(1).returning(|_| Ok(()));
+        let err = m.service().deliver(&request(TokenPurpose::MagicLink)).await.unwrap_err();
+        assert!(matches!(err, JobError::Transient(_)));
+    }
+
+    #[tokio::test]
+    async fn a_magic_link_points_at_its_page_and_lives_15_minutes() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
         m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(0));
@@ -457,10 +559,13 @@ mod tests {
             .returning(|_| Ok(()));
         m.mailer
             .expect_send()
-            .withf(|msg| msg.text.contains("https://agentry.test/api/v1/auth/magic-link/tok"))
+            .withf(|msg| {
+                msg.text.contains("https://agentry.test/magic-link?token=tok")
+                    && msg.text.contains("https://agentry.test/api/v1/auth/magic-link/tok")
+            })
             .times(1)
             .returning(|_| Ok(()));
-        m.service().request_magic_link(&email()).await.unwrap();
+        m.service().deliver(&request(TokenPurpose::MagicLink)).await.unwrap();
     }
 
     #[tokio::test]
@@ -469,19 +574,22 @@ mod tests {
         m.accounts.expect_find_credentials().returning(|_| Ok(None));
         m.tokens.expect_insert().never();
         m.mailer.expect_send().never();
-        m.service().request_password_reset(&email()).await.unwrap();
+        m.service().deliver(&request(TokenPurpose::PasswordReset)).await.unwrap();
 
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(false))));
         m.mailer.expect_send().never();
-        m.service().request_magic_link(&email()).await.unwrap();
+        m.service().deliver(&request(TokenPurpose::MagicLink)).await.unwrap();
 
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
         m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(3));
         m.tokens.expect_insert().never();
         m.mailer.expect_send().never();
-        m.service().request_password_reset(&email()).await.unwrap();
+        m.service().deliver(&request(TokenPurpose::PasswordReset)).await.unwrap();
+
+        let err = Mocks::new().service().run(&serde_json::json!({"purpose": "telegram"})).await.unwrap_err();
+        assert!(matches!(err, JobError::Permanent(_)));
     }
 
     #[tokio::test]

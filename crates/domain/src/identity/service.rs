@@ -64,14 +64,8 @@ impl RegisterCommand {
         // An empty company is the same as none: the tenant is then named after the user.
         let company = company.filter(|c| !c.trim().is_empty());
         let company = v.optional("company", company, |s| Company::new(&s));
-        v.finish()?;
-        match (email, password, full_name, company) {
-            (Some(email), Some(password), Some(full_name), Some(company)) => {
-                Ok(Self { email, password, full_name, company })
-            }
-            // `finish` returned Ok, so every check passed and every value is present.
-            _ => unreachable!("validator accepted a command with a missing part"),
-        }
+        let (email, password, full_name, company) = v.finish((email, password, full_name, company))?;
+        Ok(Self { email, password, full_name, company })
     }
 }
 
@@ -296,7 +290,7 @@ impl AccountService {
         let family = TokenFamilyId::generate(d.ids.as_ref());
         let (token, secret) = self.new_refresh_token(user, family);
         d.refresh_tokens.insert(&token).await?;
-        let access = d.access_tokens.issue(user, token.issued_at)?;
+        let access = d.access_tokens.issue(user, &token.family_id, token.issued_at)?;
         Ok(TokenPair { access, refresh_token: secret })
     }
 
@@ -318,7 +312,7 @@ impl AccountService {
                 let (successor, secret) = self.new_refresh_token(&current.user_id, current.family_id.clone());
                 match d.refresh_tokens.rotate(&current.id, &successor, now).await? {
                     RotateOutcome::Rotated => {
-                        let access = d.access_tokens.issue(&current.user_id, now)?;
+                        let access = d.access_tokens.issue(&current.user_id, &current.family_id, now)?;
                         return Ok(TokenPair { access, refresh_token: secret });
                     }
                     RotateOutcome::NotActive => refresh::on_lost_rotation_race(),
@@ -432,8 +426,8 @@ mod tests {
                 .returning(move || format!("secret-{}", n.fetch_add(1, Ordering::SeqCst)));
             secrets.expect_digest().returning(|s| SecretDigest::from_string(format!("digest({s})")));
             let mut access_tokens = MockAccessTokens::new();
-            access_tokens.expect_issue().returning(|user, _| {
-                Ok(IssuedAccessToken { token: format!("jwt-for-{user}"), expires_in: 3600 })
+            access_tokens.expect_issue().returning(|user, session, _| {
+                Ok(IssuedAccessToken { token: format!("jwt-for-{user}-in-{session}"), expires_in: 3600 })
             });
             Self {
                 accounts: MockAccountRepository::new(),
@@ -590,7 +584,7 @@ mod tests {
             .times(1)
             .returning(|_| Ok(()));
         let pair = m.service().login(" ADA@example.com", SecretString::from("pw")).await.unwrap();
-        assert_eq!(pair.access.token, "jwt-for-usr_ada");
+        assert_eq!(pair.access.token, "jwt-for-usr_ada-in-rtf_0", "the access token names its session");
         assert_eq!(pair.refresh_token.expose_secret(), "secret-0");
     }
 
