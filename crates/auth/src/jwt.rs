@@ -3,10 +3,14 @@
 //! The algorithm is pinned on both sides: a token whose header names another algorithm —
 //! `none` included — is refused before its signature is looked at. Issuer, audience, expiry and
 //! the `typ` claim are all required and checked, so a token minted for something else (another
-//! service sharing the key, a future token type) is not accepted as an access token.
+//! service sharing the key, a future token type) is not accepted as an access token. Every token
+//! names its session (`sid`, the refresh-token family of its sign-in), so ending the session
+//! ends the token. Times are checked against the caller's clock, not the system's: expiry
+//! without leeway, `iat` and `nbf` refused when more than [`JwtAccessTokens::FUTURE_LEEWAY`]
+//! ahead.
 
 use agentry_domain::identity::{AccessClaims, AccessTokenError, AccessTokens, IssuedAccessToken};
-use agentry_domain::ids::UserId;
+use agentry_domain::ids::{TokenFamilyId, UserId};
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
 use jsonwebtoken::errors::ErrorKind;
@@ -52,10 +56,13 @@ impl std::fmt::Debug for JwtAccessTokens {
 #[derive(Debug, Serialize, Deserialize)]
 struct Claims {
     sub: String,
+    sid: String,
     iss: String,
     aud: String,
     iat: i64,
     exp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nbf: Option<i64>,
     jti: String,
     typ: String,
 }
@@ -64,6 +71,10 @@ impl JwtAccessTokens {
     /// Minimum key length in bytes: HS256 keys shorter than its output add no security and are
     /// guessable.
     pub const MIN_SECRET_BYTES: usize = 32;
+
+    /// How far ahead of the verifier's clock `iat` and `nbf` may be (clock skew between
+    /// instances).
+    pub const FUTURE_LEEWAY: Duration = Duration::seconds(30);
 
     /// A codec for `settings`.
     ///
@@ -81,6 +92,9 @@ impl JwtAccessTokens {
         validation.set_issuer(&[&settings.issuer]);
         validation.set_audience(&[&settings.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // Times are checked in `verify` against the caller's clock.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         validation.leeway = 0;
         Ok(Self {
             encoding: EncodingKey::from_secret(key),
@@ -94,13 +108,20 @@ impl JwtAccessTokens {
 }
 
 impl AccessTokens for JwtAccessTokens {
-    fn issue(&self, user: &UserId, now: DateTime<Utc>) -> anyhow::Result<IssuedAccessToken> {
+    fn issue(
+        &self,
+        user: &UserId,
+        session: &TokenFamilyId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<IssuedAccessToken> {
         let claims = Claims {
             sub: user.to_string(),
+            sid: session.to_string(),
             iss: self.issuer.clone(),
             aud: self.audience.clone(),
             iat: now.timestamp(),
             exp: (now + self.ttl).timestamp(),
+            nbf: None,
             jti: uuid::Uuid::now_v7().simple().to_string(),
             typ: ACCESS_TYPE.to_owned(),
         };
@@ -109,7 +130,7 @@ impl AccessTokens for JwtAccessTokens {
         Ok(IssuedAccessToken { token, expires_in: self.ttl.num_seconds() })
     }
 
-    fn verify(&self, token: &str) -> Result<AccessClaims, AccessTokenError> {
+    fn verify(&self, token: &str, now: DateTime<Utc>) -> Result<AccessClaims, AccessTokenError> {
         let data = decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| match e.kind() {
             ErrorKind::ExpiredSignature => AccessTokenError::Expired,
             other => AccessTokenError::Invalid(format!("{other:?}")),
@@ -118,9 +139,22 @@ impl AccessTokens for JwtAccessTokens {
         if claims.typ != ACCESS_TYPE {
             return Err(AccessTokenError::Invalid(format!("token type {:?}", claims.typ)));
         }
+        let now_secs = now.timestamp();
+        if claims.exp <= now_secs {
+            return Err(AccessTokenError::Expired);
+        }
+        let latest = (now + Self::FUTURE_LEEWAY).timestamp();
+        if claims.iat > latest || claims.nbf.is_some_and(|nbf| nbf > latest) {
+            return Err(AccessTokenError::Invalid("issued or valid from the future".into()));
+        }
         let expires_at = DateTime::from_timestamp(claims.exp, 0)
             .ok_or_else(|| AccessTokenError::Invalid("exp out of range".into()))?;
-        Ok(AccessClaims { user_id: UserId::from_string(claims.sub), token_id: claims.jti, expires_at })
+        Ok(AccessClaims {
+            user_id: UserId::from_string(claims.sub),
+            session_id: TokenFamilyId::from_string(claims.sid),
+            token_id: claims.jti,
+            expires_at,
+        })
     }
 }
 
@@ -144,16 +178,26 @@ mod tests {
         JwtAccessTokens::new(settings(&[7u8; 32])).unwrap()
     }
 
+    impl JwtAccessTokens {
+        fn verify_now(&self, token: &str) -> Result<AccessClaims, AccessTokenError> {
+            self.verify(token, Utc::now())
+        }
+    }
+
     fn user() -> UserId {
         UserId::from_string("usr_1")
+    }
+
+    fn session() -> TokenFamilyId {
+        TokenFamilyId::from_string("rtf_1")
     }
 
     #[test]
     fn issued_tokens_verify_with_their_claims() {
         let c = codec();
-        let issued = c.issue(&user(), Utc::now()).unwrap();
+        let issued = c.issue(&user(), &session(), Utc::now()).unwrap();
         assert_eq!(issued.expires_in, 3600);
-        let claims = c.verify(&issued.token).unwrap();
+        let claims = c.verify(&issued.token, Utc::now()).unwrap();
         assert_eq!(claims.user_id, user());
         assert!(claims.expires_at > Utc::now());
     }
@@ -166,15 +210,15 @@ mod tests {
     #[test]
     fn expired_tokens_are_refused_as_expired() {
         let c = codec();
-        let issued = c.issue(&user(), Utc::now() - Duration::hours(2)).unwrap();
-        assert_eq!(c.verify(&issued.token), Err(AccessTokenError::Expired));
+        let issued = c.issue(&user(), &session(), Utc::now() - Duration::hours(2)).unwrap();
+        assert_eq!(c.verify(&issued.token, Utc::now()), Err(AccessTokenError::Expired));
     }
 
     #[test]
     fn a_token_signed_with_another_key_is_refused() {
         let other = JwtAccessTokens::new(settings(&[8u8; 32])).unwrap();
-        let issued = other.issue(&user(), Utc::now()).unwrap();
-        assert!(matches!(codec().verify(&issued.token), Err(AccessTokenError::Invalid(_))));
+        let issued = other.issue(&user(), &session(), Utc::now()).unwrap();
+        assert!(matches!(codec().verify(&issued.token, Utc::now()), Err(AccessTokenError::Invalid(_))));
     }
 
     fn forge(header: &str, claims: serde_json::Value, signature: &str) -> String {
@@ -188,14 +232,14 @@ mod tests {
 
     fn valid_claims(typ: &str) -> serde_json::Value {
         let now = Utc::now().timestamp();
-        serde_json::json!({"sub": "usr_1", "iss": "agentry", "aud": "agentry-api",
+        serde_json::json!({"sub": "usr_1", "sid": "rtf_1", "iss": "agentry", "aud": "agentry-api",
             "iat": now, "exp": now + 600, "jti": "x", "typ": typ})
     }
 
     #[test]
     fn alg_none_is_refused() {
         let token = forge(r#"{"alg":"none","typ":"JWT"}"#, valid_claims("access"), "");
-        assert!(matches!(codec().verify(&token), Err(AccessTokenError::Invalid(_))));
+        assert!(matches!(codec().verify(&token, Utc::now()), Err(AccessTokenError::Invalid(_))));
     }
 
     #[test]
@@ -203,23 +247,52 @@ mod tests {
         let key = EncodingKey::from_secret(&[7u8; 32]);
         let sign = |claims: serde_json::Value| encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
         let c = codec();
-        assert!(c.verify(&sign(valid_claims("access"))).is_ok(), "control case");
-        assert!(c.verify(&sign(valid_claims("refresh"))).is_err());
+        assert!(c.verify_now(&sign(valid_claims("access"))).is_ok(), "control case");
+        assert!(c.verify_now(&sign(valid_claims("refresh"))).is_err());
         let mut wrong_iss = valid_claims("access");
         wrong_iss["iss"] = "someone-else".into();
-        assert!(c.verify(&sign(wrong_iss)).is_err());
+        assert!(c.verify_now(&sign(wrong_iss)).is_err());
         let mut wrong_aud = valid_claims("access");
         wrong_aud["aud"] = "other-api".into();
-        assert!(c.verify(&sign(wrong_aud)).is_err());
+        assert!(c.verify_now(&sign(wrong_aud)).is_err());
         let mut no_exp = valid_claims("access");
         no_exp.as_object_mut().unwrap().remove("exp");
-        assert!(c.verify(&sign(no_exp)).is_err());
+        assert!(c.verify_now(&sign(no_exp)).is_err());
+    }
+
+    #[test]
+    fn tokens_from_the_future_or_without_a_session_are_refused() {
+        let key = EncodingKey::from_secret(&[7u8; 32]);
+        let sign = |claims: serde_json::Value| encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
+        let c = codec();
+        let now = Utc::now().timestamp();
+        let mut claims = valid_claims("access");
+        claims["iat"] = (now + 20).into();
+        assert!(c.verify_now(&sign(claims.clone())).is_ok(), "within the leeway");
+        claims["iat"] = (now + 120).into();
+        assert!(c.verify_now(&sign(claims)).is_err(), "iat ahead");
+        let mut claims = valid_claims("access");
+        claims["nbf"] = (now + 120).into();
+        assert!(c.verify_now(&sign(claims)).is_err(), "nbf ahead");
+        let mut claims = valid_claims("access");
+        claims.as_object_mut().unwrap().remove("sid");
+        assert!(c.verify_now(&sign(claims)).is_err(), "no session");
+    }
+
+    #[test]
+    fn expiry_follows_the_callers_clock() {
+        let c = codec();
+        let t0 = Utc::now();
+        let issued = c.issue(&user(), &session(), t0).unwrap();
+        let claims = c.verify(&issued.token, t0 + Duration::minutes(59)).unwrap();
+        assert_eq!(claims.session_id, session());
+        assert_eq!(c.verify(&issued.token, t0 + Duration::minutes(61)), Err(AccessTokenError::Expired));
     }
 
     #[test]
     fn garbage_is_refused() {
         for t in ["", "abc", "a.b.c", "Zm9v.YmFy.YmF6"] {
-            assert!(matches!(codec().verify(t), Err(AccessTokenError::Invalid(_))), "{t}");
+            assert!(matches!(codec().verify(t, Utc::now()), Err(AccessTokenError::Invalid(_))), "{t}");
         }
     }
 }

@@ -322,8 +322,10 @@ mod tests {
     #[tokio::test]
     async fn a_failed_attempt_is_recorded_under_its_lease_with_the_next_time() {
         let mut queue = MockJobQueue::new();
-        queue.expect_claim().withf(|kinds, lease, _, _| kinds == [JobKind::Mail] && lease.token == "lease_1").returning(
-            |_, lease, _, _| {
+        queue
+            .expect_claim()
+            .withf(|kinds, lease, _, _| kinds == [JobKind::Mail] && lease.token == "lease_1")
+            .returning(|_, lease, _, _| {
                 Ok(vec![ClaimedJob {
                     id: JobId::from_string("job_1"),
                     kind: JobKind::Mail,
@@ -331,8 +333,7 @@ mod tests {
                     attempt: 2,
                     lease: lease.clone(),
                 }])
-            },
-        );
+            });
         queue
             .expect_finish()
             .withf(|id, lease, outcome, _| {

@@ -133,6 +133,8 @@ checked_tuple!(A, B, C, D, E);
 checked_tuple!(A, B, C, D, E, F);
 checked_tuple!(A, B, C, D, E, F, G);
 checked_tuple!(A, B, C, D, E, F, G, H);
+checked_tuple!(A, B, C, D, E, F, G, H, I);
+checked_tuple!(A, B, C, D, E, F, G, H, I, J);
 
 /// Collects field errors while a command is assembled, so a client hears about every bad field
 /// at once rather than one per round trip, and hands back the parsed values when all passed:
@@ -248,8 +250,8 @@ impl Validator {
     }
 }
 
-/// Declares a name-like value object: single-line text trimmed of surrounding white space and
-/// bounded in characters, reported under `field` when refused.
+/// Declares a name-like value object: single-line text of at most `max` characters, trimmed of
+/// surrounding white space to at least `min`, reported under `field` when refused.
 #[macro_export]
 macro_rules! bounded_text {
     ($(#[$meta:meta])* $name:ident, $field:literal, $min:literal..=$max:literal) => {
@@ -271,8 +273,12 @@ macro_rules! bounded_text {
             #[doc = concat!(stringify!($min), "–", stringify!($max), " characters.")]
             pub fn new(raw: &str) -> Result<Self, $crate::validation::FieldError> {
                 $crate::validation::check_text(raw, $field, $crate::validation::TextKind::SingleLine)?;
+                // The bound applies to the text as sent, the minimum to what is left after
+                // trimming: what the published schema says (`maxLength`, and a pattern that
+                // asks for one character that is not white space).
+                $crate::validation::check_length(raw, 0, $max, $field)?;
                 let value = raw.trim();
-                $crate::validation::check_length(value, $min, $max, $field)?;
+                $crate::validation::check_length(value, $min, usize::MAX, $field)?;
                 Ok(Self(value.to_owned()))
             }
 

@@ -2,14 +2,17 @@
 //! resolved to one tenant), the client address, and the per-address throttle of the
 //! unauthenticated auth routes.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Mutex;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
-use agentry_domain::identity::Principal;
+use agentry_domain::identity::{AccessError, Principal};
 use agentry_domain::ids::TenantId;
 use agentry_domain::ratelimit::RateStatus;
+use agentry_domain::validation::check_path_id;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
@@ -50,12 +53,51 @@ fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
 }
 
 /// The `tenant_id` query parameter, if present. An empty value counts as absent.
-fn requested_tenant(req: &HttpRequest) -> Option<TenantId> {
-    form_urlencoded::parse(req.query_string().as_bytes())
+fn requested_tenant(req: &HttpRequest) -> Result<Option<TenantId>, ApiError> {
+    let Some(value) = form_urlencoded::parse(req.query_string().as_bytes())
         .find(|(k, _)| k == "tenant_id")
         .map(|(_, v)| v.into_owned())
         .filter(|v| !v.is_empty())
-        .map(TenantId::from_string)
+    else {
+        return Ok(None);
+    };
+    check_path_id(&value, "tenant_id")?;
+    Ok(Some(TenantId::from_string(value)))
+}
+
+/// Addresses refused after too many failed bearer authentications, until their window ends.
+///
+/// The failures are counted by the shared rate limiter (so every instance sees the same
+/// count); once an address is over its budget, each instance remembers that here, so its
+/// further attempts are refused before any credential is looked at — without a database read
+/// on every authenticated request.
+#[derive(Debug, Default)]
+pub struct FailedAuthGate {
+    blocked: Mutex<HashMap<String, i64>>,
+}
+
+impl FailedAuthGate {
+    /// Seconds until `address` may try again, if it is refused at `now` (Unix seconds).
+    fn retry_after(&self, address: &str, now: i64) -> Option<i64> {
+        let mut blocked = self.blocked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match blocked.get(address) {
+            Some(&until) if until > now => Some(until - now),
+            Some(_) => {
+                blocked.remove(address);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn block(&self, address: &str, until: i64, now: i64) {
+        let mut blocked = self.blocked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Keep the map to the addresses that are refused right now.
+        if blocked.len() > 10_000 {
+            blocked.retain(|_, until| *until > now);
+        }
+        blocked.insert(address.to_owned(), until);
+    }
 }
 
 /// The authenticated caller of a request, acting in the tenant named by the `tenant_id` query
@@ -81,15 +123,34 @@ impl FromRequest for Caller {
                 return Ok(caller.clone());
             }
             let state = state(&req)?;
+            let address = client_address(&req, &state.limits.trusted_proxies);
+            let now = state.clock.now().timestamp();
+            if let Some(retry_after) = state.failed_auth.retry_after(&address, now) {
+                return Err(too_many_failures(u64::try_from(retry_after).unwrap_or(1)));
+            }
+            let tenant = requested_tenant(&req)?;
+            // A request without credentials guesses nothing: only presented ones count.
             let token = bearer_token(&req)?;
-            let tenant = requested_tenant(&req);
-            let (principal, status) = run_to_completion(async move {
-                let principal = state.access.authenticate(&token, tenant.as_ref()).await?;
+            let work_state = state.clone();
+            let outcome = run_to_completion(async move {
+                let state = work_state;
+                let principal = match state.access.authenticate(&token, tenant.as_ref()).await {
+                    Ok(principal) => principal,
+                    Err(AccessError::Unauthorized(reason)) => return Ok(Err(reason)),
+                    Err(e) => return Err(e.into()),
+                };
                 let quota = state.limits.quota_for(principal.plan);
                 let status = state.limiter.check(&format!("tenant:{}", principal.tenant_id), quota).await?;
-                Ok((principal, status))
+                Ok(Ok((principal, status)))
             })
             .await?;
+            let (principal, status) = match outcome {
+                Ok(found) => found,
+                Err(reason) => {
+                    let refused = ApiError::from(AccessError::Unauthorized(reason));
+                    return Err(count_failure(&req, state, address, refused).await);
+                }
+            };
             req.extensions_mut().insert(status);
             if let Some(retry_after) = status.retry_after {
                 return Err(rate_limited(retry_after));
@@ -104,6 +165,45 @@ impl FromRequest for Caller {
 fn rate_limited(retry_after: u64) -> ApiError {
     ApiError::new(ErrorCode::RateLimitExceeded, format!("rate limit exceeded; retry in {retry_after} s"))
         .with_retry_after(retry_after)
+}
+
+fn too_many_failures(retry_after: u64) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimitExceeded,
+        format!("too many failed authentications from this address; retry in {retry_after} s"),
+    )
+    .with_retry_after(retry_after)
+}
+
+fn client_address(req: &HttpRequest, trusted: &[IpAddr]) -> String {
+    ClientIp::of(req, trusted).map_or_else(|| "unknown".to_owned(), |ip| ip.0.to_string())
+}
+
+/// Counts a failed bearer authentication against its client address. Past the budget, the
+/// address is refused (429) until the window ends; before, the failure answers as `refused`.
+async fn count_failure(
+    req: &HttpRequest,
+    state: web::Data<AppState>,
+    address: String,
+    refused: ApiError,
+) -> ApiError {
+    let bucket = format!("authfail:{address}");
+    let quota = state.limits.failed_auth_per_ip;
+    let counted = {
+        let state = state.clone();
+        run_to_completion(async move { Ok(state.limiter.check(&bucket, quota).await?) }).await
+    };
+    match counted {
+        Ok(status) => match status.retry_after {
+            Some(retry_after) => {
+                state.failed_auth.block(&address, status.reset_at, state.clock.now().timestamp());
+                req.extensions_mut().insert(status);
+                too_many_failures(retry_after)
+            }
+            None => refused,
+        },
+        Err(e) => e,
+    }
 }
 
 /// The client's address: the socket peer, or — when the peer is a trusted proxy — the last
@@ -156,8 +256,7 @@ impl FromRequest for AuthThrottle {
         let req = req.clone();
         Box::pin(async move {
             let state = state(&req)?;
-            let ip = ClientIp::of(&req, &state.limits.trusted_proxies)
-                .map_or_else(|| "unknown".to_owned(), |ip| ip.0.to_string());
+            let ip = client_address(&req, &state.limits.trusted_proxies);
             let status = run_to_completion(async move {
                 Ok(state.limiter.check(&format!("ip:{ip}"), state.limits.auth_per_ip).await?)
             })

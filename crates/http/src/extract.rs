@@ -43,7 +43,10 @@ fn is_json(media: &str) -> bool {
 /// Reads the whole body, refusing it with 413 as soon as it passes `limit`.
 async fn read_body(mut payload: Payload, declared: Option<usize>, limit: usize) -> Result<Vec<u8>, ApiError> {
     let too_large = || {
-        ApiError::new(ErrorCode::PayloadTooLarge, format!("the request body is larger than {limit} bytes"))
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is larger than the limit of {limit} bytes"),
+        )
     };
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
@@ -69,6 +72,59 @@ fn declared_length(req: &HttpRequest) -> Option<usize> {
     req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
 }
 
+/// Rewrites a serde message in the client's terms: JSON types (`an integer`, `an object`,
+/// `an array`) instead of Rust ones (`i64`, `struct AgentRequest`, `a sequence`), and no
+/// sizes of Rust integers.
+pub fn describe_input_error(message: &str) -> String {
+    let message = message.split(" at line ").next().unwrap_or(message);
+    // "invalid value: integer `-1`, expected u32": the number does not fit.
+    if let Some(rest) = message.strip_prefix("invalid value: integer `")
+        && let Some((number, expected)) = rest.split_once("`, expected ")
+        && is_rust_number(expected)
+    {
+        return format!("the number {number} is out of range");
+    }
+    if message.starts_with("number too large to fit in target type")
+        || message.starts_with("number too small to fit in target type")
+    {
+        return "the number is out of range".to_owned();
+    }
+    let (head, expected) = match message.split_once(", expected ") {
+        Some((head, expected)) => (head, Some(expected)),
+        None => (message, None),
+    };
+    let head = head
+        .replace("invalid type: map", "invalid type: object")
+        .replace("invalid type: sequence", "invalid type: array")
+        .replace("invalid type: floating point", "invalid type: number")
+        .replace("invalid type: unit value", "invalid type: null")
+        .replace("invalid type: integer", "invalid type: number");
+    match expected {
+        None => head,
+        Some(expected) => format!("{head}, expected {}", describe_expected(expected)),
+    }
+}
+
+fn is_rust_number(name: &str) -> bool {
+    matches!(
+        name,
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64" | "u128" | "usize"
+    )
+}
+
+fn describe_expected(expected: &str) -> String {
+    match expected {
+        e if is_rust_number(e) => "an integer".to_owned(),
+        "f32" | "f64" => "a number".to_owned(),
+        "a sequence" => "an array".to_owned(),
+        "a map" => "an object".to_owned(),
+        "unit" => "null".to_owned(),
+        e if e.starts_with("struct ") || e.starts_with("a struct") => "an object".to_owned(),
+        e if e.starts_with("enum ") || e.starts_with("variant ") => "one of the allowed values".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
 /// Turns a serde error into a field-level validation error, naming the field by its path.
 fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     let path = e.path().to_string();
@@ -77,7 +133,7 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
         return ApiError::field(
             "body",
             FieldErrorKind::InvalidFormat,
-            format!("the request body is not valid JSON: {inner}"),
+            format!("the request body is not valid JSON: {}", describe_input_error(&inner.to_string())),
         );
     }
     let message = inner.to_string();
@@ -87,8 +143,11 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
         return ApiError::validation(vec![agentry_domain::validation::FieldError::missing(field)]);
     }
     let field = if path == "." { "body".to_owned() } else { path };
-    let message = message.split(" at line ").next().unwrap_or(&message).to_owned();
-    ApiError::field(field.clone(), FieldErrorKind::InvalidType, format!("{field}: {message}"))
+    ApiError::field(
+        field.clone(),
+        FieldErrorKind::InvalidType,
+        format!("{field}: {}", describe_input_error(&message)),
+    )
 }
 
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
@@ -111,12 +170,24 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
                 }
             }
             let body = read_body(payload, declared, settings.max_body_bytes).await?;
-            if body.iter().all(u8::is_ascii_whitespace) {
-                return Err(ApiError::field(
-                    "body",
-                    FieldErrorKind::MissingRequiredField,
-                    "the request body is empty",
-                ));
+            match body.iter().find(|b| !b.is_ascii_whitespace()) {
+                None => {
+                    return Err(ApiError::field(
+                        "body",
+                        FieldErrorKind::MissingRequiredField,
+                        "the request body is empty",
+                    ));
+                }
+                // Every body of this API is an object. serde would read `[…]` into a struct
+                // field by field; refuse it (and `7`, `"x"`) up front.
+                Some(b'{') => {}
+                Some(_) => {
+                    return Err(ApiError::field(
+                        "body",
+                        FieldErrorKind::InvalidType,
+                        "the request body must be a JSON object",
+                    ));
+                }
             }
             let mut de = serde_json::Deserializer::from_slice(&body);
             let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
@@ -124,7 +195,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
                 ApiError::field(
                     "body",
                     FieldErrorKind::InvalidFormat,
-                    format!("the request body is not valid JSON: {e}"),
+                    format!("the request body is not valid JSON: {}", describe_input_error(&e.to_string())),
                 )
             })?;
             Ok(JsonBody(value))
@@ -156,7 +227,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for FormBody<T> {
                 ApiError::field(
                     "body",
                     FieldErrorKind::InvalidFormat,
-                    format!("the form body is invalid: {e}"),
+                    format!("the form body is invalid: {}", describe_input_error(&e.to_string())),
                 )
             })?;
             Ok(FormBody(value))
@@ -176,7 +247,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for QueryParams<T> {
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(req.query_string().as_bytes()));
         let result = serde_path_to_error::deserialize(de).map(QueryParams).map_err(|e| {
             let field = e.path().to_string();
-            let message = e.into_inner().to_string();
+            let message = describe_input_error(&e.into_inner().to_string());
             ApiError::field(
                 field.clone(),
                 FieldErrorKind::InvalidType,
@@ -184,5 +255,40 @@ impl<T: DeserializeOwned + 'static> FromRequest for QueryParams<T> {
             )
         });
         std::future::ready(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_input_error;
+
+    #[test]
+    fn input_errors_speak_json_not_rust() {
+        let cases = [
+            (
+                "invalid type: string \"x\", expected i64 at line 1 column 9",
+                "invalid type: string \"x\", expected an integer",
+            ),
+            ("invalid type: integer `42`, expected a string", "invalid type: number `42`, expected a string"),
+            ("invalid value: integer `-1`, expected u32", "the number -1 is out of range"),
+            ("invalid type: map, expected a sequence", "invalid type: object, expected an array"),
+            (
+                "invalid type: sequence, expected struct CreateAgentRequest",
+                "invalid type: array, expected an object",
+            ),
+            (
+                "invalid type: floating point `1.5`, expected i64",
+                "invalid type: number `1.5`, expected an integer",
+            ),
+            ("invalid type: string \"x\", expected f64", "invalid type: string \"x\", expected a number"),
+            ("number too large to fit in target type", "the number is out of range"),
+            (
+                "unknown variant `x`, expected one of `a`, `b`",
+                "unknown variant `x`, expected one of `a`, `b`",
+            ),
+        ];
+        for (serde, ours) in cases {
+            assert_eq!(describe_input_error(serde), ours);
+        }
     }
 }

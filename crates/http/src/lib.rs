@@ -12,6 +12,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod reply;
 pub mod routes;
+pub mod schemas;
 pub mod settings;
 
 use std::sync::Arc;
@@ -26,9 +27,8 @@ use agentry_domain::billing::BillingService;
 use agentry_domain::identity::{AccessService, AccountService, RecoveryService};
 use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
+use agentry_domain::time::Clock;
 use async_trait::async_trait;
-use utoipa::OpenApi as _;
-use utoipa_swagger_ui::SwaggerUi;
 
 pub use error::{ApiError, ErrorCode};
 pub use settings::{Envelope, HttpSettings};
@@ -47,6 +47,8 @@ pub struct RateLimits {
     pub plans: PlanTable,
     /// Budget per client address of the unauthenticated auth routes.
     pub auth_per_ip: Quota,
+    /// Budget per client address of failed bearer authentications.
+    pub failed_auth_per_ip: Quota,
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<IpAddr>,
 }
@@ -79,6 +81,10 @@ pub struct AppState {
     pub limits: RateLimits,
     /// The readiness probe.
     pub readiness: Arc<dyn Readiness>,
+    /// Addresses refused after too many failed authentications.
+    pub failed_auth: Arc<access::FailedAuthGate>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -119,8 +125,8 @@ pub fn build_app(
         .app_data(settings)
         .wrap(actix_web::middleware::from_fn(middleware::request_context))
         .configure(routes::health::configure)
+        .configure(routes::pages::configure)
         .service(web::scope("/api/v1").configure(api_routes))
         .service(web::scope("/v1").configure(api_routes))
-        .service(SwaggerUi::new("/docs/{_:.*}").url("/docs/openapi.json", openapi::ApiDoc::openapi()))
         .default_service(web::to(no_such_route))
 }

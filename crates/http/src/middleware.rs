@@ -1,10 +1,12 @@
-//! The request middleware: request id, one access-log line per request, and the rendering of
-//! every error — ours and actix's own 404/405 — in the configured JSON envelope.
+//! The request middleware: request id, one access-log line per request, the rendering of
+//! every error — ours and actix's own 404/405 — in the configured JSON envelope, `HEAD` wherever
+//! `GET` is served, and the security headers of every response.
 
 use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{Error, HttpMessage, web};
@@ -32,7 +34,7 @@ fn incoming_request_id(req: &ServiceRequest) -> Option<String> {
 
 /// The outermost middleware of the app.
 pub async fn request_context(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let started = Instant::now();
@@ -41,6 +43,11 @@ pub async fn request_context(
     req.extensions_mut().insert(RequestId(request_id.clone()));
     let settings = req.app_data::<web::Data<HttpSettings>>().map(|s| s.get_ref().clone()).unwrap_or_default();
     let method = req.method().clone();
+    // HEAD is GET without the body: route it as GET. The connection already knows the request
+    // was HEAD and sends no body.
+    if method == Method::HEAD {
+        req.head_mut().method = Method::GET;
+    }
     let span = tracing::info_span!("request", request_id = %request_id);
 
     // Handler and extractor errors arrive here as responses carrying their error; an `Err`
@@ -50,12 +57,14 @@ pub async fn request_context(
     let response = actix_web::rt::spawn(next.call(req).instrument(span.clone()))
         .await
         .map_err(|e| ApiError::internal(anyhow::anyhow!("request task failed: {e}")))??;
-    let mut response = render_error(response.map_into_boxed_body(), &settings);
+    // In the span: an internal error's cause is logged with the request id.
+    let mut response = span.in_scope(|| render_error(response.map_into_boxed_body(), &settings));
 
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     add_rate_limit_headers(&mut response);
+    add_security_headers(&mut response);
     let status = response.status().as_u16();
     let route = response.request().match_pattern().unwrap_or_else(|| "-".to_owned());
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -82,17 +91,68 @@ fn render_error(response: ServiceResponse<BoxBody>, settings: &HttpSettings) -> 
                 ApiError::for_status(status).render(settings)
             }
         },
-        // A plain response with an error status, e.g. actix's 405 for a known path.
-        None if is_json(&response) => return response,
+        // A response the handler rendered itself: JSON, or one of the HTML pages.
+        None if is_json(&response) || is_html(&response) => return response,
         None => ApiError::for_status(status).render(settings),
     };
-    let allow = response.headers().get(header::ALLOW).cloned();
+    let allow = response.headers().get(header::ALLOW).and_then(|v| v.to_str().ok()).map(with_head);
     let (request, _) = response.into_parts();
     let mut response = ServiceResponse::new(request, rendered);
-    if let Some(allow) = allow {
+    if let Some(allow) = allow.and_then(|a| HeaderValue::from_str(&a).ok()) {
         response.headers_mut().insert(header::ALLOW, allow);
     }
     response
+}
+
+/// `Allow` of a resource: HEAD is served wherever GET is.
+fn with_head(allow: &str) -> String {
+    let methods: Vec<&str> = allow.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+    if methods.contains(&"GET") && !methods.contains(&"HEAD") {
+        format!("{}, HEAD", methods.join(", "))
+    } else {
+        methods.join(", ")
+    }
+}
+
+/// Content security policy of the HTML pages and the docs page: only the service's own
+/// scripts, styles, images and connections; never framed.
+pub const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+    img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// Paths whose responses are the same for everyone and may be cached: the docs page's and the
+/// pages' static files.
+fn is_static_asset(path: &str) -> bool {
+    (path.starts_with("/docs/") && path.contains('.')) || path.starts_with("/assets/")
+}
+
+fn is_page(path: &str) -> bool {
+    path.starts_with("/docs") || path == "/reset-password" || path == "/magic-link"
+}
+
+/// `X-Content-Type-Options: nosniff` on every response; `Cache-Control: no-store` on every
+/// response but static files (bodies carry tokens, keys and tenants' data); a content security
+/// policy on the HTML pages.
+fn add_security_headers(response: &mut ServiceResponse<BoxBody>) {
+    let path = response.request().path().to_owned();
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        let cache = if is_static_asset(&path) { "public, max-age=3600" } else { "no-store" };
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    }
+    if is_page(&path) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    }
+}
+
+fn is_html(response: &ServiceResponse<BoxBody>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"))
 }
 
 fn is_json(response: &ServiceResponse<BoxBody>) -> bool {
@@ -118,5 +178,26 @@ fn add_rate_limit_headers(response: &mut ServiceResponse<BoxBody>) {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(HeaderName::from_static(name), value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_is_allowed_wherever_get_is() {
+        assert_eq!(with_head("GET, PATCH, DELETE"), "GET, PATCH, DELETE, HEAD");
+        assert_eq!(with_head("POST"), "POST");
+        assert_eq!(with_head("GET, HEAD"), "GET, HEAD");
+    }
+
+    #[test]
+    fn only_static_files_may_be_cached() {
+        assert!(is_static_asset("/docs/swagger-ui.css"));
+        assert!(is_static_asset("/assets/pages.js"));
+        assert!(!is_static_asset("/docs/"));
+        assert!(!is_static_asset("/api/v1/auth/login"));
+        assert!(!is_static_asset("/api/v1/openapi.json"));
     }
 }

@@ -1,12 +1,28 @@
-//! The OpenAPI 3.1 document, generated from the handlers' annotations, and the docs page.
+//! The OpenAPI 3.1 document, generated from the handlers' annotations and completed from what
+//! the code does everywhere alike, so it tells the truth about every route:
+//!
+//! - every authenticated route (its annotation names the `bearer` scheme) answers 401, 403 and
+//!   429, takes `tenant_id`, and carries the rate-limit headers; so does every route whose
+//!   annotation says `x-rate-limit` (the unauthenticated auth routes, limited per address);
+//! - a route with a body answers 413, 415 and the validation status; one with parameters
+//!   answers the validation status; one with path parameters answers 404; every route may
+//!   answer 500;
+//! - every error has the error body of the configured envelope, every success is wrapped when
+//!   the envelope is `wrapped`, and validation errors use the configured status (422 or 400);
+//! - text fields carry the pattern of the rule the domain enforces (see [`crate::schemas`]);
+//! - bearer tokens and an OAuth2 password flow at the login route, so the docs page's
+//!   "Authorize" works; links between operations for stateful clients and testers.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use actix_web::HttpResponse;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use actix_web::{HttpResponse, web};
+use serde_json::{Map, Value, json};
+use utoipa::OpenApi;
 
 use crate::routes::{agents, api_keys, auth, billing, health, recovery};
+use crate::schemas;
+use crate::settings::{Envelope, HttpSettings};
 
 /// The API description. Every route joins it through its `#[utoipa::path]`.
 #[derive(OpenApi)]
@@ -14,7 +30,8 @@ use crate::routes::{agents, api_keys, auth, billing, health, recovery};
     info(
         title = "Agentry API",
         description = "Multi-tenant platform for AI agents. Every route under `/api/v1` is also \
-                       served under `/v1`. Authenticate with `Authorization: Bearer <token>`.",
+                       served under `/v1`. Authenticate with `Authorization: Bearer <token>` (an \
+                       access token from login, or an API key).",
     ),
     paths(
         auth::register, auth::login, auth::me, auth::refresh, auth::logout,
@@ -26,7 +43,6 @@ use crate::routes::{agents, api_keys, auth, billing, health, recovery};
         billing::overview, billing::ledger, billing::purchase,
         health::healthz, health::readyz,
     ),
-    modifiers(&BearerAuth),
     tags(
         (name = "auth", description = "Accounts and sessions"),
         (name = "api-keys", description = "Self-service API keys"),
@@ -38,28 +54,355 @@ use crate::routes::{agents, api_keys, auth, billing, health, recovery};
 #[derive(Debug)]
 pub struct ApiDoc;
 
-struct BearerAuth;
+const ERROR_SCHEMA: &str = "#/components/schemas/Error";
 
-impl Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(
-                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build(),
-            ),
+/// A link from a response of one operation to another operation: `parameters` name where each
+/// of its parameters comes from, `{data}` standing for the body's root (`/data` under the
+/// wrapped envelope).
+type Link = (&'static str, &'static str, &'static str, &'static str, &'static [(&'static str, &'static str)]);
+
+/// Links between operations: (from, status, name, to, parameters).
+const LINKS: &[Link] = &[
+    ("createAgent", "201", "GetAgent", "getAgent", &[("agent_id", "$response.body#{data}/id")]),
+    ("createAgent", "201", "UpdateAgent", "updateAgent", &[("agent_id", "$response.body#{data}/id")]),
+    ("createAgent", "201", "DeleteAgent", "deleteAgent", &[("agent_id", "$response.body#{data}/id")]),
+    ("createAgent", "201", "ChatWithAgent", "chatWithAgent", &[("agent_id", "$response.body#{data}/id")]),
+    (
+        "chatWithAgent",
+        "200",
+        "ListSessionMessages",
+        "listSessionMessages",
+        &[("agent_id", "$request.path.agent_id"), ("session_id", "$response.body#{data}/session_id")],
+    ),
+    ("createApiKey", "201", "RevokeApiKey", "revokeApiKey", &[("key_id", "$response.body#{data}/id")]),
+];
+
+/// The document for `settings`, as served.
+pub fn document(settings: &HttpSettings) -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
+    complete(&mut doc, settings);
+    doc
+}
+
+fn complete(doc: &mut Value, settings: &HttpSettings) {
+    apply_text_rules(doc);
+    add_components(doc, settings.envelope);
+    let validation = settings.validation_status.to_string();
+    let data = match settings.envelope {
+        Envelope::Bare => "",
+        Envelope::Wrapped => "/data",
+    };
+    let ids = operation_ids(doc);
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else { continue };
+            for (method, op) in item.iter_mut() {
+                if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                    complete_operation(op, path, &validation, settings.envelope);
+                    add_links(op, data, &ids);
+                }
+            }
+        }
+    }
+}
+
+/// Operation id → (path, method), for links.
+fn operation_ids(doc: &Value) -> HashMap<String, String> {
+    let mut ids = HashMap::new();
+    if let Some(paths) = doc.get("paths").and_then(Value::as_object) {
+        for item in paths.values() {
+            for op in item.as_object().into_iter().flat_map(|m| m.values()) {
+                if let Some(id) = op.get("operationId").and_then(Value::as_str) {
+                    ids.insert(id.to_owned(), id.to_owned());
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// Replaces each `x-text` marker of a schema with the pattern of that rule.
+fn apply_text_rules(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(rule) = map.remove("x-text") {
+                let pattern = match rule.as_str() {
+                    Some("name") => schemas::NAME,
+                    Some("long-text") => schemas::LONG_TEXT,
+                    Some("message") => schemas::MESSAGE,
+                    Some("session-id") => schemas::SESSION_ID,
+                    _ => schemas::ONE_LINE,
+                };
+                map.insert("pattern".into(), json!(pattern));
+            }
+            map.values_mut().for_each(apply_text_rules);
+        }
+        Value::Array(items) => items.iter_mut().for_each(apply_text_rules),
+        _ => {}
+    }
+}
+
+fn add_components(doc: &mut Value, envelope: Envelope) {
+    let root = doc.as_object_mut().expect("the document is an object");
+    let components = root.entry("components").or_insert_with(|| json!({}));
+    let error = match envelope {
+        Envelope::Bare => json!({
+            "type": "object",
+            "description": "An error. `error` is a stable code: validation_error, unauthorized, \
+                forbidden, not_found, method_not_allowed, conflict, payload_too_large, \
+                unsupported_media_type, invalid_credentials, invalid_token, rate_limit_exceeded, \
+                insufficient_credits, payment_declined, upstream_error, unavailable, internal_error.",
+            "required": ["error", "message"],
+            "properties": {
+                "error": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {
+                    "type": "array",
+                    "description": "On validation errors: every refused field.",
+                    "items": {
+                        "type": "object",
+                        "required": ["field", "message"],
+                        "properties": {"field": {"type": "string"}, "message": {"type": "string"}}
+                    }
+                },
+                "retry_after": {"type": "integer", "minimum": 0, "description": "On 429 and 503: seconds to wait."}
+            }
+        }),
+        Envelope::Wrapped => json!({
+            "type": "object",
+            "description": "An error. `error.code` is a stable code (`invalid_request` for validation errors).",
+            "required": ["success", "error"],
+            "properties": {
+                "success": {"type": "boolean", "const": false},
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {
+                        "code": {"type": "string"},
+                        "message": {"type": "string"},
+                        "details": {
+                            "type": "object",
+                            "description": "On validation errors: the first refused field.",
+                            "required": ["field", "reason"],
+                            "properties": {"field": {"type": "string"}, "reason": {"type": "string"}}
+                        },
+                        "retry_after": {"type": "integer", "minimum": 0}
+                    }
+                }
+            }
+        }),
+    };
+    if let Some(c) = components.as_object_mut() {
+        let schemas = c.entry("schemas").or_insert_with(|| json!({}));
+        if let Some(s) = schemas.as_object_mut() {
+            s.insert("Error".into(), error);
+        }
+        let headers = json!({
+            "X-Request-Id": {"description": "The request's id: the client's, when it sent a sane one.", "schema": {"type": "string"}},
+            "X-RateLimit-Limit": {"description": "Requests allowed in the current window (the minute's; the day's when the day's budget is spent).", "schema": {"type": "integer"}},
+            "X-RateLimit-Remaining": {"description": "Requests left in that window.", "schema": {"type": "integer"}},
+            "X-RateLimit-Reset": {"description": "When that window ends, in Unix seconds.", "schema": {"type": "integer"}},
+            "Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}},
+            "WWW-Authenticate": {"description": "`Bearer`.", "schema": {"type": "string"}},
+        });
+        c.insert("headers".into(), headers);
+        c.insert(
+            "securitySchemes".into(),
+            json!({
+                "bearer": {
+                    "type": "http", "scheme": "bearer", "bearerFormat": "JWT or agk_ API key",
+                    "description": "An access token from login, refresh or a magic link, or an API key (`agk_…`)."
+                },
+                "oauth2": {
+                    "type": "oauth2",
+                    "description": "Sign in with e-mail and password (the login route); the access token is then sent as a bearer token.",
+                    "flows": {"password": {"tokenUrl": "/api/v1/auth/login", "scopes": {}}}
+                }
+            }),
         );
     }
 }
 
-fn document() -> &'static str {
-    static DOC: OnceLock<String> = OnceLock::new();
-    DOC.get_or_init(|| {
-        ApiDoc::openapi().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-    })
+fn header_ref(name: &str, required: bool) -> Value {
+    if required {
+        // A required header needs its own object: a reference cannot say it.
+        json!({"$ref": format!("#/components/headers/{name}"), "x-required": true})
+    } else {
+        json!({"$ref": format!("#/components/headers/{name}")})
+    }
 }
 
-/// `GET /api/v1/openapi.json`.
-pub async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().content_type("application/json").body(document())
+fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: Envelope) {
+    let Some(op) = op.as_object_mut() else { return };
+    let secured = op.get("security").and_then(Value::as_array).is_some_and(|s| !s.is_empty());
+    let limited_by_address = op.get("x-rate-limit").is_some();
+    if secured {
+        op.insert("security".into(), json!([{"bearer": []}, {"oauth2": []}]));
+        op.insert("x-rate-limit".into(), json!("tenant"));
+        let params = op.entry("parameters").or_insert_with(|| json!([]));
+        if let Some(params) = params.as_array_mut()
+            && !params.iter().any(|p| p["name"] == "tenant_id")
+        {
+            params.push(json!({
+                "name": "tenant_id", "in": "query", "required": false,
+                "description": "The tenant to act in; default: the credential's own. 403 when you are not a member.",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": schemas::ONE_LINE}
+            }));
+        }
+    }
+    let limited = secured || limited_by_address;
+    let params: Vec<Value> = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+    let has_path_params = params.iter().any(|p| p["in"] == "path") || path.contains('{');
+    let has_body = op.contains_key("requestBody");
+    let responses = op.entry("responses").or_insert_with(|| json!({})).as_object_mut().expect("responses");
+
+    let mut add = |status: &str, description: &str| {
+        let entry = responses.entry(status.to_owned()).or_insert_with(|| json!({"description": description}));
+        if entry.get("description").and_then(Value::as_str).is_none_or(str::is_empty) {
+            entry["description"] = json!(description);
+        } else if !entry["description"].as_str().unwrap_or_default().contains(description)
+            && status == validation
+        {
+            // A status the route uses for something else too (400 `invalid_token` and 400
+            // validation errors under `AGENTRY_VALIDATION_STATUS=400`).
+            let both = format!("{}; or {description}", entry["description"].as_str().unwrap_or_default());
+            entry["description"] = json!(both);
+        }
+    };
+    if has_body || !params.is_empty() {
+        add(
+            validation,
+            "`validation_error` (`invalid_request` in the wrapped envelope): a field, parameter or the body is missing or invalid; every refused field is named",
+        );
+    }
+    if has_body {
+        add("413", "`payload_too_large`: the body is larger than the limit (1 MiB by default)");
+        add("415", "`unsupported_media_type`: the body is not of the content type this route takes");
+    }
+    if secured {
+        add(
+            "401",
+            "`unauthorized`: the bearer token or API key is missing, invalid, expired or revoked, or its session ended",
+        );
+        add(
+            "403",
+            "`forbidden`: the credential lacks the right for this action, or the caller is not a member of `tenant_id`",
+        );
+    }
+    if has_path_params {
+        add("404", "`not_found`: no such resource in your tenant");
+    }
+    if limited {
+        add(
+            "429",
+            if secured {
+                "`rate_limit_exceeded`: the tenant's plan limit is spent, or this address failed to authenticate too often"
+            } else {
+                "`rate_limit_exceeded`: too many requests from this address"
+            },
+        );
+    }
+    add("500", "`internal_error`: an unexpected failure; the details are in the log under the request id");
+
+    for (status, response) in responses.iter_mut() {
+        let code: u16 = status.parse().unwrap_or(500);
+        let response = response.as_object_mut().expect("a response object");
+        let headers =
+            response.entry("headers").or_insert_with(|| json!({})).as_object_mut().expect("headers");
+        headers.insert("X-Request-Id".into(), header_ref("X-Request-Id", true));
+        if limited {
+            // Sent once the limit was counted: on every answer that got that far, which
+            // includes every success and the 429 of the limit itself.
+            let required = (200..300).contains(&code) || code == 429;
+            for name in ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"] {
+                headers.insert(name.into(), header_ref(name, required));
+            }
+        }
+        if code == 429 || code == 503 {
+            headers.insert("Retry-After".into(), header_ref("Retry-After", code == 429));
+        }
+        if code == 401 {
+            headers.insert("WWW-Authenticate".into(), header_ref("WWW-Authenticate", true));
+        }
+        if code >= 400 {
+            response
+                .insert("content".into(), json!({"application/json": {"schema": {"$ref": ERROR_SCHEMA}}}));
+        } else if envelope == Envelope::Wrapped
+            && let Some(content) = response.get_mut("content").and_then(|c| c.get_mut("application/json"))
+            && let Some(schema) = content.get("schema").cloned()
+        {
+            content["schema"] = json!({
+                "type": "object",
+                "required": ["success", "data"],
+                "properties": {"success": {"type": "boolean", "const": true}, "data": schema}
+            });
+        }
+    }
+    // References cannot carry `required`: turn the marked ones into header objects.
+    for response in responses.values_mut() {
+        if let Some(headers) = response.get_mut("headers").and_then(Value::as_object_mut) {
+            for header in headers.values_mut() {
+                if header.get("x-required").is_some() {
+                    let name = header["$ref"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    *header = required_header(&name);
+                }
+            }
+        }
+    }
+}
+
+fn required_header(name: &str) -> Value {
+    let (description, schema) = match name {
+        "X-Request-Id" => {
+            ("The request's id: the client's, when it sent a sane one.", json!({"type": "string"}))
+        }
+        "Retry-After" => ("Seconds to wait before trying again.", json!({"type": "integer"})),
+        "WWW-Authenticate" => ("`Bearer`.", json!({"type": "string"})),
+        "X-RateLimit-Limit" => ("Requests allowed in the current window.", json!({"type": "integer"})),
+        "X-RateLimit-Remaining" => ("Requests left in that window.", json!({"type": "integer"})),
+        _ => ("When that window ends, in Unix seconds.", json!({"type": "integer"})),
+    };
+    json!({"description": description, "required": true, "schema": schema})
+}
+
+fn add_links(op: &mut Value, data: &str, ids: &HashMap<String, String>) {
+    let Some(id) = op.get("operationId").and_then(Value::as_str).map(str::to_owned) else { return };
+    for (from, status, name, to, params) in LINKS {
+        if *from != id || !ids.contains_key(*to) {
+            continue;
+        }
+        let parameters: Map<String, Value> = params
+            .iter()
+            .map(|(p, source)| ((*p).to_owned(), json!(source.replace("{data}", data))))
+            .collect();
+        if let Some(response) = op.get_mut("responses").and_then(|r| r.get_mut(*status)) {
+            let links =
+                response.as_object_mut().expect("a response").entry("links").or_insert_with(|| json!({}));
+            links[*name] = json!({"operationId": to, "parameters": parameters});
+        }
+    }
+}
+
+/// `GET /api/v1/openapi.json`: the document for this service's settings, made once.
+pub async fn openapi_json(settings: Option<web::Data<HttpSettings>>) -> HttpResponse {
+    type Documents = Mutex<HashMap<(Envelope, u16), Arc<String>>>;
+    static DOCS: OnceLock<Documents> = OnceLock::new();
+    let settings = settings.map(|s| s.get_ref().clone()).unwrap_or_default();
+    let key = (settings.envelope, settings.validation_status);
+    let body = {
+        let mut docs =
+            DOCS.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        docs.entry(key)
+            .or_insert_with(|| {
+                Arc::new(serde_json::to_string_pretty(&document(&settings)).unwrap_or_default())
+            })
+            .clone()
+    };
+    HttpResponse::Ok().content_type("application/json").body(body.as_str().to_owned())
 }

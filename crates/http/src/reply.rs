@@ -52,24 +52,38 @@ impl<T: Serialize> Responder for Reply<T> {
 
 /// Serde helpers for RFC 3339 UTC timestamps with millisecond precision and `Z`.
 pub mod timestamp {
-    use chrono::{DateTime, SecondsFormat, Utc};
+    use chrono::{DateTime, Utc};
     use serde::Serializer;
 
-    /// Formats `2026-11-01T12:00:00.123Z`.
-    pub fn format(t: &DateTime<Utc>) -> String {
-        t.to_rfc3339_opts(SecondsFormat::Millis, true)
-    }
+    pub use agentry_domain::time::rfc3339::format;
 
     /// `#[serde(serialize_with = "timestamp::serialize")]`.
+    ///
+    /// # Errors
+    /// As the serializer's.
     pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format(t))
     }
 
     /// The same for an optional timestamp (`null` when absent).
+    ///
+    /// # Errors
+    /// As the serializer's.
     pub fn serialize_opt<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
         match t {
             Some(t) => s.serialize_str(&format(t)),
             None => s.serialize_none(),
         }
     }
+}
+
+/// `#[serde(serialize_with = "reply::expose")]`: writes a secret into a response body — the one
+/// place it is meant to leave the service (a token pair, a new API key). Everywhere else
+/// `SecretString` keeps it out of `Debug` output and logs.
+///
+/// # Errors
+/// As the serializer's.
+pub fn expose<S: serde::Serializer>(secret: &secrecy::SecretString, s: S) -> Result<S::Ok, S::Error> {
+    use secrecy::ExposeSecret as _;
+    s.serialize_str(secret.expose_secret())
 }

@@ -1,7 +1,7 @@
 //! The HTTP adapter's settings: which envelope, which validation status, how large a body.
 
 /// The shape of success and error bodies (see `PRODUCT.md` §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Envelope {
     /// Bare resources; flat errors `{error, message, details: [{field, message}]}`.

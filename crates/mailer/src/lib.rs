@@ -2,12 +2,12 @@
 //! - [`SmtpMailer`]: lettre over SMTP — `smtp://` (plain), `smtp://…?tls=starttls` (STARTTLS,
 //!   required) or `smtps://` (implicit TLS), with optional `user:password@`;
 //! - [`FileOutbox`]: each message written as an `.eml` file, for development without a mail
-//!   server;
-//! - [`Background`]: hands messages to either on a background task, so a request answers in the
-//!   same time whether or not it sent mail.
+//!   server.
+//!
+//! Sending is the last step of a durable mail job (see `agentry_domain::jobs`): a failure here
+//! is retried by the job, not lost.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_domain::mail::{EmailMessage, Mailer};
@@ -122,45 +122,32 @@ impl Mailer for FileOutbox {
         let bytes = build_message(&self.from, message)?.formatted();
         let name = format!("{}.eml", ulid::Ulid::new().to_string().to_lowercase());
         let path = self.dir.join(name);
-        tokio::fs::create_dir_all(&self.dir)
+        let dir = self.dir.clone();
+        // The messages carry sign-in and reset links: readable by this user only (0600 files
+        // in a 0700 directory).
+        tokio::task::spawn_blocking(move || write_private(&dir, &path, &bytes).map(|()| path))
             .await
-            .with_context(|| format!("creating {}", self.dir.display()))?;
-        tokio::fs::write(&path, bytes).await.with_context(|| format!("writing {}", path.display()))?;
-        tracing::info!(path = %path.display(), subject = %message.subject, "e-mail written to the outbox");
+            .context("the outbox writer stopped")??;
+        tracing::info!(subject = %message.subject, dir = %self.dir.display(), "e-mail written to the outbox");
         Ok(())
     }
 }
 
-/// Sends on a background task: `send` returns at once and delivery failures are logged. Keeps
-/// the time of a request independent of whether it sent mail (which would reveal whether an
-/// address has an account) and of the mail server's latency.
-pub struct Background {
-    inner: Arc<dyn Mailer>,
-}
-
-impl std::fmt::Debug for Background {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Background { .. }")
+fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    if !dir.exists() {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-}
-
-impl Background {
-    /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn Mailer>) -> Self {
-        Self { inner }
-    }
-}
-
-#[async_trait]
-impl Mailer for Background {
-    async fn send(&self, message: &EmailMessage) -> anyhow::Result<()> {
-        let inner = self.inner.clone();
-        let message = message.clone();
-        tokio::spawn(async move {
-            if let Err(e) = inner.send(&message).await {
-                tracing::error!(error = ?e, subject = %message.subject, "e-mail delivery failed");
-            }
-        });
-        Ok(())
-    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("writing {}", path.display()))
 }

@@ -15,23 +15,26 @@ use agentry_domain::identity::{
     RecoveryService, RecoveryServiceDeps,
 };
 use agentry_domain::ids::IdGenerator;
+use agentry_domain::jobs::{JobHandler, JobQueue, JobRunner, RetryPolicy, WorkerSettings};
 use agentry_domain::mail::Mailer;
 use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
 use agentry_http::{AppState, HttpSettings, RateLimits, Readiness};
 use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
-use agentry_mailer::{Background, FileOutbox, SmtpMailer};
+use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
-    DbRateCounter, OneTimeTokenStore, RefreshTokenStore, redact,
+    DbRateCounter, JobStore, OneTimeTokenStore, RefreshTokenStore, redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
 use secrecy::ExposeSecret as _;
+use tokio::sync::{Notify, watch};
 
 use crate::config::{Config, LlmProvider, PaymentProviderKind};
 use crate::keys;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
+use crate::workers::{WakingQueue, spawn_hold_sweeper, spawn_job_worker};
 
 /// Opens the database described by `config`.
 ///
@@ -61,7 +64,7 @@ fn cpus() -> usize {
 }
 
 /// The mailer the configuration asks for: SMTP when `AGENTRY_SMTP_URL` is set, else the file
-/// outbox under the data directory; either way delivered in the background.
+/// outbox under the data directory. Mail jobs call it, and retry when it fails.
 ///
 /// # Errors
 /// For an invalid SMTP URL or sender address.
@@ -78,7 +81,7 @@ pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
             Arc::new(outbox)
         }
     };
-    Ok(Arc::new(Background::new(inner)))
+    Ok(inner)
 }
 
 /// The chat model the configuration asks for.
@@ -96,14 +99,49 @@ pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
     })
 }
 
-/// Builds the services over `db`.
+/// What a test (or an embedding program) may put in place of the real thing.
+#[derive(Default)]
+pub struct Overrides {
+    /// A clock other than the system's (a [`crate::system::ManualClock`]).
+    pub clock: Option<Arc<dyn Clock>>,
+}
+
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overrides").field("clock", &self.clock.is_some()).finish()
+    }
+}
+
+/// The services and the background work over `db`.
+pub struct Services {
+    /// What the HTTP handlers call.
+    pub state: AppState,
+    /// Runs the durable jobs (mail).
+    pub jobs: JobRunner,
+    /// Woken when this instance stores a job.
+    pub wake: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Services { .. }")
+    }
+}
+
+/// Builds the services over `db`; links the service makes start with `public_url`.
 ///
 /// # Errors
 /// When the JWT key is invalid or cannot be read or written, or the mail settings are invalid.
-pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
+pub fn build_services(
+    config: &Config,
+    db: &Database,
+    public_url: &str,
+    overrides: Overrides,
+) -> anyhow::Result<Services> {
+    let clock: Arc<dyn Clock> = overrides.clock.unwrap_or_else(|| Arc::new(SystemClock));
     let jwt = Arc::new(JwtAccessTokens::new(JwtSettings {
         secret: keys::jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?,
-        issuer: config.public_url.clone(),
+        issuer: public_url.to_owned(),
         audience: "agentry-api".into(),
         ttl: chrono::Duration::seconds(config.access_token_ttl_secs),
     })?);
@@ -114,7 +152,9 @@ pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
     let accounts_repo = Arc::new(AccountStore::new(db.clone()));
     let secrets = Arc::new(RingSecrets::new());
     let ids: Arc<dyn IdGenerator> = Arc::new(UlidIds::default());
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let wake = Arc::new(Notify::new());
+    let job_queue: Arc<dyn JobQueue> =
+        Arc::new(WakingQueue::new(Arc::new(JobStore::new(db.clone())), wake.clone()));
 
     let accounts = AccountService::new(
         AccountServiceDeps {
@@ -145,13 +185,14 @@ pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
             tokens: Arc::new(OneTimeTokenStore::new(db.clone())),
             hasher,
             mailer: build_mailer(config)?,
+            jobs: job_queue.clone(),
             sessions: accounts.clone(),
             secrets,
             ids: ids.clone(),
             clock: clock.clone(),
         },
         RecoveryPolicy {
-            public_url: config.public_url.clone(),
+            public_url: public_url.to_owned(),
             reset_ttl: chrono::Duration::minutes(config.password_reset_ttl_minutes),
             magic_link_ttl: chrono::Duration::minutes(config.magic_link_ttl_minutes),
             max_emails_per_hour: config.mail_per_address_per_hour,
@@ -193,19 +234,41 @@ pub fn build_state(config: &Config, db: &Database) -> anyhow::Result<AppState> {
     let limits = RateLimits {
         plans,
         auth_per_ip: Quota::per_minute(config.auth_rate_per_minute),
+        failed_auth_per_ip: Quota::per_minute(config.auth_failures_per_minute),
         trusted_proxies: config.trusted_proxy_addrs()?,
     };
-    Ok(AppState {
+    let handlers: Vec<Arc<dyn JobHandler>> = vec![Arc::new(recovery.clone())];
+    let jobs = JobRunner::new(
+        job_queue,
+        handlers,
+        ids.clone(),
+        clock.clone(),
+        WorkerSettings {
+            lease: chrono::Duration::seconds(i64::try_from(config.job_lease_secs).unwrap_or(60)),
+            batch: 16,
+            retry: RetryPolicy {
+                first_delay: chrono::Duration::seconds(
+                    i64::try_from(config.mail_retry_first_delay_secs).unwrap_or(5),
+                ),
+                max_delay: chrono::Duration::minutes(30),
+                max_attempts: config.mail_max_attempts,
+            },
+        },
+    );
+    let state = AppState {
         accounts,
         access,
         recovery,
         agents,
         chat,
         billing,
-        limiter: RateLimiter::new(counter, clock),
+        limiter: RateLimiter::new(counter, clock.clone()),
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
-    })
+        failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
+        clock,
+    };
+    Ok(Services { state, jobs, wake })
 }
 
 /// The HTTP layer's settings from the configuration.
@@ -218,27 +281,15 @@ pub fn http_settings(config: &Config) -> HttpSettings {
     settings
 }
 
-/// Returns the credits of chats that never settled (the process died mid-chat) once they are
-/// older than any chat can take.
-async fn sweep_stale_holds(billing: agentry_domain::billing::BillingService, llm_timeout_secs: u64) {
-    let max_age = chrono::Duration::seconds(i64::try_from(llm_timeout_secs).unwrap_or(60) * 2 + 120);
-    let mut tick = tokio::time::interval(Duration::from_secs(60));
-    loop {
-        tick.tick().await;
-        match billing.release_stale_holds(max_age).await {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(released = n, "returned the credits of unfinished chats"),
-            Err(e) => tracing::error!(error = ?e, "releasing stale credit holds failed"),
-        }
-    }
-}
-
 /// A bound, not yet running, service.
 pub struct Application {
     server: Server,
     addr: SocketAddr,
     db: Database,
-    sweeper: tokio::task::JoinHandle<()>,
+    public_url: String,
+    stop: watch::Sender<bool>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    shutdown_timeout: Duration,
 }
 
 impl std::fmt::Debug for Application {
@@ -248,14 +299,23 @@ impl std::fmt::Debug for Application {
 }
 
 impl Application {
-    /// Opens the database (migrating it when configured to), builds the services and binds
-    /// the listener. Port 0 binds a free port; see [`Application::addr`].
+    /// Opens the database (migrating it when configured to), binds the listener, builds the
+    /// services and starts the workers. Port 0 binds a free port; see [`Application::addr`].
     ///
     /// # Errors
     /// When any of those steps fails.
     pub async fn build(config: &Config) -> anyhow::Result<Self> {
+        Self::build_with(config, Overrides::default()).await
+    }
+
+    /// [`Application::build`] with some parts replaced.
+    ///
+    /// # Errors
+    /// As [`Application::build`].
+    pub async fn build_with(config: &Config, overrides: Overrides) -> anyhow::Result<Self> {
         // TLS (SMTP, outbound HTTP) uses rustls with ring; install it before any client exists.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        keys::create_private_dir(&config.data_dir)?;
         let db = open_database(config).await?;
         if config.migrates_on_start() {
             let applied = db.migrate().await.context("migrating the database")?;
@@ -263,23 +323,47 @@ impl Application {
                 tracing::info!(applied, "applied database migrations");
             }
         }
-        let state = web::Data::new(build_state(config, &db)?);
-        let sweeper = tokio::spawn(sweep_stale_holds(state.billing.clone(), config.llm_timeout_secs));
-        let settings = web::Data::new(http_settings(config));
         let listener = TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
         let addr = listener.local_addr()?;
+        let public_url = config.public_url_for(addr);
+        let services = build_services(config, &db, &public_url, overrides)?;
+        let (stop, stopped) = watch::channel(false);
+        let workers = vec![
+            spawn_job_worker(
+                services.jobs.clone(),
+                services.wake.clone(),
+                Duration::from_millis(config.job_poll_interval_ms),
+                stopped.clone(),
+            ),
+            spawn_hold_sweeper(services.state.billing.clone(), config.llm_timeout_secs, stopped),
+        ];
+        let state = web::Data::new(services.state);
+        let settings = web::Data::new(http_settings(config));
         let server = HttpServer::new(move || agentry_http::build_app(state.clone(), settings.clone()))
             .workers(config.workers.unwrap_or_else(cpus))
             .shutdown_timeout(config.shutdown_timeout_secs)
             .listen(listener)?
             .run();
-        tracing::info!(%addr, database = %redact(&config.database_url), "listening");
-        Ok(Self { server, addr, db, sweeper })
+        tracing::info!(%addr, %public_url, database = %redact(&config.database_url), "listening");
+        Ok(Self {
+            server,
+            addr,
+            db,
+            public_url,
+            stop,
+            workers,
+            shutdown_timeout: Duration::from_secs(config.shutdown_timeout_secs),
+        })
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The base of the links the service makes.
+    pub fn public_url(&self) -> &str {
+        &self.public_url
     }
 
     /// The database the service uses.
@@ -293,13 +377,20 @@ impl Application {
     }
 
     /// Serves until the server is stopped. SIGTERM and SIGINT stop accepting connections and
-    /// let in-flight requests finish within `shutdown_timeout_secs`.
+    /// let in-flight requests finish within `shutdown_timeout_secs`; then the workers finish
+    /// the jobs they hold and stop.
     ///
     /// # Errors
     /// When the server fails.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let result = self.server.await.context("HTTP server failed");
-        self.sweeper.abort();
+        let _ = self.stop.send(true);
+        let workers = futures_util::future::join_all(self.workers);
+        if tokio::time::timeout(self.shutdown_timeout, workers).await.is_err() {
+            tracing::warn!(
+                "workers did not stop in time; their jobs return to the queue when their leases end"
+            );
+        }
         result
     }
 }

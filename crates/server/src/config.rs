@@ -74,8 +74,9 @@ pub struct Config {
     /// The JWT signing key (at least 32 bytes). Unset: generated once and kept in `data_dir`.
     #[serde(skip_serializing)]
     pub jwt_secret: Option<SecretString>,
-    /// The service's public base URL, used in links it generates and as the JWT issuer.
-    pub public_url: String,
+    /// The service's public base URL, used in links it generates and as the JWT issuer. Unset:
+    /// `http://` and the bound address (`127.0.0.1` for an unspecified one such as `0.0.0.0`).
+    pub public_url: Option<String>,
     /// `bare` or `wrapped` response bodies.
     pub api_envelope: Envelope,
     /// Status of validation errors: 422 or 400. Unset: 422 with `bare`, 400 with `wrapped`.
@@ -108,6 +109,9 @@ pub struct Config {
     pub magic_link_ttl_minutes: i64,
     /// Requests per minute and client address to the unauthenticated auth routes.
     pub auth_rate_per_minute: u64,
+    /// Failed bearer authentications per minute and client address before the address is
+    /// refused (429) for the rest of the minute.
+    pub auth_failures_per_minute: u64,
     /// Comma-separated IP addresses of reverse proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: String,
     /// Which published plan-limit table applies: 1 or 2.
@@ -138,6 +142,17 @@ pub struct Config {
     pub payment_provider: PaymentProviderKind,
     /// Seconds in-flight requests get to finish after SIGTERM.
     pub shutdown_timeout_secs: u64,
+    /// Delay before the second attempt of a failed mail job, in seconds; each further attempt
+    /// waits twice as long (at most 30 minutes).
+    pub mail_retry_first_delay_secs: u64,
+    /// Attempts of a mail job before it is given up.
+    pub mail_max_attempts: u32,
+    /// How often idle workers look for due jobs, in milliseconds (jobs made by this instance
+    /// wake them at once).
+    pub job_poll_interval_ms: u64,
+    /// How long a worker holds a claimed job before another instance may take it over, in
+    /// seconds.
+    pub job_lease_secs: u64,
     /// Log filter, e.g. `info` or `agentry=debug,info`.
     pub log: String,
     /// `text` or `json`.
@@ -155,7 +170,7 @@ impl Default for Config {
             auto_migrate: None,
             data_dir: PathBuf::from("data"),
             jwt_secret: None,
-            public_url: "http://127.0.0.1:8080".into(),
+            public_url: None,
             api_envelope: Envelope::Bare,
             validation_status: None,
             max_body_bytes: 1024 * 1024,
@@ -171,6 +186,7 @@ impl Default for Config {
             password_reset_ttl_minutes: 60,
             magic_link_ttl_minutes: 15,
             auth_rate_per_minute: 20,
+            auth_failures_per_minute: 30,
             trusted_proxies: String::new(),
             plan_table: 1,
             rate_limit_store: RateLimitStore::Auto,
@@ -184,6 +200,10 @@ impl Default for Config {
             credits_low_threshold: 100,
             payment_provider: PaymentProviderKind::None,
             shutdown_timeout_secs: 30,
+            mail_retry_first_delay_secs: 5,
+            mail_max_attempts: 10,
+            job_poll_interval_ms: 500,
+            job_lease_secs: 60,
             log: "info".into(),
             log_format: LogFormat::Text,
         }
@@ -229,6 +249,21 @@ impl Config {
         anyhow::ensure!(self.plan_table == 1 || self.plan_table == 2, "AGENTRY_PLAN_TABLE must be 1 or 2");
         anyhow::ensure!(self.auth_rate_per_minute >= 1, "AGENTRY_AUTH_RATE_PER_MINUTE must be at least 1");
         anyhow::ensure!(
+            self.auth_failures_per_minute >= 1,
+            "AGENTRY_AUTH_FAILURES_PER_MINUTE must be at least 1"
+        );
+        anyhow::ensure!(self.mail_max_attempts >= 1, "AGENTRY_MAIL_MAX_ATTEMPTS must be at least 1");
+        anyhow::ensure!(self.job_poll_interval_ms >= 10, "AGENTRY_JOB_POLL_INTERVAL_MS must be at least 10");
+        anyhow::ensure!(self.job_lease_secs >= 1, "AGENTRY_JOB_LEASE_SECS must be at least 1");
+        if let Some(url) = &self.public_url {
+            let parsed = url::Url::parse(url)
+                .map_err(|e| anyhow::anyhow!("AGENTRY_PUBLIC_URL {url:?} is not a URL: {e}"))?;
+            anyhow::ensure!(
+                matches!(parsed.scheme(), "http" | "https"),
+                "AGENTRY_PUBLIC_URL must be an http:// or https:// URL"
+            );
+        }
+        anyhow::ensure!(
             self.password_reset_ttl_minutes > 0,
             "AGENTRY_PASSWORD_RESET_TTL_MINUTES must be positive"
         );
@@ -267,6 +302,20 @@ impl Config {
         })
     }
 
+    /// The public base URL: the configured one, else `http://` and `bound` (the address the
+    /// listener got; an unspecified address becomes `127.0.0.1` or `[::1]`).
+    pub fn public_url_for(&self, bound: std::net::SocketAddr) -> String {
+        if let Some(url) = &self.public_url {
+            return url.trim_end_matches('/').to_owned();
+        }
+        let ip = match bound.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+            ip => ip,
+        };
+        format!("http://{}", std::net::SocketAddr::new(ip, bound.port()))
+    }
+
     /// Whether rate-limit counters live in the database.
     pub fn rate_limits_in_database(&self) -> bool {
         match self.rate_limit_store {
@@ -298,6 +347,18 @@ mod tests {
         assert_eq!(c.database_url, "sqlite://data/agentry.db");
         assert!(c.migrates_on_start());
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn the_public_url_follows_the_bound_address_unless_set() {
+        let mut c = Config::default();
+        assert_eq!(c.public_url_for("127.0.0.1:9000".parse().unwrap()), "http://127.0.0.1:9000");
+        assert_eq!(c.public_url_for("0.0.0.0:8080".parse().unwrap()), "http://127.0.0.1:8080");
+        assert_eq!(c.public_url_for("[::]:8080".parse().unwrap()), "http://[::1]:8080");
+        c.public_url = Some("https://agentry.example.com/".into());
+        assert_eq!(c.public_url_for("0.0.0.0:8080".parse().unwrap()), "https://agentry.example.com");
+        c.public_url = Some("ftp://x".into());
+        assert!(c.validate().is_err());
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub fn jwt_key(configured: Option<&SecretString>, data_dir: &Path) -> anyhow::Re
         );
         return Ok(SecretSlice::from(bytes));
     }
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    create_private_dir(data_dir)?;
     let path = data_dir.join(KEY_FILE);
     let mut key = [0u8; 64];
     RingSecrets::new().fill(&mut key);
@@ -51,6 +51,22 @@ pub fn jwt_key(configured: Option<&SecretString>, data_dir: &Path) -> anyhow::Re
     }
 }
 
+/// Creates `dir` (and its parents) readable by this user only (0700) when it does not exist;
+/// an existing directory is left as it is.
+///
+/// # Errors
+/// When it cannot be created.
+pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.as_os_str().is_empty() || dir.exists() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
 fn read_key(path: &Path) -> anyhow::Result<SecretSlice<u8>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let key = URL_SAFE_NO_PAD
@@ -66,16 +82,20 @@ mod tests {
 
     #[test]
     fn a_generated_key_is_kept_and_reused() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = jwt_key(None, dir.path()).unwrap();
-        let second = jwt_key(None, dir.path()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let dir = dir.as_path();
+        let first = jwt_key(None, dir).unwrap();
+        let second = jwt_key(None, dir).unwrap();
         assert_eq!(first.expose_secret(), second.expose_secret());
         assert_eq!(first.expose_secret().len(), 64);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.join(KEY_FILE)).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
+            let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "the data directory is created private");
         }
     }
 

@@ -6,6 +6,7 @@ pub mod config;
 pub mod keys;
 pub mod system;
 pub mod telemetry;
+pub mod workers;
 
-pub use app::Application;
+pub use app::{Application, Overrides};
 pub use config::Config;

@@ -20,6 +20,37 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock that stands still until told otherwise: for tests (and demos) that need expiries,
+/// windows and deadlines to pass without waiting for them.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: Mutex<DateTime<Utc>>,
+}
+
+impl ManualClock {
+    /// A clock showing `start`.
+    pub fn new(start: DateTime<Utc>) -> Self {
+        Self { now: Mutex::new(start) }
+    }
+
+    /// Moves the clock to `to`.
+    pub fn set(&self, to: DateTime<Utc>) {
+        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = to;
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: chrono::Duration) {
+        let mut now = self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *now += by;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Lower-case ULIDs: 26 characters, URL-safe, sortable by creation time, and monotonic within
 /// this process (two ids made in the same millisecond still sort in creation order).
 #[derive(Default)]
@@ -95,6 +126,17 @@ mod tests {
         assert_eq!(c.hit("a", 0, 60).await.unwrap(), 2);
         assert_eq!(c.hit("b", 0, 60).await.unwrap(), 1);
         assert_eq!(c.hit("a", 60, 60).await.unwrap(), 1);
+    }
+
+    #[test]
+    fn a_manual_clock_moves_only_when_told() {
+        let t0 = DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let clock = ManualClock::new(t0);
+        assert_eq!(clock.now(), t0);
+        clock.advance(chrono::Duration::seconds(90));
+        assert_eq!(clock.now(), t0 + chrono::Duration::seconds(90));
+        clock.set(t0);
+        assert_eq!(clock.now(), t0);
     }
 
     #[test]

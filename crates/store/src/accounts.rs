@@ -1,9 +1,10 @@
 //! [`AccountRepository`]: users, tenants, memberships and the registration transaction.
 
 use agentry_domain::identity::{
-    AccountRepository, Email, FullName, NewAccount, PasswordHash, RegisterError, User, UserCredentials,
+    AccountRepository, Email, FullName, NewAccount, PasswordHash, RefreshTokenStatus, RegisterError, User,
+    UserCredentials,
 };
-use agentry_domain::ids::{TenantId, UserId};
+use agentry_domain::ids::{TenantId, TokenFamilyId, UserId};
 use agentry_domain::tenancy::Membership;
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -11,7 +12,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::database::Database;
-use crate::schema::{credit_ledger, memberships, tenants, users};
+use crate::schema::{memberships, refresh_tokens, tenants, users};
 use crate::types::DbTime;
 
 /// Users, tenants and memberships in the database.
@@ -75,19 +76,6 @@ struct NewMembershipRow<'a> {
     created_at: DbTime,
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = credit_ledger)]
-struct NewLedgerRow<'a> {
-    id: &'a str,
-    tenant_id: &'a str,
-    delta: i64,
-    balance_after: i64,
-    reason: &'a str,
-    created_at: DbTime,
-    reference: Option<&'a str>,
-    seq: i64,
-}
-
 #[async_trait]
 impl AccountRepository for AccountStore {
     async fn create_account(&self, account: &NewAccount) -> Result<(), RegisterError> {
@@ -107,11 +95,11 @@ impl AccountRepository for AccountStore {
             id: tenant.id.as_str(),
             name: tenant.name.as_str(),
             plan: tenant.plan.as_str(),
-            credits: grant.balance_after,
+            // The welcome grant below brings the balance in, as entry 1.
+            credits: 0,
             created_at: tenant.created_at.into(),
             updated_at: tenant.created_at.into(),
-            // The welcome grant is entry 1.
-            ledger_seq: 1,
+            ledger_seq: 0,
         };
         let membership_row = NewMembershipRow {
             tenant_id: account.membership.tenant_id.as_str(),
@@ -119,21 +107,11 @@ impl AccountRepository for AccountStore {
             role: account.membership.role.as_str(),
             created_at: account.membership.created_at.into(),
         };
-        let ledger_row = NewLedgerRow {
-            id: grant.id.as_str(),
-            tenant_id: grant.tenant_id.as_str(),
-            delta: grant.delta,
-            balance_after: grant.balance_after,
-            reason: grant.reason.as_str(),
-            created_at: grant.created_at.into(),
-            reference: grant.reference.as_deref(),
-            seq: 1,
-        };
         let result = transaction!(self.db, conn => {
             diesel::insert_into(users::table).values(&user_row).execute(conn).await?;
             diesel::insert_into(tenants::table).values(&tenant_row).execute(conn).await?;
             diesel::insert_into(memberships::table).values(&membership_row).execute(conn).await?;
-            diesel::insert_into(credit_ledger::table).values(&ledger_row).execute(conn).await?;
+            append_ledger!(conn, grant, credits: grant.delta, held: 0_i64)?;
             Ok(())
         });
         match result {
@@ -167,7 +145,7 @@ impl AccountRepository for AccountStore {
 
     async fn memberships(&self, user: &UserId) -> anyhow::Result<Vec<Membership>> {
         // A deactivated user is a member of nothing: every credential of theirs stops working.
-        let rows: Vec<(String, String, String, String, DbTime)> = with_conn!(self.db, conn => memberships::table
+        let rows: Vec<MembershipRow> = with_conn!(self.db, conn => memberships::table
             .inner_join(tenants::table)
             .inner_join(users::table)
             .filter(memberships::user_id.eq(user.as_str()))
@@ -176,19 +154,52 @@ impl AccountRepository for AccountStore {
             .select((memberships::tenant_id, tenants::name, tenants::plan, memberships::role, memberships::created_at))
             .load(conn)
             .await)?;
-        rows.into_iter()
-            .map(|(tenant_id, tenant_name, plan, role, created_at)| {
-                Ok(Membership {
-                    tenant_id: TenantId::from_string(tenant_id),
-                    tenant_name,
-                    tenant_plan: parse_stored(&plan, "plan")?,
-                    user_id: user.clone(),
-                    role: role.parse().map_err(|e| anyhow::anyhow!("stored role is invalid: {e}"))?,
-                    created_at: created_at.0,
-                })
-            })
-            .collect()
+        membership_rows(user, rows)
     }
+
+    async fn session_memberships(
+        &self,
+        user: &UserId,
+        session: &TokenFamilyId,
+    ) -> anyhow::Result<Option<Vec<Membership>>> {
+        // One query on every request with an access token: the memberships, only while a token
+        // of the session's family is unrevoked (logout, reuse detection and password reset
+        // revoke them all).
+        let live = refresh_tokens::table
+            .filter(refresh_tokens::family_id.eq(session.as_str()))
+            .filter(refresh_tokens::user_id.eq(user.as_str()))
+            .filter(refresh_tokens::status.ne(RefreshTokenStatus::Revoked.as_str()));
+        let rows: Vec<MembershipRow> = with_conn!(self.db, conn => memberships::table
+            .inner_join(tenants::table)
+            .inner_join(users::table)
+            .filter(memberships::user_id.eq(user.as_str()))
+            .filter(users::is_active.eq(true))
+            .filter(diesel::dsl::exists(live))
+            .order((memberships::created_at.asc(), memberships::tenant_id.asc()))
+            .select((memberships::tenant_id, tenants::name, tenants::plan, memberships::role, memberships::created_at))
+            .load(conn)
+            .await)?;
+        // Every user has at least the tenant made at registration: no rows means the session
+        // or the user is gone.
+        if rows.is_empty() { Ok(None) } else { membership_rows(user, rows).map(Some) }
+    }
+}
+
+type MembershipRow = (String, String, String, String, DbTime);
+
+fn membership_rows(user: &UserId, rows: Vec<MembershipRow>) -> anyhow::Result<Vec<Membership>> {
+    rows.into_iter()
+        .map(|(tenant_id, tenant_name, plan, role, created_at)| {
+            Ok(Membership {
+                tenant_id: TenantId::from_string(tenant_id),
+                tenant_name,
+                tenant_plan: parse_stored(&plan, "plan")?,
+                user_id: user.clone(),
+                role: role.parse().map_err(|e| anyhow::anyhow!("stored role is invalid: {e}"))?,
+                created_at: created_at.0,
+            })
+        })
+        .collect()
 }
 
 /// Parses an enum stored as text; a failure means the database holds something this version

@@ -72,7 +72,7 @@ impl AgentRow {
                 .iter()
                 .map(|m| parse_stored::<MemoryType>(m, "memory type"))
                 .collect::<anyhow::Result<_>>()?,
-            config: AgentConfig::from_json(&self.config.0)?,
+            config: AgentConfig::from_stored(&self.config.0),
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
         })
@@ -83,7 +83,7 @@ impl AgentRow {
 impl AgentRepository for AgentStore {
     async fn create(&self, agent: &Agent, event: &Event) -> anyhow::Result<()> {
         let row = AgentRow::from_domain(agent);
-        let event = EventRow::from_domain(event);
+        let event = EventRow::from_domain(event)?;
         transaction!(self.db, conn => {
             diesel::insert_into(agents::table).values(&row).execute(conn).await?;
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
@@ -122,7 +122,7 @@ impl AgentRepository for AgentStore {
 
     async fn update(&self, agent: &Agent, event: &Event) -> anyhow::Result<bool> {
         let row = AgentRow::from_domain(agent);
-        let event = EventRow::from_domain(event);
+        let event = EventRow::from_domain(event)?;
         let updated = transaction!(self.db, conn => {
             let n = diesel::update(
                 agents::table

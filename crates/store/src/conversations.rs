@@ -1,9 +1,8 @@
 //! [`ConversationRepository`]: chat sessions and messages, and the one transaction that stores
 //! a finished exchange together with its charge and events.
 
-use agentry_domain::agents::{ChatRole, ConversationRepository, Exchange, Message};
-use agentry_domain::billing::{credits_low_data, crosses_low_threshold};
-use agentry_domain::events::{Event, EventType};
+use agentry_domain::agents::{ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message};
+use agentry_domain::billing::{credits_low_event, crosses_low_threshold};
 use agentry_domain::ids::{AgentId, MessageId, SessionId, TenantId};
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
@@ -12,7 +11,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Database, StoreError};
 use crate::events::EventRow;
-use crate::schema::{chat_messages, chat_sessions, credit_holds, credit_ledger, events, tenants};
+use crate::schema::{chat_messages, chat_sessions, credit_holds, events};
 use crate::types::DbTime;
 
 /// Conversations in the database.
@@ -73,22 +72,32 @@ impl MessageRow {
     }
 }
 
+type ColumnIs<'a, C> = diesel::dsl::Eq<C, &'a str>;
+type InConversation<'a> = diesel::dsl::And<
+    diesel::dsl::And<ColumnIs<'a, chat_messages::tenant_id>, ColumnIs<'a, chat_messages::agent_id>>,
+    ColumnIs<'a, chat_messages::session_id>,
+>;
+
+/// The messages of one conversation: a session id means something only with its tenant and
+/// agent.
+fn conversation<'a>(tenant: &'a TenantId, agent: &'a AgentId, session: &'a SessionId) -> InConversation<'a> {
+    chat_messages::tenant_id
+        .eq(tenant.as_str())
+        .and(chat_messages::agent_id.eq(agent.as_str()))
+        .and(chat_messages::session_id.eq(session.as_str()))
+}
+
 #[async_trait]
 impl ConversationRepository for ConversationStore {
-    async fn session_agent(&self, tenant: &TenantId, session: &SessionId) -> anyhow::Result<Option<AgentId>> {
-        let agent: Option<String> = with_conn!(self.db, conn => chat_sessions::table
-            .filter(chat_sessions::tenant_id.eq(tenant.as_str()))
-            .filter(chat_sessions::id.eq(session.as_str()))
-            .select(chat_sessions::agent_id)
-            .first(conn)
-            .await
-            .optional())?;
-        Ok(agent.map(AgentId::from_string))
-    }
-
-    async fn recent(&self, session: &SessionId, limit: u32) -> anyhow::Result<Vec<Message>> {
+    async fn recent(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        session: &SessionId,
+        limit: u32,
+    ) -> anyhow::Result<Vec<Message>> {
         let rows: Vec<MessageRow> = with_conn!(self.db, conn => chat_messages::table
-            .filter(chat_messages::session_id.eq(session.as_str()))
+            .filter(conversation(tenant, agent, session))
             .order(chat_messages::id.desc())
             .limit(i64::from(limit))
             .select(MessageRow::as_select())
@@ -97,44 +106,61 @@ impl ConversationRepository for ConversationStore {
         rows.into_iter().rev().map(MessageRow::into_domain).collect()
     }
 
-    async fn page(&self, session: &SessionId, page: Page) -> anyhow::Result<(Vec<Message>, u64)> {
-        let (rows, total): (Vec<MessageRow>, i64) = with_conn!(self.db, conn => {
+    async fn page(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        session: &SessionId,
+        page: Page,
+    ) -> anyhow::Result<Option<(Vec<Message>, u64)>> {
+        let found: Option<(Vec<MessageRow>, i64)> = with_conn!(self.db, conn => async {
+            let exists: bool = diesel::select(diesel::dsl::exists(
+                chat_sessions::table
+                    .filter(chat_sessions::tenant_id.eq(tenant.as_str()))
+                    .filter(chat_sessions::agent_id.eq(agent.as_str()))
+                    .filter(chat_sessions::id.eq(session.as_str())),
+            ))
+            .get_result(conn)
+            .await?;
+            if !exists {
+                return Ok::<_, diesel::result::Error>(None);
+            }
             let rows = chat_messages::table
-                .filter(chat_messages::session_id.eq(session.as_str()))
+                .filter(conversation(tenant, agent, session))
                 .order(chat_messages::id.asc())
                 .limit(page.limit())
                 .offset(page.offset())
                 .select(MessageRow::as_select())
                 .load(conn)
                 .await?;
-            let total =
-                chat_messages::table.filter(chat_messages::session_id.eq(session.as_str())).count().get_result(conn).await?;
-            Ok::<_, diesel::result::Error>((rows, total))
-        })?;
+            let total = chat_messages::table.filter(conversation(tenant, agent, session)).count().get_result(conn).await?;
+            Ok(Some((rows, total)))
+        }.await)?;
+        let Some((rows, total)) = found else { return Ok(None) };
         let messages = rows.into_iter().map(MessageRow::into_domain).collect::<anyhow::Result<_>>()?;
-        Ok((messages, u64::try_from(total).unwrap_or(0)))
+        Ok(Some((messages, u64::try_from(total).unwrap_or(0))))
     }
 
-    async fn record_exchange(&self, x: &Exchange) -> anyhow::Result<i64> {
-        let (session_id, is_new) = (&x.session.0, x.session.1);
-        let messages = vec![MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
+    async fn record_exchange(&self, x: &Exchange) -> anyhow::Result<ExchangeOutcome> {
+        let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
         let s = &x.settlement;
         let tenant = s.hold.tenant_id.as_str();
+        let agent = x.user_message.agent_id.as_str();
         let cost = -s.entry.delta;
-        let event_rows: Vec<EventRow> = x.events.iter().map(EventRow::from_domain).collect();
-        let now = DbTime(x.reply.created_at);
+        let event_rows = EventRow::all(&x.events)?;
         let outcome = transaction!(self.db, conn => {
-            if is_new {
-                diesel::insert_into(chat_sessions::table)
-                    .values((
-                        chat_sessions::id.eq(session_id.as_str()),
-                        chat_sessions::tenant_id.eq(tenant),
-                        chat_sessions::agent_id.eq(x.user_message.agent_id.as_str()),
-                        chat_sessions::created_at.eq(DbTime(x.user_message.created_at)),
-                    ))
-                    .execute(conn)
-                    .await?;
-            }
+            // Created on first use; the same id again continues the conversation. The agent's
+            // foreign key fails here when it was deleted while the model answered.
+            diesel::insert_into(chat_sessions::table)
+                .values((
+                    chat_sessions::id.eq(x.session_id.as_str()),
+                    chat_sessions::tenant_id.eq(tenant),
+                    chat_sessions::agent_id.eq(agent),
+                    chat_sessions::created_at.eq(DbTime(x.user_message.created_at)),
+                ))
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?;
             // Row by row: diesel-async has no multi-row INSERT for SQLite.
             for row in &messages {
                 diesel::insert_into(chat_messages::table).values(row).execute(conn).await?;
@@ -153,45 +179,20 @@ impl ConversationRepository for ConversationStore {
                 diesel::insert_into(events::table).values(row).execute(conn).await?;
             }
             // The tenant row is locked from here to the commit, and every chat of the tenant
-            // needs it: only what needs the new balance comes after this point.
-            // What was held beyond the actual cost goes back to the balance. The same statement
-            // gives what other chats still hold (the ledger runs on the settled balance) and this
-            // entry's number in the tenant's ledger.
-            let (balance, still_held, seq): (i64, i64, i64) = diesel::update(tenants::table.filter(tenants::id.eq(tenant)))
-                .set((
-                    tenants::credits.eq(tenants::credits + (held - cost)),
-                    tenants::held.eq(tenants::held - held),
-                    tenants::ledger_seq.eq(tenants::ledger_seq + 1),
-                ))
-                .returning((tenants::credits, tenants::held, tenants::ledger_seq))
-                .get_result(conn)
-                .await?;
-            let settled = balance + still_held;
-            diesel::insert_into(credit_ledger::table)
-                .values((
-                    credit_ledger::id.eq(s.entry.id.as_str()),
-                    credit_ledger::tenant_id.eq(tenant),
-                    credit_ledger::delta.eq(s.entry.delta),
-                    credit_ledger::balance_after.eq(settled),
-                    credit_ledger::reason.eq(s.entry.reason.as_str()),
-                    credit_ledger::created_at.eq(DbTime(s.entry.created_at)),
-                    credit_ledger::reference.eq(s.entry.reference.as_deref()),
-                    credit_ledger::seq.eq(seq),
-                ))
-                .execute(conn)
-                .await?;
+            // needs it: only what needs the new balance comes after this point. What was held
+            // beyond the actual cost goes back to the balance.
+            let (available, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
             if crosses_low_threshold(settled + cost, settled, s.low_threshold) {
-                let low = Event {
-                    id: s.low_event.clone(),
-                    tenant_id: s.hold.tenant_id.clone(),
-                    event_type: EventType::BillingCreditsLow,
-                    data: credits_low_data(settled, s.low_threshold),
-                    created_at: now.0,
-                };
-                diesel::insert_into(events::table).values(&EventRow::from_domain(&low)).execute(conn).await?;
+                let low = credits_low_event(s.low_event.clone(), &s.hold.tenant_id, settled, s.low_threshold, x.reply.created_at);
+                let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;
+                diesel::insert_into(events::table).values(&row).execute(conn).await?;
             }
-            Ok(balance)
-        })?;
-        Ok(outcome)
+            Ok(available)
+        });
+        match outcome {
+            Ok(remaining) => Ok(ExchangeOutcome::Recorded { remaining }),
+            Err(e) if e.is_foreign_key_violation() => Ok(ExchangeOutcome::AgentGone),
+            Err(e) => Err(e.into()),
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! [`CreditRepository`]: balances, holds, purchases and the ledger.
 
-use agentry_domain::billing::{CreditHold, CreditRepository, LedgerEntry, LedgerReason, Purchase};
+use agentry_domain::billing::{
+    CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Purchase,
+};
 use agentry_domain::events::Event;
 use agentry_domain::ids::{CreditHoldId, LedgerEntryId, TenantId};
 use agentry_domain::pagination::Page;
@@ -15,6 +17,10 @@ use crate::database::{Database, StoreError};
 use crate::events::EventRow;
 use crate::schema::{credit_holds, credit_ledger, events, purchases, tenants};
 use crate::types::DbTime;
+
+/// How often a hold reads the balance again after other chats took credits in between.
+const HOLD_ATTEMPTS: usize = 16;
+const BALANCE_MOVED: &str = "the balance changed while the hold was taken";
 
 /// Credits in the database.
 #[derive(Debug, Clone)]
@@ -43,42 +49,62 @@ struct LedgerRow {
 
 #[async_trait]
 impl CreditRepository for CreditStore {
-    async fn hold(&self, hold: &CreditHold) -> anyhow::Result<Option<i64>> {
-        let amount = hold.amount;
-        let left = transaction!(self.db, conn => {
-            // The hold row first, the tenant row last: the tenant row stays locked until the
-            // commit and every chat of the tenant needs it.
-            diesel::insert_into(credit_holds::table)
-                .values((
-                    credit_holds::id.eq(hold.id.as_str()),
-                    credit_holds::tenant_id.eq(hold.tenant_id.as_str()),
-                    credit_holds::amount.eq(amount),
-                    credit_holds::created_at.eq(DbTime(hold.created_at)),
-                ))
+    async fn hold(&self, r: &HoldRequest) -> anyhow::Result<Option<CreditHold>> {
+        // Read the balance, hold `min(wanted, balance)` if that is at least `minimum`, and
+        // take it with one conditional UPDATE, so two chats can never both take the last
+        // credits. On PostgreSQL the balance can change between the read and the UPDATE; the
+        // condition then fails, everything rolls back, and the loop reads again. (SQLite's
+        // write transactions are serial: it never loops.)
+        for _ in 0..HOLD_ATTEMPTS {
+            let attempt = transaction!(self.db, conn => {
+                let balance: Option<i64> = tenants::table
+                    .filter(tenants::id.eq(r.tenant_id.as_str()))
+                    .select(tenants::credits)
+                    .first(conn)
+                    .await
+                    .optional()?;
+                let amount = r.wanted.min(balance.unwrap_or(0));
+                if amount < r.minimum || amount <= 0 {
+                    return Ok(None);
+                }
+                // The hold row first, the tenant row last: the tenant row stays locked until
+                // the commit and every chat of the tenant needs it.
+                diesel::insert_into(credit_holds::table)
+                    .values((
+                        credit_holds::id.eq(r.id.as_str()),
+                        credit_holds::tenant_id.eq(r.tenant_id.as_str()),
+                        credit_holds::amount.eq(amount),
+                        credit_holds::created_at.eq(DbTime(r.created_at)),
+                    ))
+                    .execute(conn)
+                    .await?;
+                let taken = diesel::update(
+                    tenants::table.filter(tenants::id.eq(r.tenant_id.as_str())).filter(tenants::credits.ge(amount)),
+                )
+                .set((tenants::credits.eq(tenants::credits - amount), tenants::held.eq(tenants::held + amount)))
                 .execute(conn)
                 .await?;
-            // The condition and the decrement are one statement: two chats can never both
-            // take the last credits.
-            let left: Option<i64> = diesel::update(
-                tenants::table.filter(tenants::id.eq(hold.tenant_id.as_str())).filter(tenants::credits.ge(amount)),
-            )
-            .set((tenants::credits.eq(tenants::credits - amount), tenants::held.eq(tenants::held + amount)))
-            .returning(tenants::credits)
-            .get_result(conn)
-            .await
-            .optional()?;
-            match left {
-                Some(left) => Ok(left),
-                // Not enough: roll the hold row back with everything else.
-                None => Err(StoreError::Precondition("insufficient credits")),
+                if taken == 0 {
+                    return Err(StoreError::Precondition(BALANCE_MOVED));
+                }
+                Ok(Some(amount))
+            });
+            match attempt {
+                Ok(Some(amount)) => {
+                    return Ok(Some(CreditHold {
+                        id: r.id.clone(),
+                        tenant_id: r.tenant_id.clone(),
+                        amount,
+                        created_at: r.created_at,
+                    }));
+                }
+                Ok(None) => return Ok(None),
+                Err(StoreError::Precondition(BALANCE_MOVED)) => {}
+                Err(e) => return Err(e.into()),
             }
-        });
-        let left = match left {
-            Ok(left) => Some(left),
-            Err(StoreError::Precondition(_)) => None,
-            Err(e) => return Err(e.into()),
-        };
-        Ok(left)
+        }
+        // Other chats of the tenant kept taking credits as fast as this one read them.
+        Ok(None)
     }
 
     async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()> {
@@ -159,7 +185,7 @@ impl CreditRepository for CreditStore {
         entry: &LedgerEntry,
         event: &Event,
     ) -> anyhow::Result<i64> {
-        let event = EventRow::from_domain(event);
+        let event = EventRow::from_domain(event)?;
         let balance = transaction!(self.db, conn => {
             diesel::insert_into(purchases::table)
                 .values((
@@ -172,31 +198,7 @@ impl CreditRepository for CreditStore {
                 ))
                 .execute(conn)
                 .await?;
-            // One statement, while it locks the tenant row, gives the new balance, what chats in
-            // flight hold (the ledger runs on the settled balance) and this entry's number.
-            let (balance, held, seq): (i64, i64, i64) =
-                diesel::update(tenants::table.filter(tenants::id.eq(purchase.tenant_id.as_str())))
-                    .set((
-                        tenants::credits.eq(tenants::credits + purchase.credits),
-                        tenants::ledger_seq.eq(tenants::ledger_seq + 1),
-                    ))
-                    .returning((tenants::credits, tenants::held, tenants::ledger_seq))
-                    .get_result(conn)
-                    .await?;
-            let settled = balance + held;
-            diesel::insert_into(credit_ledger::table)
-                .values((
-                    credit_ledger::id.eq(entry.id.as_str()),
-                    credit_ledger::tenant_id.eq(entry.tenant_id.as_str()),
-                    credit_ledger::delta.eq(entry.delta),
-                    credit_ledger::balance_after.eq(settled),
-                    credit_ledger::reason.eq(entry.reason.as_str()),
-                    credit_ledger::created_at.eq(DbTime(entry.created_at)),
-                    credit_ledger::reference.eq(entry.reference.as_deref()),
-                    credit_ledger::seq.eq(seq),
-                ))
-                .execute(conn)
-                .await?;
+            let (balance, _) = append_ledger!(conn, entry, credits: purchase.credits, held: 0_i64)?;
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
             Ok::<_, StoreError>(balance)
         })?;

@@ -187,6 +187,7 @@ impl Database {
             "credit_holds",
             "purchases",
             "events",
+            "jobs",
         ];
         anyhow::ensure!(TABLES.contains(&table), "unknown table {table:?}");
         #[derive(diesel::QueryableByName)]
@@ -229,9 +230,7 @@ fn pg_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<AsyncPgConnection
 fn sqlite_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<SqliteConn>> {
     let path = settings.url.trim_start_matches("sqlite://").to_owned();
     anyhow::ensure!(!path.is_empty(), "the SQLite URL names no file: use sqlite://<path>");
-    if let Some(dir) = Path::new(&path).parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
+    create_private_file(Path::new(&path))?;
     let busy_ms = settings.statement_timeout.as_millis();
     let mut config = ManagerConfig::<SqliteConn>::default();
     config.custom_setup = Box::new(move |url| {
@@ -260,6 +259,28 @@ fn sqlite_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<SqliteConn>> 
         .context("building the SQLite pool")
 }
 
+/// Creates the database file, and its directory when missing, readable by this user only
+/// (0600 in 0700): it holds password hashes and every tenant's data. SQLite gives its `-wal`
+/// and `-shm` files the database file's permissions. An existing file is left as it is.
+fn create_private_file(path: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+    }
+}
+
 /// Errors of a storage operation before they are mapped to domain errors.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StoreError {
@@ -270,6 +291,9 @@ pub(crate) enum StoreError {
     /// A precondition the transaction checked did not hold; everything is rolled back.
     #[error("{0}")]
     Precondition(&'static str),
+    /// A value could not be encoded for storage.
+    #[error("cannot encode a value for storage: {0}")]
+    Encode(String),
 }
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {
@@ -279,6 +303,12 @@ impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {
 }
 
 impl StoreError {
+    /// Whether a row referred to by a foreign key was missing (deleted by a concurrent
+    /// request).
+    pub(crate) fn is_foreign_key_violation(&self) -> bool {
+        matches!(self, Self::Query(DieselError::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _)))
+    }
+
     /// Whether this is a unique violation of `constraint` (a PostgreSQL constraint name, or
     /// the `table.column` SQLite names in its message).
     pub(crate) fn is_unique_violation(&self, pg_constraint: &str, sqlite_column: &str) -> bool {

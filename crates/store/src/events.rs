@@ -1,6 +1,6 @@
 //! The event outbox: rows written inside other repositories' transactions, read by [`EventLog`].
 
-use agentry_domain::events::{Event, EventLog, EventType};
+use agentry_domain::events::{Event, EventLog, EventPayload};
 use agentry_domain::ids::{EventId, TenantId};
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -10,6 +10,7 @@ use crate::database::Database;
 use crate::schema::events;
 use crate::types::{DbJson, DbTime};
 
+/// An event as stored: its type beside its data, so the outbox can be queried by type.
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = events, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(crate) struct EventRow {
@@ -21,23 +22,33 @@ pub(crate) struct EventRow {
 }
 
 impl EventRow {
-    pub(crate) fn from_domain(e: &Event) -> Self {
-        Self {
+    /// The row of `e`.
+    ///
+    /// # Errors
+    /// Only if its payload does not serialise, which the typed payloads always do.
+    pub(crate) fn from_domain(e: &Event) -> anyhow::Result<Self> {
+        Ok(Self {
             id: e.id.to_string(),
             tenant_id: e.tenant_id.to_string(),
-            event_type: e.event_type.as_str().to_owned(),
-            data: DbJson(e.data.clone()),
+            event_type: e.event_type().as_str().to_owned(),
+            data: DbJson(e.payload.data()?),
             created_at: e.created_at.into(),
-        }
+        })
+    }
+
+    /// The rows of `events`.
+    ///
+    /// # Errors
+    /// As [`EventRow::from_domain`].
+    pub(crate) fn all(events: &[Event]) -> anyhow::Result<Vec<Self>> {
+        events.iter().map(Self::from_domain).collect()
     }
 
     fn into_domain(self) -> anyhow::Result<Event> {
         Ok(Event {
             id: EventId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),
-            event_type: EventType::parse(&self.event_type)
-                .ok_or_else(|| anyhow::anyhow!("stored event type {:?} is unknown", self.event_type))?,
-            data: self.data.0,
+            payload: EventPayload::from_stored(&self.event_type, self.data.0)?,
             created_at: self.created_at.0,
         })
     }

@@ -53,3 +53,47 @@ macro_rules! transaction {
         }
     }};
 }
+
+/// Appends a ledger entry inside a transaction (`$conn` a connection of either backend):
+/// one `UPDATE … RETURNING` on the tenant row changes its available credits by `$credits` and
+/// what chats in flight hold by `$held`, gives the entry the tenant's next ledger number, and
+/// returns the settled balance (available plus held) that becomes the entry's
+/// `balance_after`; then the entry is inserted. The tenant row stays locked until the commit,
+/// so entries are numbered and their balances follow in the order they were applied.
+/// Evaluates to `Result<(available, settled), diesel::result::Error>`.
+macro_rules! append_ledger {
+    ($conn:expr, $entry:expr, credits: $credits:expr, held: $held:expr) => {{
+        use $crate::schema::{credit_ledger, tenants};
+        let entry: &agentry_domain::billing::LedgerEntry = $entry;
+        let updated: Result<(i64, i64, i64), diesel::result::Error> =
+            diesel::update(tenants::table.filter(tenants::id.eq(entry.tenant_id.as_str())))
+                .set((
+                    tenants::credits.eq(tenants::credits + $credits),
+                    tenants::held.eq(tenants::held + $held),
+                    tenants::ledger_seq.eq(tenants::ledger_seq + 1),
+                ))
+                .returning((tenants::credits, tenants::held, tenants::ledger_seq))
+                .get_result($conn)
+                .await;
+        match updated {
+            Ok((available, held, seq)) => {
+                let settled = available + held;
+                diesel::insert_into(credit_ledger::table)
+                    .values((
+                        credit_ledger::id.eq(entry.id.as_str()),
+                        credit_ledger::tenant_id.eq(entry.tenant_id.as_str()),
+                        credit_ledger::delta.eq(entry.delta),
+                        credit_ledger::balance_after.eq(settled),
+                        credit_ledger::reason.eq(entry.reason.as_str()),
+                        credit_ledger::created_at.eq($crate::types::DbTime(entry.created_at)),
+                        credit_ledger::reference.eq(entry.reference.as_deref()),
+                        credit_ledger::seq.eq(seq),
+                    ))
+                    .execute($conn)
+                    .await
+                    .map(|_| (available, settled))
+            }
+            Err(e) => Err(e),
+        }
+    }};
+}

@@ -126,6 +126,13 @@ impl OneTimeTokenRepository for OneTimeTokenStore {
         Ok(user.map(UserId::from_string))
     }
 
+    async fn delete(&self, id: &OneTimeTokenId) -> anyhow::Result<()> {
+        with_conn!(self.db, conn => diesel::delete(one_time_tokens::table.filter(one_time_tokens::id.eq(id.as_str())))
+            .execute(conn)
+            .await)?;
+        Ok(())
+    }
+
     async fn reset_password(
         &self,
         digest: &SecretDigest,
@@ -153,12 +160,22 @@ impl OneTimeTokenRepository for OneTimeTokenStore {
                 .set((users::password_hash.eq(new_hash.as_str()), users::updated_at.eq(now)))
                 .execute(conn)
                 .await?;
+            // Every session ends (its access tokens with it, at their next request).
             diesel::update(
                 refresh_tokens::table
                     .filter(refresh_tokens::user_id.eq(&user))
                     .filter(refresh_tokens::status.ne("revoked")),
             )
             .set((refresh_tokens::status.eq("revoked"), refresh_tokens::updated_at.eq(now)))
+            .execute(conn)
+            .await?;
+            // Links mailed before the reset (another reset, a magic link) stop working.
+            diesel::update(
+                one_time_tokens::table
+                    .filter(one_time_tokens::user_id.eq(&user))
+                    .filter(one_time_tokens::used_at.is_null()),
+            )
+            .set(one_time_tokens::used_at.eq(now))
             .execute(conn)
             .await?;
             Ok(Some(user))

@@ -146,7 +146,7 @@ diesel::table! {
     use diesel::sql_types::*;
     use crate::types::UtcTime;
 
-    chat_sessions (id) {
+    chat_sessions (tenant_id, agent_id, id) {
         id -> Text,
         tenant_id -> Text,
         agent_id -> Text,
@@ -210,6 +210,25 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    jobs (id) {
+        id -> Text,
+        kind -> Text,
+        payload -> Json,
+        status -> Text,
+        attempts -> BigInt,
+        run_at -> UtcTime,
+        lease_token -> Nullable<Text>,
+        lease_until -> Nullable<UtcTime>,
+        last_error -> Nullable<Text>,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
@@ -229,4 +248,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     credit_holds,
     purchases,
     events,
+    jobs,
 );

@@ -11,9 +11,9 @@ pub use chat::{
     NoRecall, TokenCounter, build_prompt, count_prompt,
 };
 pub use model::{
-    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges, MAX_COMPLETION_TOKENS,
-    MAX_DESCRIPTION_CHARS, MAX_MODEL_CHARS, MAX_SYSTEM_PROMPT_CHARS, MAX_TEMPERATURE, MemoryType, NewAgent,
-    description, memory_types,
+    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges,
+    MAX_COMPLETION_TOKENS, MAX_DESCRIPTION_CHARS, MAX_MODEL_CHARS, MAX_SYSTEM_PROMPT_CHARS, MAX_TEMPERATURE,
+    MemoryType, NewAgent, description, memory_types,
 };
 pub use ports::{AgentRepository, ConversationRepository, Exchange, ExchangeOutcome};
 #[cfg(any(test, feature = "mock"))]

@@ -365,7 +365,10 @@ mod tests {
         assert!(AgentConfig::model("a\u{0}").is_err());
         assert!(AgentConfig::system_prompt("line\nline".into()).is_ok());
         assert!(AgentConfig::system_prompt("nul\u{0}".into()).is_err());
-        assert_eq!(memory_types(&["episodic".into(), "semantic".into(), "episodic".into()]).unwrap().len(), 2);
+        assert_eq!(
+            memory_types(&["episodic".into(), "semantic".into(), "episodic".into()]).unwrap().len(),
+            2
+        );
         assert_eq!(memory_types(&["dreams".into()]).unwrap_err().kind, FieldErrorKind::InvalidValue);
         assert_eq!(description("   ".into()).unwrap(), None);
     }

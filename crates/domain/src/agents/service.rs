@@ -344,8 +344,16 @@ impl ChatService {
             }
         };
         let answered_at = d.clock.now();
-        let exchange =
-            self.exchange(caller, &agent, session_id, input.message, completion, hold.clone(), asked_at, answered_at);
+        let exchange = self.exchange(
+            caller,
+            &agent,
+            session_id,
+            input.message,
+            completion,
+            hold.clone(),
+            asked_at,
+            answered_at,
+        );
         match d.conversations.record_exchange(&exchange).await {
             Ok(ExchangeOutcome::Recorded { remaining }) => Ok(ChatReply {
                 charged: exchange.settlement.entry.delta.abs(),
@@ -467,7 +475,10 @@ impl ChatService {
         caller.require(Permission::AgentsRead)?;
         let d = &self.deps;
         d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
-        d.conversations.page(&caller.tenant_id, agent_id, session, page).await?.ok_or(ChatError::SessionNotFound)
+        d.conversations
+            .page(&caller.tenant_id, agent_id, session, page)
+            .await?
+            .ok_or(ChatError::SessionNotFound)
     }
 }
 
@@ -583,10 +594,7 @@ mod tests {
     async fn without_credits_for_the_prompt_the_model_is_never_called() {
         let mut m = Mocks::new();
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
-        m.credits
-            .expect_hold()
-            .withf(|h| h.wanted == 3 && h.minimum == 1)
-            .returning(|_| Ok(None));
+        m.credits.expect_hold().withf(|h| h.wanted == 3 && h.minimum == 1).returning(|_| Ok(None));
         m.model.expect_complete().never();
         m.conversations.expect_record_exchange().never();
         let err = m
@@ -603,11 +611,9 @@ mod tests {
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
         // The agent may answer 2,000 tokens (3 credits); the tenant has 1.
         m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 1))));
-        m.model
-            .expect_complete()
-            .withf(|r| u64::from(r.max_tokens) == 1000 - PROMPT)
-            .times(1)
-            .returning(|_| Ok(Completion { content: "hi".into(), prompt_tokens: PROMPT, completion_tokens: 980 }));
+        m.model.expect_complete().withf(|r| u64::from(r.max_tokens) == 1000 - PROMPT).times(1).returning(
+            |_| Ok(Completion { content: "hi".into(), prompt_tokens: PROMPT, completion_tokens: 980 }),
+        );
         m.conversations
             .expect_record_exchange()
             .withf(|x| x.settlement.entry.delta == -1 && x.settlement.hold.amount == 1)
@@ -727,7 +733,10 @@ mod tests {
         assert!(chat_message("line one\n\tline two".into()).is_ok());
         assert_eq!(chat_message("   ".into()).unwrap_err().kind, FieldErrorKind::TooShort);
         assert_eq!(chat_message("nul \u{0}".into()).unwrap_err().kind, FieldErrorKind::InvalidFormat);
-        assert_eq!(chat_message("x".repeat(MAX_MESSAGE_CHARS + 1)).unwrap_err().kind, FieldErrorKind::TooLong);
+        assert_eq!(
+            chat_message("x".repeat(MAX_MESSAGE_CHARS + 1)).unwrap_err().kind,
+            FieldErrorKind::TooLong
+        );
     }
 
     #[tokio::test]
@@ -736,7 +745,9 @@ mod tests {
         m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
         m.conversations
             .expect_recent()
-            .withf(|t, a, s, _| t.as_str() == "ten_1" && a.as_str() == "agt_1" && s.as_str() == "user-42:support")
+            .withf(|t, a, s, _| {
+                t.as_str() == "ten_1" && a.as_str() == "agt_1" && s.as_str() == "user-42:support"
+            })
             .returning(|_, _, s, _| {
                 let msg = |role, content: &str| Message {
                     id: MessageId::from_string("msg_0"),
@@ -775,7 +786,12 @@ mod tests {
         m.conversations.expect_page().returning(|_, _, _, _| Ok(None));
         let err = m
             .chat()
-            .history(&owner(), &AgentId::from_string("agt_1"), &SessionId::from_string("s-1"), Page::default())
+            .history(
+                &owner(),
+                &AgentId::from_string("agt_1"),
+                &SessionId::from_string("s-1"),
+                Page::default(),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, ChatError::SessionNotFound));

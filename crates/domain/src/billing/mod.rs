@@ -454,10 +454,8 @@ mod tests {
             })
             .times(1)
             .returning(|_, _, _| Ok(1500));
-        let (purchase, balance) = service(repo, Some(Arc::new(ManualPayments)))
-            .purchase(&caller(Role::Owner), 500)
-            .await
-            .unwrap();
+        let (purchase, balance) =
+            service(repo, Some(Arc::new(ManualPayments))).purchase(&caller(Role::Owner), 500).await.unwrap();
         assert_eq!((purchase.credits, balance), (500, 1500));
     }
 
@@ -471,10 +469,7 @@ mod tests {
             Err(BillingError::Invalid(_))
         ));
         let s = service(MockCreditRepository::new(), None);
-        assert!(matches!(
-            s.purchase(&caller(Role::Owner), 5).await,
-            Err(BillingError::PaymentsDisabled)
-        ));
+        assert!(matches!(s.purchase(&caller(Role::Owner), 5).await, Err(BillingError::PaymentsDisabled)));
     }
 
     #[tokio::test]

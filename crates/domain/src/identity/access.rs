@@ -240,16 +240,15 @@ pub struct NewApiKey {
 }
 
 impl NewApiKey {
-    /// Validates the raw fields of a key request at `now`.
+    /// Validates the raw fields of a key request. Whether the expiry is in the future is
+    /// checked when the key is made ([`AccessService::create_key`]).
     ///
     /// # Errors
-    /// [`ValidationErrors`] for a missing or bad name, a missing, empty or unknown scope, or an
-    /// expiry that is not in the future.
+    /// [`ValidationErrors`] for a missing or bad name, or a missing, empty or unknown scope.
     pub fn new(
         name: Option<String>,
         scopes: Option<Vec<String>>,
         expires_at: Option<DateTime<Utc>>,
-        now: DateTime<Utc>,
     ) -> Result<Self, ValidationErrors> {
         let mut v = Validator::new();
         let name = v.required("name", name, |n| ApiKeyName::new(&n));
@@ -266,13 +265,6 @@ impl NewApiKey {
             scopes.dedup();
             Ok(scopes)
         });
-        if expires_at.is_some_and(|e| e <= now) {
-            v.push(FieldError::new(
-                "expires_at",
-                FieldErrorKind::OutOfRange,
-                "expires_at must be in the future",
-            ));
-        }
         let (name, scopes) = v.finish((name, scopes))?;
         Ok(Self { name, scopes, expires_at })
     }
@@ -341,12 +333,10 @@ impl AccessService {
             .access_tokens
             .verify(bearer, self.deps.clock.now())
             .map_err(|e| AccessError::Unauthorized(format!("the access token is not valid: {e}")))?;
-        let memberships = self
-            .deps
-            .accounts
-            .session_memberships(&claims.user_id, &claims.session_id)
-            .await?
-            .ok_or_else(|| AccessError::Unauthorized("the session has ended or the user is deactivated".into()))?;
+        let memberships =
+            self.deps.accounts.session_memberships(&claims.user_id, &claims.session_id).await?.ok_or_else(
+                || AccessError::Unauthorized("the session has ended or the user is deactivated".into()),
+            )?;
         let membership = resolve_tenant(&memberships, requested)?;
         Ok(Principal {
             user_id: claims.user_id,
@@ -387,21 +377,26 @@ impl AccessService {
         })
     }
 
-    /// Makes a key for the caller in the caller's tenant from the raw fields of a request.
+    /// Makes a key for the caller in the caller's tenant.
     ///
     /// # Errors
     /// [`ApiKeyError::Forbidden`] when the caller used an API key (checked before anything
-    /// else); [`ApiKeyError::Invalid`] for a bad name, scope or expiry.
+    /// else); [`ApiKeyError::Invalid`] for an expiry that is not in the future.
     pub async fn create_key(
         &self,
         caller: &Principal,
-        name: Option<String>,
-        scopes: Option<Vec<String>>,
-        expires_at: Option<DateTime<Utc>>,
+        request: NewApiKey,
     ) -> Result<CreatedApiKey, ApiKeyError> {
         caller.require_user_session()?;
         let d = &self.deps;
-        let request = NewApiKey::new(name, scopes, expires_at, d.clock.now())?;
+        if request.expires_at.is_some_and(|e| e <= d.clock.now()) {
+            return Err(ValidationErrors::one(FieldError::new(
+                "expires_at",
+                FieldErrorKind::OutOfRange,
+                "expires_at must be in the future",
+            ))
+            .into());
+        }
         let secret = format!("{}{}", ApiKey::PREFIX, d.secrets.random_alphanumeric(ApiKey::RANDOM_CHARS));
         let key = ApiKey {
             id: ApiKeyId::generate(d.ids.as_ref()),
@@ -532,14 +527,13 @@ mod tests {
             Some("ci".into()),
             Some(vec!["agents:write".into(), "agents:read".into(), "agents:read".into()]),
             None,
-            t0(),
         )
         .unwrap();
         assert_eq!(ok.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(), ["agents:read", "agents:write"]);
-        let err = NewApiKey::new(None, Some(vec![]), Some(t0()), t0()).unwrap_err();
+        let err = NewApiKey::new(None, Some(vec![]), Some(t0())).unwrap_err();
         let fields: Vec<_> = err.0.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, ["name", "scopes", "expires_at"]);
-        assert!(NewApiKey::new(Some("x".into()), Some(vec!["root".into()]), None, t0()).is_err());
+        assert_eq!(fields, ["name", "scopes"]);
+        assert!(NewApiKey::new(Some("x".into()), Some(vec!["root".into()]), None).is_err());
     }
 
     struct Deps {
@@ -609,10 +603,9 @@ mod tests {
                 expires_at: t0(),
             })
         });
-        d.accounts
-            .expect_session_memberships()
-            .withf(|_, session| session.as_str() == "rtf_1")
-            .returning(|_, _| Ok(Some(vec![membership("ten_a", Role::Owner), membership("ten_b", Role::Viewer)])));
+        d.accounts.expect_session_memberships().withf(|_, session| session.as_str() == "rtf_1").returning(
+            |_, _| Ok(Some(vec![membership("ten_a", Role::Owner), membership("ten_b", Role::Viewer)])),
+        );
         let s = d.service();
         let p = s.authenticate("jwt", None).await.unwrap();
         assert_eq!(
@@ -721,8 +714,8 @@ mod tests {
             .times(1)
             .returning(|_| Ok(()));
         let owner = principal(Role::Owner, Credential::AccessToken);
-        let scopes = Some(vec!["agents:read".into()]);
-        let created = d.service().create_key(&owner, Some("ci".into()), scopes, None).await.unwrap();
+        let request = NewApiKey::new(Some("ci".into()), Some(vec!["agents:read".into()]), None).unwrap();
+        let created = d.service().create_key(&owner, request).await.unwrap();
         use secrecy::ExposeSecret as _;
         assert_eq!(created.secret.expose_secret().len(), 44);
     }
@@ -735,11 +728,13 @@ mod tests {
         let s = d.service();
         // Forbidden comes first, even for a request that is invalid as well.
         let via_key = principal(Role::Owner, key_with(&["agents:read"]));
-        let err = s.create_key(&via_key, None, None, None).await.unwrap_err();
+        let expired =
+            NewApiKey::new(Some("ci".into()), Some(vec!["agents:read".into()]), Some(t0())).unwrap();
+        let err = s.create_key(&via_key, expired.clone()).await.unwrap_err();
         assert!(matches!(err, ApiKeyError::Forbidden(_)));
         let owner = principal(Role::Owner, Credential::AccessToken);
-        let err = s.create_key(&owner, None, None, None).await.unwrap_err();
-        assert!(matches!(err, ApiKeyError::Invalid(_)));
+        let err = s.create_key(&owner, expired).await.unwrap_err();
+        assert!(matches!(err, ApiKeyError::Invalid(_)), "an expiry that is not in the future");
         let err = s
             .revoke_key(&principal(Role::Owner, Credential::AccessToken), &ApiKeyId::from_string("key_x"))
             .await;

@@ -90,6 +90,14 @@ impl Password {
         Ok(Self(SecretString::from(raw)))
     }
 
+    /// Validates a new password that arrived as a secret.
+    ///
+    /// # Errors
+    /// As [`Password::new`].
+    pub fn from_secret(raw: SecretString) -> Result<Self, FieldError> {
+        Self::new(raw.expose_secret().to_owned())
+    }
+
     /// Wraps a password presented at login without checking its length: a login must fail with
     /// the same answer and in the same time whatever was typed.
     pub fn presented(raw: SecretString) -> Self {

@@ -204,7 +204,13 @@ impl RecoveryService {
         let d = &self.deps;
         let now = d.clock.now();
         let payload = serde_json::to_value(MailRequest { purpose, email: email.as_str().to_owned() })?;
-        let job = NewJob { id: JobId::generate(d.ids.as_ref()), kind: JobKind::Mail, payload, run_at: now, created_at: now };
+        let job = NewJob {
+            id: JobId::generate(d.ids.as_ref()),
+            kind: JobKind::Mail,
+            payload,
+            run_at: now,
+            created_at: now,
+        };
         d.jobs.enqueue(&job).await
     }
 
@@ -268,8 +274,11 @@ impl RecoveryService {
             return Ok(());
         }
         let now = d.clock.now();
-        let sent =
-            d.tokens.count_issued_since(&user.id, purpose, now - Duration::hours(1)).await.map_err(transient)?;
+        let sent = d
+            .tokens
+            .count_issued_since(&user.id, purpose, now - Duration::hours(1))
+            .await
+            .map_err(transient)?;
         if sent >= self.policy.max_emails_per_hour {
             tracing::info!(user_id = %user.id, purpose = purpose.as_str(), "e-mail budget spent; not sending");
             return Ok(());
@@ -497,7 +506,8 @@ mod tests {
             .withf(|job| {
                 job.kind == JobKind::Mail
                     && job.run_at == t0()
-                    && job.payload == serde_json::json!({"purpose": "password_reset", "email": "ada@example.com"})
+                    && job.payload
+                        == serde_json::json!({"purpose": "password_reset", "email": "ada@example.com"})
             })
             .times(1)
             .returning(|_| Ok(()));

@@ -53,13 +53,13 @@ impl RegisterCommand {
     /// [`ValidationErrors`] naming each missing or invalid field.
     pub fn new(
         email: Option<String>,
-        password: Option<String>,
+        password: Option<SecretString>,
         full_name: Option<String>,
         company: Option<String>,
     ) -> Result<Self, ValidationErrors> {
         let mut v = Validator::new();
         let email = v.required("email", email, |s| Email::parse(&s));
-        let password = v.required("password", password, Password::new);
+        let password = v.required("password", password, Password::from_secret);
         let full_name = v.required("full_name", full_name, |s| FullName::new(&s));
         // An empty company is the same as none: the tenant is then named after the user.
         let company = company.filter(|c| !c.trim().is_empty());
@@ -476,7 +476,7 @@ mod tests {
     fn command(company: Option<&str>) -> RegisterCommand {
         RegisterCommand::new(
             Some("Ada@Example.com".into()),
-            Some("correct horse battery".into()),
+            Some(SecretString::from("correct horse battery")),
             Some("Ada Lovelace".into()),
             company.map(str::to_owned),
         )
@@ -497,7 +497,8 @@ mod tests {
 
     #[test]
     fn register_command_reports_every_bad_field() {
-        let err = RegisterCommand::new(None, Some("short".into()), Some("  ".into()), None).unwrap_err();
+        let err = RegisterCommand::new(None, Some(SecretString::from("short")), Some("  ".into()), None)
+            .unwrap_err();
         let fields: Vec<_> = err.0.iter().map(|e| (e.field.as_str(), e.kind.code())).collect();
         assert_eq!(
             fields,

@@ -1,12 +1,18 @@
 //! `/agents`: agents' lifecycle, chat, and conversation history.
 
 use actix_web::{HttpResponse, web};
-use agentry_domain::agents::{Agent, AgentFields, ChatInput, ChatReply, Message};
+use agentry_domain::agents::{
+    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ChatInput, ChatReply, ConfigChanges,
+    Message, NewAgent, chat_message, description, memory_types,
+};
 use agentry_domain::ids::{AgentId, SessionId};
 use agentry_domain::pagination::Page;
+use agentry_domain::patch::Patch;
+use agentry_domain::validation::{
+    Checked, FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id,
+};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
@@ -32,57 +38,266 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// Query of paged lists.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
-    /// Page number, from 1.
+    /// Page number, from 1 (default 1).
+    #[param(minimum = 1, maximum = 4_294_967_295_i64)]
     pub page: Option<i64>,
     /// Items per page, 1–100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     pub per_page: Option<i64>,
-    /// Tenant to act in; default: the caller's.
-    pub tenant_id: Option<String>,
 }
 
 impl PageQuery {
     /// The validated page.
-    pub fn page(&self) -> Result<Page, ApiError> {
-        Ok(Page::new(self.page, self.per_page)?)
+    ///
+    /// # Errors
+    /// A validation error naming `page` or `per_page`.
+    pub fn try_into_domain(self) -> Result<Page, ValidationErrors> {
+        Page::new(self.page, self.per_page)
     }
 }
 
-/// Fields of an agent in a request. On update every field is optional and absent ones keep
-/// their value; `id`, `tenant_id` and timestamps are never taken from a body.
+/// An agent id from a path.
+fn agent_id(raw: String) -> Result<AgentId, ApiError> {
+    check_path_id(&raw, "agent_id")?;
+    Ok(AgentId::from_string(raw))
+}
+
+/// Model settings in a request. Every key is optional; null is the same as absent.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct AgentConfigRequest {
+    /// The model, e.g. `gpt-4o-mini`; default: the service's model. 1–200 characters.
+    #[schema(min_length = 1, max_length = 200, extensions(("x-text" = json!("name"))), example = "gpt-4o-mini")]
+    pub model: Option<String>,
+    /// Sampling temperature, 0–2.
+    #[schema(minimum = 0.0, maximum = 2.0, example = 0.7)]
+    pub temperature: Option<f64>,
+    /// Instructions sent before every conversation; up to 16,000 characters.
+    #[schema(max_length = 16000, extensions(("x-text" = json!("long-text"))))]
+    pub system_prompt: Option<String>,
+    /// Longest reply in tokens, 1–32,000.
+    #[schema(minimum = 1, maximum = 32000)]
+    pub max_tokens: Option<i64>,
+}
+
+/// A new agent.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct AgentRequest {
-    /// 1–100 characters; required at creation.
-    #[schema(example = "Support bot")]
+pub struct CreateAgentRequest {
+    /// 1–100 characters.
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 100,
+        extensions(("x-text" = json!("name"))), example = "Support bot")]
     pub name: Option<String>,
     /// `assistant` (default), `support` or `custom`.
     #[serde(rename = "type")]
-    #[schema(example = "support")]
+    #[schema(schema_with = crate::schemas::agent_type_optional, example = "support")]
     pub agent_type: Option<String>,
     /// `active` (default) or `paused`.
+    #[schema(schema_with = crate::schemas::agent_status_optional)]
     pub status: Option<String>,
-    /// Up to 2,000 characters.
+    /// Up to 2,000 characters; tabs and line breaks allowed.
+    #[schema(max_length = 2000, extensions(("x-text" = json!("long-text"))))]
     pub description: Option<String>,
     /// Any of `semantic`, `episodic`, `procedural`.
-    #[schema(example = json!(["semantic", "episodic"]))]
+    #[schema(schema_with = crate::schemas::memory_types_optional, example = json!(["semantic", "episodic"]))]
     pub memory_types: Option<Vec<String>>,
-    /// `{model, temperature (0–2), system_prompt, max_tokens}`; on update, only the keys given
-    /// change.
-    #[schema(value_type = Object, example = json!({"model": "gpt-4o-mini", "temperature": 0.7}))]
-    pub config: Option<Value>,
+    /// Model settings; every key optional.
+    pub config: Option<AgentConfigRequest>,
 }
 
-impl From<AgentRequest> for AgentFields {
-    fn from(r: AgentRequest) -> Self {
-        Self {
-            name: r.name,
-            agent_type: r.agent_type,
-            status: r.status,
-            description: r.description,
-            memory_types: r.memory_types,
-            config: r.config,
-        }
+impl CreateAgentRequest {
+    fn try_into_domain(self) -> Result<NewAgent, ValidationErrors> {
+        let mut v = Validator::new();
+        let name = v.required("name", self.name, |n| AgentName::new(&n));
+        let agent_type = v.optional("type", self.agent_type, |t| t.parse::<AgentType>());
+        let status = v.optional("status", self.status, |s| s.parse::<AgentStatus>());
+        let description = v.optional("description", self.description, description);
+        let memory_types = v.optional("memory_types", self.memory_types, |m| memory_types(&m));
+        let c = self.config.unwrap_or_default();
+        let model = v.optional("config.model", c.model, |m| AgentConfig::model(&m));
+        let temperature = v.optional("config.temperature", c.temperature, AgentConfig::temperature);
+        let system_prompt = v.optional("config.system_prompt", c.system_prompt, AgentConfig::system_prompt);
+        let max_tokens = v.optional("config.max_tokens", c.max_tokens, AgentConfig::max_tokens);
+        let (
+            name,
+            agent_type,
+            status,
+            description,
+            memory_types,
+            model,
+            temperature,
+            system_prompt,
+            max_tokens,
+        ) = v.finish((
+            name,
+            agent_type,
+            status,
+            description,
+            memory_types,
+            model,
+            temperature,
+            system_prompt,
+            max_tokens,
+        ))?;
+        Ok(NewAgent {
+            name,
+            agent_type: agent_type.unwrap_or(AgentType::Assistant),
+            status: status.unwrap_or(AgentStatus::Active),
+            description: description.flatten(),
+            memory_types: memory_types.unwrap_or_default(),
+            config: AgentConfig { model, temperature, system_prompt, max_tokens },
+        })
     }
+}
+
+/// Config keys to change: each one absent (kept), null (cleared) or a value.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct AgentConfigPatch {
+    /// The model; null returns to the service's model.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200, extensions(("x-text" = json!("name"))))]
+    pub model: Patch<String>,
+    /// Sampling temperature, 0–2; null clears it.
+    #[serde(default)]
+    #[schema(value_type = Option<f64>, minimum = 0.0, maximum = 2.0)]
+    pub temperature: Patch<f64>,
+    /// Instructions; null clears them.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, max_length = 16000, extensions(("x-text" = json!("long-text"))))]
+    pub system_prompt: Patch<String>,
+    /// Longest reply, 1–32,000; null returns to the service's default.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 32000)]
+    pub max_tokens: Patch<i64>,
+}
+
+/// A partial update: absent fields keep their value; null clears the fields that may be empty.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateAgentRequest {
+    /// 1–100 characters (never null).
+    #[serde(default)]
+    #[schema(value_type = String, min_length = 1, max_length = 100, extensions(("x-text" = json!("name"))))]
+    pub name: Patch<String>,
+    /// `assistant`, `support` or `custom` (never null).
+    #[serde(default, rename = "type")]
+    #[schema(schema_with = crate::schemas::agent_type)]
+    pub agent_type: Patch<String>,
+    /// `active` or `paused` (never null).
+    #[serde(default)]
+    #[schema(schema_with = crate::schemas::agent_status)]
+    pub status: Patch<String>,
+    /// Up to 2,000 characters; null clears it.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, max_length = 2000, extensions(("x-text" = json!("long-text"))))]
+    pub description: Patch<String>,
+    /// Memory types; null clears them.
+    #[serde(default)]
+    #[schema(schema_with = crate::schemas::memory_types_optional)]
+    pub memory_types: Patch<Vec<String>>,
+    /// Config keys to change; null resets every key.
+    #[serde(default)]
+    #[schema(value_type = Option<AgentConfigPatch>)]
+    pub config: Patch<AgentConfigPatch>,
+}
+
+/// A field that may be set but never cleared.
+fn not_null<T, U>(
+    v: &mut Validator,
+    field: &str,
+    patch: Patch<T>,
+    parse: impl FnOnce(T) -> Result<U, FieldError>,
+) -> Checked<Option<U>> {
+    match patch {
+        Patch::Absent => v.check(field, Ok(None)),
+        Patch::Null => v.check(
+            field,
+            Err(FieldError::new(field, FieldErrorKind::InvalidType, format!("{field} cannot be null"))),
+        ),
+        Patch::Value(value) => v.check(field, parse(value).map(Some)),
+    }
+}
+
+/// A field that may be cleared.
+fn nullable<T, U>(
+    v: &mut Validator,
+    field: &str,
+    patch: Patch<T>,
+    parse: impl FnOnce(T) -> Result<U, FieldError>,
+) -> Checked<Patch<U>> {
+    match patch {
+        Patch::Absent => v.check(field, Ok(Patch::Absent)),
+        Patch::Null => v.check(field, Ok(Patch::Null)),
+        Patch::Value(value) => v.check(field, parse(value).map(Patch::Value)),
+    }
+}
+
+impl UpdateAgentRequest {
+    fn try_into_domain(self) -> Result<AgentChanges, ValidationErrors> {
+        let mut v = Validator::new();
+        let name = not_null(&mut v, "name", self.name, |n| AgentName::new(&n));
+        let agent_type = not_null(&mut v, "type", self.agent_type, |t| t.parse::<AgentType>());
+        let status = not_null(&mut v, "status", self.status, |s| s.parse::<AgentStatus>());
+        // Blank text clears a description as null does.
+        let description = nullable(&mut v, "description", self.description, description);
+        let memory_types = nullable(&mut v, "memory_types", self.memory_types, |m| memory_types(&m));
+        let (reset, keys) = match self.config {
+            Patch::Absent => (false, AgentConfigPatch::default()),
+            Patch::Null => (true, AgentConfigPatch::default()),
+            Patch::Value(keys) => (false, keys),
+        };
+        let model = nullable(&mut v, "config.model", keys.model, |m| AgentConfig::model(&m));
+        let temperature = nullable(&mut v, "config.temperature", keys.temperature, AgentConfig::temperature);
+        let system_prompt =
+            nullable(&mut v, "config.system_prompt", keys.system_prompt, AgentConfig::system_prompt);
+        let max_tokens = nullable(&mut v, "config.max_tokens", keys.max_tokens, AgentConfig::max_tokens);
+        let (
+            name,
+            agent_type,
+            status,
+            description,
+            memory_types,
+            model,
+            temperature,
+            system_prompt,
+            max_tokens,
+        ) = v.finish((
+            name,
+            agent_type,
+            status,
+            description,
+            memory_types,
+            model,
+            temperature,
+            system_prompt,
+            max_tokens,
+        ))?;
+        Ok(AgentChanges {
+            name,
+            agent_type,
+            status,
+            description: match description {
+                Patch::Value(None) => Patch::Null,
+                Patch::Value(Some(d)) => Patch::Value(d),
+                Patch::Null => Patch::Null,
+                Patch::Absent => Patch::Absent,
+            },
+            memory_types,
+            config: ConfigChanges { reset, model, temperature, system_prompt, max_tokens },
+        })
+    }
+}
+
+/// An agent's model settings; null where unset.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentConfigResponse {
+    /// The model, or null for the service's default.
+    pub model: Option<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Instructions sent before every conversation.
+    pub system_prompt: Option<String>,
+    /// Longest reply in tokens.
+    pub max_tokens: Option<u32>,
 }
 
 /// An agent.
@@ -103,9 +318,8 @@ pub struct AgentResponse {
     pub description: Option<String>,
     /// Memory types.
     pub memory_types: Vec<&'static str>,
-    /// `{model, temperature, system_prompt, max_tokens}`, null where unset.
-    #[schema(value_type = Object)]
-    pub config: Value,
+    /// Model settings.
+    pub config: AgentConfigResponse,
     /// Creation time.
     #[serde(serialize_with = "timestamp::serialize")]
     #[schema(value_type = String, format = DateTime)]
@@ -119,7 +333,6 @@ pub struct AgentResponse {
 impl From<Agent> for AgentResponse {
     fn from(a: Agent) -> Self {
         Self {
-            config: a.config.to_json(),
             id: a.id.into_string(),
             tenant_id: a.tenant_id.into_string(),
             name: a.name.as_str().to_owned(),
@@ -127,6 +340,12 @@ impl From<Agent> for AgentResponse {
             status: a.status.as_str(),
             description: a.description,
             memory_types: a.memory_types.iter().map(|m| m.as_str()).collect(),
+            config: AgentConfigResponse {
+                model: a.config.model,
+                temperature: a.config.temperature,
+                system_prompt: a.config.system_prompt,
+                max_tokens: a.config.max_tokens,
+            },
             created_at: a.created_at,
             updated_at: a.updated_at,
         }
@@ -148,15 +367,16 @@ pub struct AgentList {
 
 /// List the tenant's agents.
 #[utoipa::path(
-    get, path = "/api/v1/agents", tag = "agents", security(("bearer" = [])), params(PageQuery),
-    responses((status = 200, body = AgentList), (status = 422, description = "Bad page or per_page"))
+    get, path = "/api/v1/agents", tag = "agents", operation_id = "listAgents",
+    security(("bearer" = [])), params(PageQuery),
+    responses((status = 200, description = "A page of agents", body = AgentList))
 )]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
     query: QueryParams<PageQuery>,
 ) -> Result<Reply<AgentList>, ApiError> {
-    let page = query.0.page()?;
+    let page = query.0.try_into_domain()?;
     let (agents, total) = state.agents.list(&caller, page).await?;
     Ok(Reply::ok(AgentList {
         agents: agents.into_iter().map(AgentResponse::from).collect(),
@@ -168,80 +388,105 @@ pub async fn list(
 
 /// Create an agent.
 #[utoipa::path(
-    post, path = "/api/v1/agents", tag = "agents", security(("bearer" = [])),
-    params(("tenant_id" = Option<String>, Query, description = "Tenant; default: yours")),
-    request_body = AgentRequest,
-    responses(
-        (status = 201, body = AgentResponse),
-        (status = 403, description = "Needs agents:write"),
-        (status = 422, description = "Invalid field"),
-    )
+    post, path = "/api/v1/agents", tag = "agents", operation_id = "createAgent",
+    security(("bearer" = [])),
+    request_body = CreateAgentRequest,
+    responses((status = 201, description = "Created", body = AgentResponse))
 )]
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    body: JsonBody<AgentRequest>,
+    body: JsonBody<CreateAgentRequest>,
 ) -> Result<Reply<AgentResponse>, ApiError> {
-    let agent = state.agents.create(&caller, body.0.into()).await?;
+    let new = body.0.try_into_domain()?;
+    let agent = state.agents.create(&caller, new).await?;
     Ok(Reply::created(agent.into()))
 }
 
 /// Read an agent.
 #[utoipa::path(
-    get, path = "/api/v1/agents/{agent_id}", tag = "agents", security(("bearer" = [])),
+    get, path = "/api/v1/agents/{agent_id}", tag = "agents", operation_id = "getAgent",
+    security(("bearer" = [])),
     params(("agent_id" = String, Path, description = "Agent id")),
-    responses((status = 200, body = AgentResponse), (status = 404, description = "No such agent in your tenant"))
+    responses(
+        (status = 200, description = "The agent", body = AgentResponse),
+        (status = 404, description = "`not_found`: no such agent in your tenant"),
+    )
 )]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
-    agent_id: web::Path<String>,
+    path: web::Path<String>,
 ) -> Result<Reply<AgentResponse>, ApiError> {
-    let agent = state.agents.get(&caller, &AgentId::from_string(agent_id.into_inner())).await?;
+    let agent = state.agents.get(&caller, &agent_id(path.into_inner())?).await?;
     Ok(Reply::ok(agent.into()))
 }
 
-/// Change an agent; fields absent from the body keep their value.
+/// Change an agent: fields absent from the body keep their value; null clears those that may
+/// be empty (`description`, `memory_types`, `config` and its keys).
 #[utoipa::path(
-    patch, path = "/api/v1/agents/{agent_id}", tag = "agents", security(("bearer" = [])),
+    patch, path = "/api/v1/agents/{agent_id}", tag = "agents", operation_id = "updateAgent",
+    security(("bearer" = [])),
     params(("agent_id" = String, Path, description = "Agent id")),
-    request_body = AgentRequest,
-    responses((status = 200, body = AgentResponse), (status = 404), (status = 422))
+    request_body = UpdateAgentRequest,
+    responses(
+        (status = 200, description = "The changed agent", body = AgentResponse),
+        (status = 404, description = "`not_found`: no such agent in your tenant"),
+    )
 )]
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
-    agent_id: web::Path<String>,
-    body: JsonBody<AgentRequest>,
+    path: web::Path<String>,
+    body: JsonBody<UpdateAgentRequest>,
 ) -> Result<Reply<AgentResponse>, ApiError> {
-    let id = AgentId::from_string(agent_id.into_inner());
-    let agent = state.agents.update(&caller, &id, body.0.into()).await?;
+    let id = agent_id(path.into_inner())?;
+    let changes = body.0.try_into_domain()?;
+    let agent = state.agents.update(&caller, &id, changes).await?;
     Ok(Reply::ok(agent.into()))
 }
 
 /// Delete an agent with its conversations and memory.
 #[utoipa::path(
-    delete, path = "/api/v1/agents/{agent_id}", tag = "agents", security(("bearer" = [])),
+    delete, path = "/api/v1/agents/{agent_id}", tag = "agents", operation_id = "deleteAgent",
+    security(("bearer" = [])),
     params(("agent_id" = String, Path, description = "Agent id")),
-    responses((status = 204, description = "Deleted"), (status = 404))
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`not_found`: no such agent in your tenant"),
+    )
 )]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
-    agent_id: web::Path<String>,
+    path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.agents.delete(&caller, &AgentId::from_string(agent_id.into_inner())).await?;
+    state.agents.delete(&caller, &agent_id(path.into_inner())?).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
 /// A chat message.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ChatRequest {
-    /// 1–32,000 characters.
-    #[schema(required = true, value_type = String, example = "How do I reset my password?")]
+    /// 1–32,000 characters, not blank; tabs and line breaks allowed.
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 32000,
+        extensions(("x-text" = json!("message"))), example = "How do I reset my password?")]
     pub message: Option<String>,
-    /// The conversation to continue; omit to start a new one.
+    /// The conversation: your own id (1–128 characters of letters, digits and `. _ : -`),
+    /// created on first use and continued after; or a `ses_…` id the service returned. Omit to
+    /// start a new conversation with a new id.
+    #[schema(extensions(("x-text" = json!("session-id"))), example = "user-42:support")]
     pub session_id: Option<String>,
+}
+
+impl ChatRequest {
+    fn try_into_domain(self) -> Result<ChatInput, ValidationErrors> {
+        let mut v = Validator::new();
+        let message = v.required("message", self.message, chat_message);
+        let session_id = v.optional("session_id", self.session_id, |s| SessionId::parse(&s));
+        let (message, session_id) = v.finish((message, session_id))?;
+        Ok(ChatInput { message, session_id })
+    }
 }
 
 /// Token usage of an exchange.
@@ -304,27 +549,29 @@ impl From<ChatReply> for ChatResponse {
     }
 }
 
-/// Send a message to an agent and get its reply.
+/// Send a message to an agent and get its reply. When the balance covers the prompt but not
+/// the agent's whole `max_tokens`, the reply is shortened to what the balance pays.
 #[utoipa::path(
-    post, path = "/api/v1/agents/{agent_id}/chat", tag = "agents", security(("bearer" = [])),
+    post, path = "/api/v1/agents/{agent_id}/chat", tag = "agents", operation_id = "chatWithAgent",
+    security(("bearer" = [])),
     params(("agent_id" = String, Path, description = "Agent id")),
     request_body = ChatRequest,
     responses(
-        (status = 200, body = ChatResponse),
-        (status = 402, description = "`insufficient_credits`; the model was not called"),
-        (status = 404, description = "No such agent or session"),
-        (status = 409, description = "The agent is paused"),
+        (status = 200, description = "The reply", body = ChatResponse),
+        (status = 402, description = "`insufficient_credits`: not even the prompt is covered; the model was not called"),
+        (status = 404, description = "`not_found`: no such agent in your tenant (also when it was deleted meanwhile)"),
+        (status = 409, description = "`conflict`: the agent is paused"),
         (status = 502, description = "`upstream_error`: the model provider failed or timed out; nothing was charged"),
     )
 )]
 pub async fn chat(
     state: web::Data<AppState>,
     caller: Caller,
-    agent_id: web::Path<String>,
+    path: web::Path<String>,
     body: JsonBody<ChatRequest>,
 ) -> Result<Reply<ChatResponse>, ApiError> {
-    let id = AgentId::from_string(agent_id.into_inner());
-    let input = ChatInput { message: body.0.message, session_id: body.0.session_id };
+    let id = agent_id(path.into_inner())?;
+    let input = body.0.try_into_domain()?;
     let reply = state.chat.chat(&caller, &id, input).await?;
     Ok(Reply::ok(reply.into()))
 }
@@ -376,12 +623,20 @@ pub struct MessageList {
     pub per_page: u32,
 }
 
-/// Read a conversation with an agent.
+/// Read a conversation with an agent: by your own session id or a `ses_…` one.
 #[utoipa::path(
     get, path = "/api/v1/agents/{agent_id}/sessions/{session_id}/messages", tag = "agents",
+    operation_id = "listSessionMessages",
     security(("bearer" = [])),
-    params(("agent_id" = String, Path), ("session_id" = String, Path), PageQuery),
-    responses((status = 200, body = MessageList), (status = 404, description = "No such agent or session"))
+    params(
+        ("agent_id" = String, Path, description = "Agent id"),
+        ("session_id" = String, Path, description = "Session id", pattern = r"^[A-Za-z0-9_.:-]{1,128}$"),
+        PageQuery,
+    ),
+    responses(
+        (status = 200, description = "A page of the conversation", body = MessageList),
+        (status = 404, description = "`not_found`: no such agent, or no such conversation with it"),
+    )
 )]
 pub async fn messages(
     state: web::Data<AppState>,
@@ -389,16 +644,70 @@ pub async fn messages(
     path: web::Path<(String, String)>,
     query: QueryParams<PageQuery>,
 ) -> Result<Reply<MessageList>, ApiError> {
-    let (agent_id, session_id) = path.into_inner();
-    let page = query.0.page()?;
-    let (messages, total) = state
-        .chat
-        .history(&caller, &AgentId::from_string(agent_id), &SessionId::from_string(session_id), page)
-        .await?;
+    let (agent, session) = path.into_inner();
+    let agent = agent_id(agent)?;
+    let mut v = Validator::new();
+    let session = v.check("session_id", SessionId::parse(&session));
+    let page = v.check_nested(query.0.try_into_domain().map_err(first_error));
+    let (session, page) = v.finish((session, page))?;
+    let (messages, total) = state.chat.history(&caller, &agent, &session, page).await?;
     Ok(Reply::ok(MessageList {
         messages: messages.into_iter().map(MessageResponse::from).collect(),
         total,
         page: page.page,
         per_page: page.per_page,
     }))
+}
+
+fn first_error(e: ValidationErrors) -> FieldError {
+    e.0.into_iter()
+        .next()
+        .unwrap_or_else(|| FieldError::new("query", FieldErrorKind::InvalidValue, "invalid"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    fn update(body: Value) -> Result<AgentChanges, ValidationErrors> {
+        serde_json::from_value::<UpdateAgentRequest>(body).unwrap().try_into_domain()
+    }
+
+    #[test]
+    fn a_patch_tells_absent_from_null_from_value_for_every_field() {
+        let c =
+            update(serde_json::json!({"description": null, "config": {"model": null, "temperature": 1.5}}))
+                .unwrap();
+        assert_eq!(c.description, Patch::Null);
+        assert_eq!(c.memory_types, Patch::Absent);
+        assert_eq!(c.config.model, Patch::Null);
+        assert_eq!(c.config.temperature, Patch::Value(1.5));
+        assert_eq!(c.config.max_tokens, Patch::Absent);
+        assert!(!c.config.reset);
+        assert!(update(serde_json::json!({"config": null})).unwrap().config.reset);
+        let errors = update(serde_json::json!({"name": null, "status": null, "config": {"max_tokens": 0}}))
+            .unwrap_err()
+            .0;
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["name", "status", "config.max_tokens"]);
+    }
+
+    #[test]
+    fn a_new_agent_gets_defaults_and_every_bad_field_is_named() {
+        let new: CreateAgentRequest =
+            serde_json::from_value(serde_json::json!({"name": " Helper "})).unwrap();
+        let new = new.try_into_domain().unwrap();
+        assert_eq!(
+            (new.name.as_str(), new.agent_type, new.status),
+            ("Helper", AgentType::Assistant, AgentStatus::Active)
+        );
+        let bad: CreateAgentRequest = serde_json::from_value(serde_json::json!({
+            "type": "robot", "memory_types": ["dreams"], "config": {"temperature": 9, "model": ""}
+        }))
+        .unwrap();
+        let fields: Vec<String> = bad.try_into_domain().unwrap_err().0.into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["name", "type", "memory_types", "config.model", "config.temperature"]);
+    }
 }

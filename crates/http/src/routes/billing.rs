@@ -1,7 +1,8 @@
 //! `/billing`: plan, balance, ledger and purchases.
 
 use actix_web::web;
-use agentry_domain::billing::LedgerEntry;
+use agentry_domain::billing::{LedgerEntry, purchase_credits};
+use agentry_domain::validation::{ValidationErrors, Validator};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -42,9 +43,8 @@ pub struct BillingResponse {
 
 /// Plan, credits and limits of the tenant.
 #[utoipa::path(
-    get, path = "/api/v1/billing", tag = "billing", security(("bearer" = [])),
-    params(("tenant_id" = Option<String>, Query, description = "Tenant; default: yours")),
-    responses((status = 200, body = BillingResponse), (status = 403, description = "Needs billing:read"))
+    get, path = "/api/v1/billing", tag = "billing", operation_id = "getBilling", security(("bearer" = [])),
+    responses((status = 200, description = "Plan, credits and limits", body = BillingResponse))
 )]
 pub async fn overview(
     state: web::Data<AppState>,
@@ -108,15 +108,16 @@ pub struct LedgerResponse {
 
 /// The credit ledger, newest first.
 #[utoipa::path(
-    get, path = "/api/v1/billing/ledger", tag = "billing", security(("bearer" = [])), params(PageQuery),
-    responses((status = 200, body = LedgerResponse), (status = 403))
+    get, path = "/api/v1/billing/ledger", tag = "billing", operation_id = "listLedger",
+    security(("bearer" = [])), params(PageQuery),
+    responses((status = 200, description = "A page of the ledger", body = LedgerResponse))
 )]
 pub async fn ledger(
     state: web::Data<AppState>,
     caller: Caller,
     query: QueryParams<PageQuery>,
 ) -> Result<Reply<LedgerResponse>, ApiError> {
-    let page = query.0.page()?;
+    let page = query.0.try_into_domain()?;
     let (entries, total) = state.billing.ledger(&caller, page).await?;
     Ok(Reply::ok(LedgerResponse {
         entries: entries.into_iter().map(LedgerEntryResponse::from).collect(),
@@ -130,8 +131,16 @@ pub async fn ledger(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PurchaseRequest {
     /// Credits to buy, 1–1,000,000.
-    #[schema(required = true, value_type = i64, example = 5000)]
+    #[schema(required = true, value_type = i64, minimum = 1, maximum = 1_000_000, example = 5000)]
     pub credits: Option<i64>,
+}
+
+impl PurchaseRequest {
+    fn try_into_domain(self) -> Result<i64, ValidationErrors> {
+        let mut v = Validator::new();
+        let credits = v.required("credits", self.credits, purchase_credits);
+        v.finish(credits)
+    }
 }
 
 /// A completed purchase.
@@ -155,13 +164,14 @@ pub struct PurchaseResponse {
 
 /// Buy credits (owners only).
 #[utoipa::path(
-    post, path = "/api/v1/billing/purchases", tag = "billing", security(("bearer" = [])),
+    post, path = "/api/v1/billing/purchases", tag = "billing", operation_id = "purchaseCredits",
+    security(("bearer" = [])),
     request_body = PurchaseRequest,
     responses(
-        (status = 201, body = PurchaseResponse),
-        (status = 402, description = "`payment_declined`"),
-        (status = 403, description = "Only owners change billing; API keys never do"),
-        (status = 503, description = "No payment provider is enabled"),
+        (status = 201, description = "The completed purchase", body = PurchaseResponse),
+        (status = 402, description = "`payment_declined`: the payment provider refused the payment"),
+        (status = 403, description = "`forbidden`: only owners change billing; API keys never do"),
+        (status = 503, description = "`unavailable`: no payment provider is enabled on this service"),
     )
 )]
 pub async fn purchase(
@@ -169,7 +179,8 @@ pub async fn purchase(
     caller: Caller,
     body: JsonBody<PurchaseRequest>,
 ) -> Result<Reply<PurchaseResponse>, ApiError> {
-    let (purchase, balance) = state.billing.purchase(&caller, body.0.credits).await?;
+    let credits = body.0.try_into_domain()?;
+    let (purchase, balance) = state.billing.purchase(&caller, credits).await?;
     Ok(Reply::created(PurchaseResponse {
         id: purchase.id.into_string(),
         credits: purchase.credits,

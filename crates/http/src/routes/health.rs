@@ -22,15 +22,21 @@ pub struct Health {
 }
 
 /// Liveness: answers as long as the process serves HTTP.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Health)))]
+#[utoipa::path(
+    get, path = "/healthz", tag = "operations", operation_id = "healthz",
+    responses((status = 200, description = "The process serves HTTP", body = Health))
+)]
 pub async fn healthz() -> Reply<Health> {
     Reply::ok(Health { status: "ok" })
 }
 
 /// Readiness: answers 200 only when the database answers.
 #[utoipa::path(
-    get, path = "/readyz", tag = "operations",
-    responses((status = 200, body = Health), (status = 503, description = "Database unreachable"))
+    get, path = "/readyz", tag = "operations", operation_id = "readyz",
+    responses(
+        (status = 200, description = "The database answers", body = Health),
+        (status = 503, description = "`unavailable`: the database does not answer"),
+    )
 )]
 pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiError> {
     match state.readiness.check().await {

@@ -6,4 +6,5 @@ pub mod api_keys;
 pub mod auth;
 pub mod billing;
 pub mod health;
+pub mod pages;
 pub mod recovery;

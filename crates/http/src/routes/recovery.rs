@@ -1,8 +1,12 @@
 //! Password reset and magic-link sign-in by e-mail.
 
+use actix_web::http::StatusCode;
 use actix_web::web;
 use agentry_domain::identity::{Email, Password};
-use agentry_domain::validation::Validator;
+use agentry_domain::validation::{
+    FieldError, TextKind, ValidationErrors, Validator, check_length, check_path_id, check_text,
+};
+use secrecy::{ExposeSecret as _, SecretString};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -25,16 +29,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct EmailRequest {
     /// The account's e-mail address.
-    #[schema(required = true, value_type = String, example = "ada@example.com")]
+    #[schema(required = true, value_type = String, format = Email, max_length = 254, example = "ada@example.com")]
     pub email: Option<String>,
 }
 
 impl EmailRequest {
-    fn email(self) -> Result<Email, ApiError> {
+    fn try_into_domain(self) -> Result<Email, ValidationErrors> {
         let mut v = Validator::new();
         let email = v.required("email", self.email, |e| Email::parse(&e));
-        v.finish()?;
-        email.ok_or_else(|| ApiError::internal(anyhow::anyhow!("validator accepted a missing e-mail")))
+        v.finish(email)
     }
 }
 
@@ -48,41 +51,67 @@ pub struct Accepted {
 const SENT_IF_KNOWN: &str =
     "If an account exists for this address, an e-mail with a link is on its way. The link works once.";
 
-/// Ask for a password-reset e-mail. Answers 202 alike for known and unknown addresses.
+/// Ask for a password-reset e-mail. Answers 202 alike for known and unknown addresses, in the
+/// same time: the request is stored and the e-mail sent in the background.
 #[utoipa::path(
-    post, path = "/api/v1/auth/forgot-password", tag = "auth",
+    post, path = "/api/v1/auth/forgot-password", tag = "auth", operation_id = "forgotPassword",
     request_body = EmailRequest,
-    responses((status = 202, body = Accepted), (status = 422, description = "Not an e-mail address"), (status = 429))
+    extensions(("x-rate-limit" = json!("client address"))),
+    responses((status = 202, description = "Accepted (the same for every address)", body = Accepted))
 )]
 pub async fn forgot_password(
     state: web::Data<AppState>,
     _throttle: AuthThrottle,
     body: JsonBody<EmailRequest>,
 ) -> Result<Reply<Accepted>, ApiError> {
-    let email = body.0.email()?;
+    let email = body.0.try_into_domain()?;
     state.recovery.request_password_reset(&email).await?;
-    Ok(Reply::with_status(actix_web::http::StatusCode::ACCEPTED, Accepted { message: SENT_IF_KNOWN }))
+    Ok(Reply::with_status(StatusCode::ACCEPTED, Accepted { message: SENT_IF_KNOWN }))
 }
+
+/// A one-time token from an e-mail: URL-safe text, as short as the service makes them.
+fn one_time_token(raw: &str, field: &str) -> Result<(), FieldError> {
+    check_text(raw, field, TextKind::SingleLine)?;
+    check_length(raw, 1, MAX_TOKEN_CHARS, field)
+}
+
+/// Longest token accepted; the service's own are 43 characters.
+const MAX_TOKEN_CHARS: usize = 256;
 
 /// A reset token from the e-mail and the new password.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ResetPasswordRequest {
     /// The token from the e-mail's link.
-    #[schema(required = true, value_type = String)]
-    pub token: Option<String>,
-    /// 8 to 128 characters.
-    #[schema(required = true, value_type = String)]
-    pub new_password: Option<String>,
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 256, extensions(("x-text" = json!("one-line"))))]
+    pub token: Option<SecretString>,
+    /// 8 to 128 characters, no control characters.
+    #[schema(required = true, value_type = String, format = Password, min_length = 8, max_length = 128, extensions(("x-text" = json!("one-line"))))]
+    pub new_password: Option<SecretString>,
 }
 
-/// Set a new password with a reset token. Every session of the user ends.
+impl ResetPasswordRequest {
+    /// The token and the validated new password.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] naming each missing or invalid field.
+    pub fn try_into_domain(self) -> Result<(SecretString, Password), ValidationErrors> {
+        let mut v = Validator::new();
+        let token =
+            v.required("token", self.token, |t| one_time_token(t.expose_secret(), "token").map(|()| t));
+        let password = v.required("new_password", self.new_password, Password::from_secret);
+        v.finish((token, password))
+    }
+}
+
+/// Set a new password with a reset token. Every session of the user ends, and every other link
+/// mailed to them stops working.
 #[utoipa::path(
-    post, path = "/api/v1/auth/reset-password", tag = "auth",
+    post, path = "/api/v1/auth/reset-password", tag = "auth", operation_id = "resetPassword",
     request_body = ResetPasswordRequest,
+    extensions(("x-rate-limit" = json!("client address"))),
     responses(
-        (status = 200, body = Accepted),
+        (status = 200, description = "Password changed", body = Accepted),
         (status = 400, description = "`invalid_token`: unknown, used or expired"),
-        (status = 422, description = "Missing token or unacceptable password"),
     )
 )]
 pub async fn reset_password(
@@ -90,47 +119,58 @@ pub async fn reset_password(
     _throttle: AuthThrottle,
     body: JsonBody<ResetPasswordRequest>,
 ) -> Result<Reply<Accepted>, ApiError> {
-    let r = body.0;
-    let mut v = Validator::new();
-    let token = v.required("token", r.token, Ok);
-    let password = v.required("new_password", r.new_password, Password::new);
-    v.finish()?;
-    let (Some(token), Some(password)) = (token, password) else {
-        return Err(ApiError::internal(anyhow::anyhow!("validator accepted missing reset fields")));
-    };
-    state.recovery.reset_password(&token, &password).await?;
-    Ok(Reply::ok(Accepted {
-        message: "Password changed. Every session was signed out; sign in with the new password.",
-    }))
+    let (token, password) = body.0.try_into_domain()?;
+    state.recovery.reset_password(token.expose_secret(), &password).await?;
+    Ok(Reply::ok(Accepted { message: PASSWORD_CHANGED }))
 }
 
-/// Ask for a magic sign-in link. Answers 202 alike for known and unknown addresses.
+/// What a successful reset answers.
+pub const PASSWORD_CHANGED: &str =
+    "Password changed. Every session was signed out; sign in with the new password.";
+
+/// Ask for a magic sign-in link. Answers 202 alike for known and unknown addresses, in the
+/// same time.
 #[utoipa::path(
-    post, path = "/api/v1/auth/magic-link", tag = "auth",
+    post, path = "/api/v1/auth/magic-link", tag = "auth", operation_id = "requestMagicLink",
     request_body = EmailRequest,
-    responses((status = 202, body = Accepted), (status = 422, description = "Not an e-mail address"), (status = 429))
+    extensions(("x-rate-limit" = json!("client address"))),
+    responses((status = 202, description = "Accepted (the same for every address)", body = Accepted))
 )]
 pub async fn request_magic_link(
     state: web::Data<AppState>,
     _throttle: AuthThrottle,
     body: JsonBody<EmailRequest>,
 ) -> Result<Reply<Accepted>, ApiError> {
-    let email = body.0.email()?;
+    let email = body.0.try_into_domain()?;
     state.recovery.request_magic_link(&email).await?;
-    Ok(Reply::with_status(actix_web::http::StatusCode::ACCEPTED, Accepted { message: SENT_IF_KNOWN }))
+    Ok(Reply::with_status(StatusCode::ACCEPTED, Accepted { message: SENT_IF_KNOWN }))
+}
+
+/// Checks a magic-link token taken from a path.
+///
+/// # Errors
+/// A validation error for control characters or an absurd length.
+pub fn magic_link_token(raw: &str) -> Result<(), ApiError> {
+    check_path_id(raw, "token")?;
+    Ok(one_time_token(raw, "token")?)
 }
 
 /// Exchange a magic-link token for a session, once.
 #[utoipa::path(
-    get, path = "/api/v1/auth/magic-link/{token}", tag = "auth",
-    params(("token" = String, Path, description = "The token from the e-mail")),
-    responses((status = 200, body = TokenResponse), (status = 400, description = "`invalid_token`: unknown, used or expired"))
+    get, path = "/api/v1/auth/magic-link/{token}", tag = "auth", operation_id = "exchangeMagicLink",
+    params(("token" = String, Path, description = "The token from the e-mail", min_length = 1, max_length = 256)),
+    extensions(("x-rate-limit" = json!("client address"))),
+    responses(
+        (status = 200, description = "Signed in", body = TokenResponse),
+        (status = 400, description = "`invalid_token`: unknown, used or expired"),
+    )
 )]
 pub async fn exchange_magic_link(
     state: web::Data<AppState>,
     _throttle: AuthThrottle,
     token: web::Path<String>,
 ) -> Result<Reply<TokenResponse>, ApiError> {
+    magic_link_token(&token)?;
     let pair = state.recovery.exchange_magic_link(&token).await?;
     Ok(Reply::ok(pair.into()))
 }

@@ -162,14 +162,14 @@ async fn creating_and_updating_an_agent_writes_its_event() {
 
     let events = app.events(&tenant).await;
     assert_eq!(events.len(), 2);
-    let created = events[1].envelope();
+    let created = events[1].envelope().unwrap();
     assert_eq!(created["type"], "agent.created");
     assert_eq!(created["tenant_id"], tenant.as_str());
     assert_eq!(created["api_version"], "2026-11-01");
     assert!(created["id"].as_str().unwrap().starts_with("evt_"));
     assert!(created["created_at"].as_str().unwrap().ends_with('Z'));
     assert_eq!(created["data"]["id"], agent["id"]);
-    let updated = events[0].envelope();
+    let updated = events[0].envelope().unwrap();
     assert_eq!(updated["type"], "agent.updated");
     assert_eq!(updated["data"]["agent"]["name"], "Renamed");
     assert_eq!(updated["data"]["changed"], json!(["name"]));

@@ -2,7 +2,7 @@
 
 use agentry_auth::{JwtAccessTokens, JwtSettings};
 use agentry_domain::identity::AccessTokens as _;
-use agentry_domain::ids::UserId;
+use agentry_domain::ids::{TokenFamilyId, UserId};
 use base64::Engine as _;
 use chrono::{Duration, Utc};
 use secrecy::SecretSlice;
@@ -161,14 +161,22 @@ async fn logout_revokes_the_session() {
     assert_eq!(refresh(&app, &token["refresh_token"]).await.status(), 401);
 }
 
-fn codec(key: &[u8]) -> JwtAccessTokens {
+fn codec(app: &TestApp, key: &[u8]) -> JwtAccessTokens {
     JwtAccessTokens::new(JwtSettings {
         secret: SecretSlice::from(key.to_vec()),
-        issuer: "http://127.0.0.1:8080".into(),
+        // Unset AGENTRY_PUBLIC_URL: the bound address is the issuer.
+        issuer: app.base.clone(),
         audience: "agentry-api".into(),
         ttl: Duration::hours(1),
     })
     .unwrap()
+}
+
+/// The claims of a JWT, read without verifying it.
+fn claims_of(jwt: &str) -> serde_json::Value {
+    let payload = jwt.split('.').nth(1).unwrap();
+    serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap())
+        .unwrap()
 }
 
 async fn assert_refused_as_access_token(app: &TestApp, token: &str) {
@@ -184,24 +192,36 @@ async fn refresh_none_alg_foreign_and_expired_tokens_are_refused_as_access_token
     let token = app.signed_in("ada@example.com").await;
     let me_body = me(&app, "/api/v1", token["access_token"].as_str().unwrap()).await;
     let user = UserId::from_string(me_body["id"].as_str().unwrap());
+    let session = TokenFamilyId::from_string(
+        claims_of(token["access_token"].as_str().unwrap())["sid"].as_str().unwrap(),
+    );
 
     // Control: a token minted with the service's key, issuer and audience is accepted.
-    let own = codec(JWT_SECRET.as_bytes()).issue(&user, Utc::now()).unwrap();
+    let own = codec(&app, JWT_SECRET.as_bytes()).issue(&user, &session, Utc::now()).unwrap();
     me(&app, "/api/v1", &own.token).await;
 
     assert_refused_as_access_token(&app, token["refresh_token"].as_str().unwrap()).await;
 
     let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
-    let claims = json!({"sub": user.as_str(), "iss": "http://127.0.0.1:8080", "aud": "agentry-api",
+    let claims = json!({"sub": user.as_str(), "sid": session.as_str(), "iss": app.base, "aud": "agentry-api",
         "iat": Utc::now().timestamp(), "exp": Utc::now().timestamp() + 600, "jti": "x", "typ": "access"});
     let none = format!("{}.{}.", b64(r#"{"alg":"none","typ":"JWT"}"#), b64(&claims.to_string()));
     assert_refused_as_access_token(&app, &none).await;
 
-    let foreign = codec(&[9u8; 40]).issue(&user, Utc::now()).unwrap();
+    let foreign = codec(&app, &[9u8; 40]).issue(&user, &session, Utc::now()).unwrap();
     assert_refused_as_access_token(&app, &foreign.token).await;
 
-    let expired = codec(JWT_SECRET.as_bytes()).issue(&user, Utc::now() - Duration::hours(2)).unwrap();
+    let expired =
+        codec(&app, JWT_SECRET.as_bytes()).issue(&user, &session, Utc::now() - Duration::hours(2)).unwrap();
     assert_refused_as_access_token(&app, &expired.token).await;
+
+    let future =
+        codec(&app, JWT_SECRET.as_bytes()).issue(&user, &session, Utc::now() + Duration::minutes(5)).unwrap();
+    assert_refused_as_access_token(&app, &future.token).await;
+
+    let other_session = TokenFamilyId::from_string("rtf_never_issued");
+    let orphan = codec(&app, JWT_SECRET.as_bytes()).issue(&user, &other_session, Utc::now()).unwrap();
+    assert_refused_as_access_token(&app, &orphan.token).await;
 
     let r = app.client.get(app.url("/api/v1/auth/me")).send().await.unwrap();
     assert_eq!(json_with_status(r, 401).await["error"], "unauthorized");

@@ -41,8 +41,8 @@ async fn a_manual_purchase_adds_credits_ledger_and_event() {
     assert_eq!(ledger["entries"][0]["reason"], "purchase");
     assert_eq!(ledger["entries"][0]["reference"], purchase["id"]);
     let events = app.events(&tenant).await;
-    assert_eq!(events[0].event_type, EventType::BillingPurchaseCompleted);
-    assert_eq!(events[0].data["credits"], 500);
+    assert_eq!(events[0].event_type(), EventType::BillingPurchaseCompleted);
+    assert_eq!(events[0].envelope().unwrap()["data"]["credits"], 500);
 
     let r = app.post_json_with_token("/api/v1/billing/purchases", &token, &json!({"credits": 0})).await;
     assert_eq!(json_with_status(r, 422).await["details"][0]["field"], "credits");

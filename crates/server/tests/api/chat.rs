@@ -80,8 +80,12 @@ async fn chat_events_carry_the_spec_data_and_the_ledger_records_the_charge() {
     let reply = json_with_status(chat(&app, &token, &agent, json!({"message": "hello"})).await, 200).await;
 
     let events = app.events(&tenant).await;
-    let completed =
-        events.iter().find(|e| e.event_type == EventType::AgentMessageCompleted).unwrap().envelope();
+    let completed = events
+        .iter()
+        .find(|e| e.event_type() == EventType::AgentMessageCompleted)
+        .unwrap()
+        .envelope()
+        .unwrap();
     let data = &completed["data"];
     assert_eq!(data["agent_id"], agent.as_str());
     assert_eq!(data["conversation_id"], reply["session_id"]);
@@ -89,8 +93,8 @@ async fn chat_events_carry_the_spec_data_and_the_ledger_records_the_charge() {
     assert_eq!(data["content"], reply["content"]);
     assert_eq!(data["tokens_used"], reply["usage"]["total_tokens"]);
     assert!(data["latency_ms"].is_u64());
-    let created = events.iter().find(|e| e.event_type == EventType::AgentMessageCreated).unwrap();
-    assert_eq!(created.data["content"], "hello");
+    let created = events.iter().find(|e| e.event_type() == EventType::AgentMessageCreated).unwrap();
+    assert_eq!(created.envelope().unwrap()["data"]["content"], "hello");
 
     let ledger = json_with_status(app.get_with_token("/api/v1/billing/ledger", &token).await, 200).await;
     let entry = &ledger["entries"][0];
@@ -131,11 +135,15 @@ async fn forty_concurrent_chats_against_a_small_balance_never_overdraw() {
         assert_eq!(e["balance_after"].as_i64().unwrap(), running, "{e}");
         assert!(running >= 0);
     }
-    let completed =
-        app.events(&tenant).await.iter().filter(|e| e.event_type == EventType::AgentMessageCompleted).count();
+    let completed = app
+        .events(&tenant)
+        .await
+        .iter()
+        .filter(|e| e.event_type() == EventType::AgentMessageCompleted)
+        .count();
     assert_eq!(completed, 15, "events only for the chats that happened");
     let low =
-        app.events(&tenant).await.iter().filter(|e| e.event_type == EventType::BillingCreditsLow).count();
+        app.events(&tenant).await.iter().filter(|e| e.event_type() == EventType::BillingCreditsLow).count();
     assert_eq!(low, 1, "the balance crossed the low threshold once");
 }
 

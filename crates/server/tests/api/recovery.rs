@@ -13,7 +13,7 @@ async fn spawn_with_smtp() -> (TestApp, SmtpSink) {
     let url = sink.url();
     let app = spawn_with(|c| {
         c.smtp_url = Some(SecretString::from(url));
-        c.public_url = "https://agentry.test".into();
+        c.public_url = Some("https://agentry.test".into());
     })
     .await;
     (app, sink)

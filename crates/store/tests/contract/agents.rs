@@ -1,13 +1,12 @@
 use agentry_domain::agents::{
     Agent, AgentConfig, AgentName, AgentRepository, AgentStatus, AgentType, MemoryType,
 };
-use agentry_domain::events::{Event, EventLog, EventType};
+use agentry_domain::events::{EventLog, EventType};
 use agentry_domain::identity::AccountRepository;
-use agentry_domain::ids::{AgentId, EventId, TenantId};
+use agentry_domain::ids::{AgentId, TenantId};
 use agentry_domain::pagination::Page;
 use agentry_store::{AccountStore, AgentStore, Database, EventStore};
 use chrono::{DateTime, TimeZone, Utc};
-use serde_json::json;
 
 crate::contract!(
     an_agent_and_its_event_are_stored_together,
@@ -40,15 +39,7 @@ pub fn agent(id: &str, tenant: &str) -> Agent {
     }
 }
 
-fn event(id: &str, tenant: &str, t: EventType) -> Event {
-    Event {
-        id: EventId::from_string(id),
-        tenant_id: TenantId::from_string(tenant),
-        event_type: t,
-        data: json!({"n": 1}),
-        created_at: t0(),
-    }
-}
+use crate::harness::event;
 
 pub async fn setup(db: &Database) -> AgentStore {
     let accounts = AccountStore::new(db.clone());
@@ -64,7 +55,7 @@ async fn an_agent_and_its_event_are_stored_together(db: Database) {
     assert_eq!(repo.get(&a.tenant_id, &a.id).await.unwrap(), Some(a.clone()));
     let events = EventStore::new(db.clone()).recent(&a.tenant_id, 10).await.unwrap();
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0].event_type, EventType::AgentCreated);
+    assert_eq!(events[0].event_type(), EventType::AgentCreated);
 
     // A failing create (duplicate id) stores neither the agent nor its event.
     assert!(repo.create(&a, &event("evt_2", "ten_1", EventType::AgentCreated)).await.is_err());

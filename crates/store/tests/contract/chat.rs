@@ -1,15 +1,22 @@
-use agentry_domain::agents::{AgentRepository, ChatRole, ConversationRepository, Exchange, Message};
-use agentry_domain::billing::{CreditHold, CreditRepository, LedgerEntry, LedgerReason, Settlement};
-use agentry_domain::events::{Event, EventLog, EventType};
+use agentry_domain::agents::{
+    AgentRepository, ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message,
+};
+use agentry_domain::billing::{
+    CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement,
+};
+use agentry_domain::events::{EventLog, EventPayload, EventType};
 use agentry_domain::ids::{AgentId, CreditHoldId, EventId, LedgerEntryId, MessageId, SessionId, TenantId};
 use agentry_domain::pagination::Page;
 use agentry_store::{ConversationStore, CreditStore, Database, EventStore};
 use chrono::{DateTime, TimeZone, Utc};
-use serde_json::json;
+
+use crate::harness::event;
 
 crate::contract!(
     an_exchange_stores_messages_charge_and_events_together,
+    a_session_id_is_scoped_to_its_tenant_and_agent,
     an_exchange_without_its_hold_stores_nothing,
+    an_exchange_for_a_deleted_agent_stores_and_charges_nothing,
     crossing_the_low_threshold_adds_the_warning_event,
     deleting_an_agent_deletes_its_conversations,
 );
@@ -22,12 +29,20 @@ fn tenant() -> TenantId {
     TenantId::from_string("ten_1")
 }
 
-fn message(id: &str, role: ChatRole, content: &str) -> Message {
+fn agent_id(id: &str) -> AgentId {
+    AgentId::from_string(id)
+}
+
+fn session(id: &str) -> SessionId {
+    SessionId::from_string(id)
+}
+
+fn message(id: &str, agent: &str, session_id: &str, role: ChatRole, content: &str) -> Message {
     Message {
         id: MessageId::from_string(id),
         tenant_id: tenant(),
-        agent_id: AgentId::from_string("agt_1"),
-        session_id: SessionId::from_string("ses_1"),
+        agent_id: agent_id(agent),
+        session_id: session(session_id),
         role,
         content: content.into(),
         prompt_tokens: if role == ChatRole::Assistant { 40 } else { 0 },
@@ -36,11 +51,11 @@ fn message(id: &str, role: ChatRole, content: &str) -> Message {
     }
 }
 
-fn exchange(n: u32, hold_id: &str, cost: i64, threshold: i64, new: bool) -> Exchange {
+fn exchange_in(n: u32, agent: &str, session_id: &str, hold_id: &str, cost: i64, threshold: i64) -> Exchange {
     Exchange {
-        session: (SessionId::from_string("ses_1"), new),
-        user_message: message(&format!("msg_{n}a"), ChatRole::User, "hello"),
-        reply: message(&format!("msg_{n}b"), ChatRole::Assistant, "hi there"),
+        session_id: session(session_id),
+        user_message: message(&format!("msg_{n}a"), agent, session_id, ChatRole::User, "hello"),
+        reply: message(&format!("msg_{n}b"), agent, session_id, ChatRole::Assistant, "hi there"),
         settlement: Settlement {
             hold: CreditHold {
                 id: CreditHoldId::from_string(hold_id),
@@ -61,85 +76,105 @@ fn exchange(n: u32, hold_id: &str, cost: i64, threshold: i64, new: bool) -> Exch
             low_event: EventId::from_string(format!("evt_low_{n}")),
         },
         events: vec![
-            Event {
-                id: EventId::from_string(format!("evt_{n}a")),
-                tenant_id: tenant(),
-                event_type: EventType::AgentMessageCreated,
-                data: json!({}),
-                created_at: t0(),
-            },
-            Event {
-                id: EventId::from_string(format!("evt_{n}b")),
-                tenant_id: tenant(),
-                event_type: EventType::AgentMessageCompleted,
-                data: json!({}),
-                created_at: t0(),
-            },
+            event(&format!("evt_{n}a"), "ten_1", EventType::AgentMessageCreated),
+            event(&format!("evt_{n}b"), "ten_1", EventType::AgentMessageCompleted),
         ],
     }
 }
 
+fn exchange(n: u32, hold_id: &str, cost: i64, threshold: i64) -> Exchange {
+    exchange_in(n, "agt_1", "ses_1", hold_id, cost, threshold)
+}
+
 /// Holds 5 credits under `id`, as a chat does before it calls the model.
 async fn hold(credits: &CreditStore, id: &str) {
-    let hold =
-        CreditHold { id: CreditHoldId::from_string(id), tenant_id: tenant(), amount: 5, created_at: t0() };
-    assert!(credits.hold(&hold).await.unwrap().is_some());
+    let request = HoldRequest {
+        id: CreditHoldId::from_string(id),
+        tenant_id: tenant(),
+        wanted: 5,
+        minimum: 1,
+        created_at: t0(),
+    };
+    assert_eq!(credits.hold(&request).await.unwrap().map(|h| h.amount), Some(5));
 }
 
 async fn setup(db: &Database) -> (ConversationStore, CreditStore) {
     let agents = super::agents::setup(db).await;
-    let created = Event {
-        id: EventId::from_string("evt_created"),
-        tenant_id: tenant(),
-        event_type: EventType::AgentCreated,
-        data: json!({}),
-        created_at: t0(),
-    };
-    agents.create(&super::agents::agent("agt_1", "ten_1"), &created).await.unwrap();
+    agents
+        .create(&super::agents::agent("agt_1", "ten_1"), &event("evt_c1", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
+    agents
+        .create(&super::agents::agent("agt_2", "ten_1"), &event("evt_c2", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
     (ConversationStore::new(db.clone()), CreditStore::new(db.clone()))
 }
 
 async fn an_exchange_stores_messages_charge_and_events_together(db: Database) {
     let (conversations, credits) = setup(&db).await;
     hold(&credits, "hld_1").await;
-    let left = conversations.record_exchange(&exchange(1, "hld_1", 2, 100, true)).await.unwrap();
-    assert_eq!(left, 998, "held 5, charged 2, 3 returned");
-    assert_eq!(
-        conversations
-            .session_agent(&tenant(), &SessionId::from_string("ses_1"))
-            .await
-            .unwrap()
-            .unwrap()
-            .as_str(),
-        "agt_1"
-    );
-    assert_eq!(
-        conversations
-            .session_agent(&TenantId::from_string("ten_2"), &SessionId::from_string("ses_1"))
-            .await
-            .unwrap(),
-        None
-    );
-    let (messages, total) =
-        conversations.page(&SessionId::from_string("ses_1"), Page::default()).await.unwrap();
+    let outcome = conversations.record_exchange(&exchange(1, "hld_1", 2, 100)).await.unwrap();
+    assert_eq!(outcome, ExchangeOutcome::Recorded { remaining: 998 }, "held 5, charged 2, 3 returned");
+    let (messages, total) = conversations
+        .page(&tenant(), &agent_id("agt_1"), &session("ses_1"), Page::default())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(total, 2);
     assert_eq!(messages[1].prompt_tokens, 40);
     assert_eq!(db.count_rows("credit_holds").await.unwrap(), 0);
     let (ledger, _) = credits.ledger(&tenant(), Page::default()).await.unwrap();
     assert_eq!(ledger[0].delta, -2);
     assert_eq!(ledger[0].balance_after, 998);
-    assert_eq!(db.count_rows("events").await.unwrap(), 3);
+    assert_eq!(db.count_rows("events").await.unwrap(), 4, "two agents created, two message events");
 
-    // A second exchange in the same session.
+    // A second exchange in the same session continues it.
     hold(&credits, "hld_2").await;
-    conversations.record_exchange(&exchange(2, "hld_2", 1, 100, false)).await.unwrap();
-    let recent = conversations.recent(&SessionId::from_string("ses_1"), 3).await.unwrap();
+    conversations.record_exchange(&exchange(2, "hld_2", 1, 100)).await.unwrap();
+    let recent = conversations.recent(&tenant(), &agent_id("agt_1"), &session("ses_1"), 3).await.unwrap();
     assert_eq!(recent.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["msg_1b", "msg_2a", "msg_2b"]);
+    assert_eq!(db.count_rows("chat_sessions").await.unwrap(), 1);
+}
+
+async fn a_session_id_is_scoped_to_its_tenant_and_agent(db: Database) {
+    let (conversations, credits) = setup(&db).await;
+    hold(&credits, "hld_1").await;
+    conversations.record_exchange(&exchange_in(1, "agt_1", "s-1", "hld_1", 1, 0)).await.unwrap();
+    hold(&credits, "hld_2").await;
+    conversations.record_exchange(&exchange_in(2, "agt_2", "s-1", "hld_2", 1, 0)).await.unwrap();
+    assert_eq!(db.count_rows("chat_sessions").await.unwrap(), 2, "one conversation per agent");
+    let (one, total) = conversations
+        .page(&tenant(), &agent_id("agt_1"), &session("s-1"), Page::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((total, one[0].id.as_str()), (2, "msg_1a"));
+    let other_tenant = TenantId::from_string("ten_2");
+    assert_eq!(
+        conversations
+            .page(&other_tenant, &agent_id("agt_1"), &session("s-1"), Page::default())
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        conversations
+            .recent(&other_tenant, &agent_id("agt_1"), &session("s-1"), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        conversations.page(&tenant(), &agent_id("agt_1"), &session("s-2"), Page::default()).await.unwrap(),
+        None,
+        "an unknown session"
+    );
 }
 
 async fn an_exchange_without_its_hold_stores_nothing(db: Database) {
     let (conversations, _) = setup(&db).await;
-    assert!(conversations.record_exchange(&exchange(1, "hld_missing", 2, 100, true)).await.is_err());
+    assert!(conversations.record_exchange(&exchange(1, "hld_missing", 2, 100)).await.is_err());
     for table in ["chat_sessions", "chat_messages"] {
         assert_eq!(db.count_rows(table).await.unwrap(), 0, "{table}");
     }
@@ -150,23 +185,38 @@ async fn an_exchange_without_its_hold_stores_nothing(db: Database) {
     );
 }
 
+async fn an_exchange_for_a_deleted_agent_stores_and_charges_nothing(db: Database) {
+    let (conversations, credits) = setup(&db).await;
+    hold(&credits, "hld_1").await;
+    let agents = agentry_store::AgentStore::new(db.clone());
+    assert!(agents.delete(&tenant(), &agent_id("agt_1")).await.unwrap());
+    let outcome = conversations.record_exchange(&exchange(1, "hld_1", 2, 100)).await.unwrap();
+    assert_eq!(outcome, ExchangeOutcome::AgentGone);
+    for table in ["chat_sessions", "chat_messages"] {
+        assert_eq!(db.count_rows(table).await.unwrap(), 0, "{table}");
+    }
+    assert_eq!(db.count_rows("credit_holds").await.unwrap(), 1, "the hold is left for the caller to release");
+    credits.release(&CreditHoldId::from_string("hld_1")).await.unwrap();
+    assert_eq!(credits.account(&tenant()).await.unwrap().unwrap().0, 1000);
+}
+
 async fn crossing_the_low_threshold_adds_the_warning_event(db: Database) {
     let (conversations, credits) = setup(&db).await;
     hold(&credits, "hld_1").await;
     // 1000 → 997 crosses a threshold of 999.
-    conversations.record_exchange(&exchange(1, "hld_1", 3, 999, true)).await.unwrap();
+    conversations.record_exchange(&exchange(1, "hld_1", 3, 999)).await.unwrap();
     let events = EventStore::new(db.clone()).recent(&tenant(), 10).await.unwrap();
     let low =
-        events.iter().find(|e| e.event_type == EventType::BillingCreditsLow).expect("a low-credit event");
-    assert_eq!(low.data["credits"], 997);
+        events.iter().find(|e| e.event_type() == EventType::BillingCreditsLow).expect("a low-credit event");
+    assert_eq!(low.payload, EventPayload::BillingCreditsLow { credits: 997, threshold: 999 });
 }
 
 async fn deleting_an_agent_deletes_its_conversations(db: Database) {
     let (conversations, credits) = setup(&db).await;
     hold(&credits, "hld_1").await;
-    conversations.record_exchange(&exchange(1, "hld_1", 1, 0, true)).await.unwrap();
+    conversations.record_exchange(&exchange(1, "hld_1", 1, 0)).await.unwrap();
     let agents = agentry_store::AgentStore::new(db.clone());
-    assert!(agents.delete(&tenant(), &AgentId::from_string("agt_1")).await.unwrap());
+    assert!(agents.delete(&tenant(), &agent_id("agt_1")).await.unwrap());
     assert_eq!(db.count_rows("chat_sessions").await.unwrap(), 0);
     assert_eq!(db.count_rows("chat_messages").await.unwrap(), 0);
 }

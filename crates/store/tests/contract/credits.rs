@@ -1,15 +1,15 @@
-use agentry_domain::billing::{CreditHold, CreditRepository, LedgerEntry, LedgerReason, Purchase};
-use agentry_domain::events::{Event, EventType};
+use agentry_domain::billing::{CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Purchase};
+use agentry_domain::events::EventType;
 use agentry_domain::identity::AccountRepository;
-use agentry_domain::ids::{CreditHoldId, EventId, LedgerEntryId, PurchaseId, TenantId};
+use agentry_domain::ids::{CreditHoldId, LedgerEntryId, PurchaseId, TenantId};
 use agentry_domain::pagination::Page;
 use agentry_domain::tenancy::Plan;
 use agentry_store::{AccountStore, CreditStore, Database};
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use serde_json::json;
 
 crate::contract!(
     a_hold_takes_credits_only_when_they_cover_it,
+    a_hold_takes_the_last_credits_down_to_its_minimum,
     concurrent_holds_never_take_the_balance_below_zero,
     released_and_stale_holds_return_their_credits,
     a_purchase_adds_credits_ledger_and_event,
@@ -24,8 +24,16 @@ fn tenant() -> TenantId {
     TenantId::from_string("ten_1")
 }
 
-fn hold(id: &str, amount: i64) -> CreditHold {
-    CreditHold { id: CreditHoldId::from_string(id), tenant_id: tenant(), amount, created_at: t0() }
+fn hold(id: &str, amount: i64) -> HoldRequest {
+    hold_between(id, amount, amount)
+}
+
+fn hold_between(id: &str, minimum: i64, wanted: i64) -> HoldRequest {
+    HoldRequest { id: CreditHoldId::from_string(id), tenant_id: tenant(), wanted, minimum, created_at: t0() }
+}
+
+async fn held(repo: &CreditStore, request: &HoldRequest) -> Option<i64> {
+    repo.hold(request).await.unwrap().map(|h| h.amount)
 }
 
 async fn setup(db: &Database) -> CreditStore {
@@ -43,25 +51,38 @@ async fn balance(repo: &CreditStore) -> i64 {
 
 async fn a_hold_takes_credits_only_when_they_cover_it(db: Database) {
     let repo = setup(&db).await;
-    assert_eq!(repo.hold(&hold("hld_1", 600)).await.unwrap(), Some(400));
-    assert_eq!(repo.hold(&hold("hld_2", 401)).await.unwrap(), None);
+    assert_eq!(held(&repo, &hold("hld_1", 600)).await, Some(600));
+    assert_eq!(held(&repo, &hold("hld_2", 401)).await, None);
     assert_eq!(balance(&repo).await, 400);
     assert_eq!(db.count_rows("credit_holds").await.unwrap(), 1);
-    assert_eq!(repo.hold(&hold("hld_3", 400)).await.unwrap(), Some(0));
+    assert_eq!(held(&repo, &hold("hld_3", 400)).await, Some(400));
+    assert_eq!(balance(&repo).await, 0);
+}
+
+async fn a_hold_takes_the_last_credits_down_to_its_minimum(db: Database) {
+    let repo = setup(&db).await;
+    assert_eq!(held(&repo, &hold("hld_1", 999)).await, Some(999));
+    // One credit left: a chat wanting 3 but needing 1 gets that one.
+    assert_eq!(held(&repo, &hold_between("hld_2", 2, 3)).await, None, "not even the minimum");
+    assert_eq!(held(&repo, &hold_between("hld_3", 1, 3)).await, Some(1));
+    assert_eq!(balance(&repo).await, 0);
+    assert_eq!(held(&repo, &hold_between("hld_4", 1, 3)).await, None);
+    assert_eq!(db.count_rows("credit_holds").await.unwrap(), 2, "refused holds leave no row");
 }
 
 async fn concurrent_holds_never_take_the_balance_below_zero(db: Database) {
     let repo = setup(&db).await;
     let tasks = (0..40).map(|i| {
         let repo = repo.clone();
-        tokio::spawn(async move { repo.hold(&hold(&format!("hld_{i}"), 30)).await.unwrap() })
+        tokio::spawn(async move { repo.hold(&hold_between(&format!("hld_{i}"), 20, 30)).await.unwrap() })
     });
     let granted = futures_util::future::join_all(tasks)
         .await
         .into_iter()
-        .filter(|r| r.as_ref().unwrap().is_some())
-        .count();
-    assert_eq!(granted, 33, "1000 credits cover 33 holds of 30");
+        .filter_map(|r| r.unwrap().map(|h| h.amount))
+        .collect::<Vec<_>>();
+    // 33 holds of 30, then the last 10 credits are below every minimum of 20.
+    assert_eq!(granted.iter().sum::<i64>(), 990, "{granted:?}");
     assert_eq!(balance(&repo).await, 10);
 }
 
@@ -97,13 +118,7 @@ async fn a_purchase_adds_credits_ledger_and_event(db: Database) {
         reference: Some("pur_1".into()),
         created_at: t0(),
     };
-    let event = Event {
-        id: EventId::from_string("evt_1"),
-        tenant_id: tenant(),
-        event_type: EventType::BillingPurchaseCompleted,
-        data: json!({"credits": 250}),
-        created_at: t0(),
-    };
+    let event = crate::harness::event("evt_1", "ten_1", EventType::BillingPurchaseCompleted);
     assert_eq!(repo.record_purchase(&purchase, &entry, &event).await.unwrap(), 1250);
     let (entries, total) = repo.ledger(&tenant(), Page::default()).await.unwrap();
     assert_eq!(total, 2);

@@ -10,6 +10,7 @@ mod api_keys;
 mod chat;
 mod credits;
 mod harness;
+mod jobs;
 mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;

@@ -12,6 +12,7 @@ crate::contract!(
     concurrent_consumers_of_one_token_let_exactly_one_through,
     a_reset_sets_the_password_and_revokes_every_refresh_token,
     issued_tokens_are_counted_per_user_purpose_and_time,
+    an_unsent_token_can_be_deleted,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -95,6 +96,11 @@ async fn a_reset_sets_the_password_and_revokes_every_refresh_token(db: Database)
     }
     let t = token("ott_a", TokenPurpose::PasswordReset, t0());
     repo.insert(&t).await.unwrap();
+    // Links mailed before the reset: another reset and a magic link.
+    let other_reset = token("ott_b", TokenPurpose::PasswordReset, t0());
+    let magic = token("ott_c", TokenPurpose::MagicLink, t0());
+    repo.insert(&other_reset).await.unwrap();
+    repo.insert(&magic).await.unwrap();
     let user = repo.reset_password(&t.digest, &PasswordHash::from_phc("new-hash"), t0()).await.unwrap();
     assert_eq!(user, Some(UserId::from_string("usr_1")));
 
@@ -112,8 +118,25 @@ async fn a_reset_sets_the_password_and_revokes_every_refresh_token(db: Database)
             .unwrap();
         assert_eq!(stored.status, RefreshTokenStatus::Revoked);
     }
-    // Spent: a second reset with the same token changes nothing.
+    // Spent: a second reset with the same token changes nothing, and the other links are dead.
     assert!(repo.reset_password(&t.digest, &PasswordHash::from_phc("other"), t0()).await.unwrap().is_none());
+    assert!(
+        repo.reset_password(&other_reset.digest, &PasswordHash::from_phc("other"), t0())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(repo.consume(&magic.digest, TokenPurpose::MagicLink, t0()).await.unwrap().is_none());
+}
+
+async fn an_unsent_token_can_be_deleted(db: Database) {
+    let repo = setup(&db).await;
+    let t = token("ott_a", TokenPurpose::MagicLink, t0());
+    repo.insert(&t).await.unwrap();
+    repo.delete(&t.id).await.unwrap();
+    assert!(repo.find_usable(&t.digest, TokenPurpose::MagicLink, t0()).await.unwrap().is_none());
+    let user = UserId::from_string("usr_1");
+    assert_eq!(repo.count_issued_since(&user, TokenPurpose::MagicLink, t0()).await.unwrap(), 0);
 }
 
 async fn issued_tokens_are_counted_per_user_purpose_and_time(db: Database) {

@@ -12,6 +12,7 @@ crate::contract!(
     concurrent_rotations_of_one_token_let_exactly_one_through,
     revoking_a_family_leaves_other_families_alone,
     revoking_a_user_revokes_all_their_families,
+    memberships_are_read_only_while_the_session_lives,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -109,4 +110,22 @@ async fn revoking_a_user_revokes_all_their_families(db: Database) {
     repo.insert(&token("rtk_c", "rtf_3", "usr_2")).await.unwrap();
     assert_eq!(repo.revoke_all_for_user(&UserId::from_string("usr_1"), t0()).await.unwrap(), 2);
     assert_eq!(status_of(&repo, "rtk_c").await, RefreshTokenStatus::Active);
+}
+
+async fn memberships_are_read_only_while_the_session_lives(db: Database) {
+    let repo = setup(&db).await;
+    let accounts = AccountStore::new(db.clone());
+    let user = UserId::from_string("usr_1");
+    let session = TokenFamilyId::from_string("rtf_1");
+    assert_eq!(accounts.session_memberships(&user, &session).await.unwrap(), None, "no such session");
+    repo.insert(&token("rtk_a", "rtf_1", "usr_1")).await.unwrap();
+    let live = accounts.session_memberships(&user, &session).await.unwrap().expect("a live session");
+    assert_eq!(live, accounts.memberships(&user).await.unwrap());
+    // Rotation keeps the session; the other user's family is not theirs.
+    let next = token("rtk_b", "rtf_1", "usr_1");
+    repo.rotate(&RefreshTokenId::from_string("rtk_a"), &next, t0()).await.unwrap();
+    assert!(accounts.session_memberships(&user, &session).await.unwrap().is_some());
+    assert_eq!(accounts.session_memberships(&UserId::from_string("usr_2"), &session).await.unwrap(), None);
+    repo.revoke_family(&session, t0()).await.unwrap();
+    assert_eq!(accounts.session_memberships(&user, &session).await.unwrap(), None, "logged out");
 }

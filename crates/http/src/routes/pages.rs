@@ -1,0 +1,263 @@
+//! The small HTML pages the e-mailed links open: `/reset-password` sets a new password,
+//! `/magic-link` signs in. Plain HTML forms that post to the page itself, so they work with
+//! JavaScript off; `/assets/pages.js` makes them talk to the JSON API in place when it is on.
+//! No framework, no third-party asset: the content security policy allows only the service's
+//! own files. The docs page (Swagger UI, vendored) is served from here too.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, ContentType};
+use actix_web::{HttpRequest, HttpResponse, web};
+use agentry_domain::identity::RecoveryError;
+use agentry_domain::mail::escape_html;
+use secrecy::{ExposeSecret as _, SecretString};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::access::AuthThrottle;
+use crate::error::ApiError;
+use crate::routes::recovery::{PASSWORD_CHANGED, ResetPasswordRequest, magic_link_token};
+
+/// Registers the pages at the root.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/reset-password").route(web::get().to(reset_page)).route(web::post().to(reset_submit)),
+    )
+    .service(
+        web::resource("/magic-link")
+            .route(web::get().to(magic_link_page))
+            .route(web::post().to(magic_link_submit)),
+    )
+    .service(web::resource("/assets/{file}").route(web::get().to(asset)))
+    .service(web::resource("/docs").route(web::get().to(docs_redirect)))
+    .service(web::resource("/docs/{tail:.*}").route(web::get().to(docs)));
+}
+
+const PAGES_CSS: &str = include_str!("../../assets/pages.css");
+const PAGES_JS: &str = include_str!("../../assets/pages.js");
+
+async fn asset(file: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let (body, content_type) = match file.as_str() {
+        "pages.css" => (PAGES_CSS, "text/css; charset=utf-8"),
+        "pages.js" => (PAGES_JS, "text/javascript; charset=utf-8"),
+        _ => return Err(ApiError::not_found("no such file")),
+    };
+    Ok(HttpResponse::Ok().insert_header((header::CONTENT_TYPE, content_type)).body(body))
+}
+
+fn html(status: StatusCode, title: &str, body: &str) -> HttpResponse {
+    let page = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title} · Agentry</title><link rel=\"stylesheet\" href=\"/assets/pages.css\">\
+         <script src=\"/assets/pages.js\" defer></script></head>\
+         <body><main><h1>{title}</h1>{body}</main></body></html>\n",
+        title = escape_html(title),
+    );
+    HttpResponse::build(status).content_type(ContentType::html()).body(page)
+}
+
+/// The `token` query parameter of a link.
+#[derive(Debug, Deserialize)]
+struct LinkQuery {
+    token: Option<String>,
+}
+
+fn link_token(req: &HttpRequest) -> Option<String> {
+    serde_urlencoded::from_str::<LinkQuery>(req.query_string())
+        .ok()
+        .and_then(|q| q.token)
+        .filter(|t| magic_link_token(t).is_ok())
+}
+
+fn incomplete_link(title: &str) -> HttpResponse {
+    html(
+        StatusCode::BAD_REQUEST,
+        title,
+        "<p class=\"error\" id=\"result\">This link is incomplete. Open the link from the e-mail as it is, \
+         or ask for a new one.</p>",
+    )
+}
+
+async fn reset_page(req: HttpRequest) -> HttpResponse {
+    let Some(token) = link_token(&req) else {
+        return incomplete_link("Choose a new password");
+    };
+    html(
+        StatusCode::OK,
+        "Choose a new password",
+        &format!(
+            "<form method=\"post\" action=\"/reset-password\" data-api=\"reset\">\
+             <input type=\"hidden\" name=\"token\" value=\"{token}\">\
+             <label for=\"new_password\">New password</label>\
+             <input type=\"password\" id=\"new_password\" name=\"new_password\" minlength=\"8\" maxlength=\"128\" \
+              autocomplete=\"new-password\" required>\
+             <label for=\"confirm_password\">The same again</label>\
+             <input type=\"password\" id=\"confirm_password\" name=\"confirm_password\" minlength=\"8\" maxlength=\"128\" \
+              autocomplete=\"new-password\" required>\
+             <p class=\"note\">8 to 128 characters. Every session of your account is signed out.</p>\
+             <button type=\"submit\" id=\"submit\">Set the new password</button></form>\
+             <p id=\"result\" role=\"status\"></p>",
+            token = escape_html(&token),
+        ),
+    )
+}
+
+/// The reset form as the page posts it.
+#[derive(Debug, Deserialize)]
+struct ResetForm {
+    token: Option<SecretString>,
+    new_password: Option<SecretString>,
+    confirm_password: Option<SecretString>,
+}
+
+async fn reset_submit(state: web::Data<AppState>, _throttle: AuthThrottle, body: web::Bytes) -> HttpResponse {
+    const TITLE: &str = "Choose a new password";
+    let Ok(form) = serde_urlencoded::from_bytes::<ResetForm>(&body) else {
+        return incomplete_link(TITLE);
+    };
+    let same = match (&form.new_password, &form.confirm_password) {
+        (Some(a), Some(b)) => a.expose_secret() == b.expose_secret(),
+        _ => false,
+    };
+    if !same {
+        return html(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            TITLE,
+            "<p class=\"error\" id=\"result\">The two passwords differ. Go back and type them again.</p>",
+        );
+    }
+    let request = ResetPasswordRequest { token: form.token, new_password: form.new_password };
+    let (token, password) = match request.try_into_domain() {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            let reasons: Vec<String> = e.0.iter().map(|f| escape_html(&f.message)).collect();
+            return html(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                TITLE,
+                &format!(
+                    "<p class=\"error\" id=\"result\">{}. Go back and try again.</p>",
+                    reasons.join("; ")
+                ),
+            );
+        }
+    };
+    match state.recovery.reset_password(token.expose_secret(), &password).await {
+        Ok(()) => html(
+            StatusCode::OK,
+            "Password changed",
+            &format!("<p class=\"ok\" id=\"result\">{PASSWORD_CHANGED}</p>"),
+        ),
+        Err(RecoveryError::InvalidToken) => html(
+            StatusCode::BAD_REQUEST,
+            TITLE,
+            "<p class=\"error\" id=\"result\">This link is used or expired. Ask for a new one.</p>",
+        ),
+        Err(RecoveryError::Unexpected(e)) => {
+            tracing::error!(error = ?e, "password reset from the page failed");
+            html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                TITLE,
+                "<p class=\"error\" id=\"result\">Something went wrong. Try again later.</p>",
+            )
+        }
+    }
+}
+
+async fn magic_link_page(req: HttpRequest) -> HttpResponse {
+    let Some(token) = link_token(&req) else {
+        return incomplete_link("Sign in to Agentry");
+    };
+    // A button, not an automatic sign-in: mail scanners that open links must not spend them.
+    html(
+        StatusCode::OK,
+        "Sign in to Agentry",
+        &format!(
+            "<form method=\"post\" action=\"/magic-link\" data-api=\"magic-link\">\
+             <input type=\"hidden\" name=\"token\" value=\"{token}\">\
+             <p>The link signs you in once.</p>\
+             <button type=\"submit\" id=\"submit\">Sign in</button></form>\
+             <p id=\"result\" role=\"status\"></p>{tokens}",
+            token = escape_html(&token),
+            tokens = tokens_block("", "", true),
+        ),
+    )
+}
+
+fn tokens_block(access: &str, refresh: &str, hidden: bool) -> String {
+    format!(
+        "<div id=\"tokens\"{hidden}><label for=\"access_token\">Access token (send as <code>Authorization: Bearer …</code>)</label>\
+         <textarea id=\"access_token\" readonly>{access}</textarea>\
+         <label for=\"refresh_token\">Refresh token (for <code>POST /api/v1/auth/refresh</code>)</label>\
+         <textarea id=\"refresh_token\" readonly>{refresh}</textarea></div>",
+        hidden = if hidden { " hidden" } else { "" },
+        access = escape_html(access),
+        refresh = escape_html(refresh),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct MagicLinkForm {
+    token: Option<SecretString>,
+}
+
+async fn magic_link_submit(
+    state: web::Data<AppState>,
+    _throttle: AuthThrottle,
+    body: web::Bytes,
+) -> HttpResponse {
+    const TITLE: &str = "Sign in to Agentry";
+    let token = serde_urlencoded::from_bytes::<MagicLinkForm>(&body)
+        .ok()
+        .and_then(|f| f.token)
+        .filter(|t| magic_link_token(t.expose_secret()).is_ok());
+    let Some(token) = token else {
+        return incomplete_link(TITLE);
+    };
+    match state.recovery.exchange_magic_link(token.expose_secret()).await {
+        Ok(pair) => html(
+            StatusCode::OK,
+            "Signed in",
+            &format!(
+                "<p class=\"ok\" id=\"result\">You are signed in. Your access token is valid for {} seconds.</p>{}",
+                pair.access.expires_in,
+                tokens_block(&pair.access.token, pair.refresh_token.expose_secret(), false)
+            ),
+        ),
+        Err(RecoveryError::InvalidToken) => html(
+            StatusCode::BAD_REQUEST,
+            TITLE,
+            "<p class=\"error\" id=\"result\">This link is used or expired. Ask for a new one.</p>",
+        ),
+        Err(RecoveryError::Unexpected(e)) => {
+            tracing::error!(error = ?e, "magic-link sign-in from the page failed");
+            html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                TITLE,
+                "<p class=\"error\" id=\"result\">Something went wrong. Try again later.</p>",
+            )
+        }
+    }
+}
+
+async fn docs_redirect() -> HttpResponse {
+    HttpResponse::MovedPermanently().insert_header((header::LOCATION, "/docs/")).finish()
+}
+
+/// Swagger UI, vendored into the binary, reading the document this service serves (which
+/// reflects the configured envelope), with the OAuth2 password flow for "Authorize".
+async fn docs(tail: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    use std::sync::{Arc, OnceLock};
+    static CONFIG: OnceLock<Arc<utoipa_swagger_ui::Config<'static>>> = OnceLock::new();
+    let config = CONFIG
+        .get_or_init(|| {
+            Arc::new(utoipa_swagger_ui::Config::new(["/api/v1/openapi.json"]).persist_authorization(false))
+        })
+        .clone();
+    match utoipa_swagger_ui::serve(&tail, config) {
+        Ok(Some(file)) => {
+            Ok(HttpResponse::Ok().content_type(file.content_type).body(file.bytes.into_owned()))
+        }
+        Ok(None) => Err(ApiError::not_found("no such file")),
+        Err(e) => Err(ApiError::internal(anyhow::anyhow!("serving the docs page: {e}"))),
+    }
+}

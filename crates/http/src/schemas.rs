@@ -1,0 +1,75 @@
+//! The rules the server enforces, stated in the OpenAPI document: patterns for text fields,
+//! and enum schemas made from the domain's own lists, so the document cannot drift from the
+//! validation.
+//!
+//! The patterns are ECMA-262 (JSON Schema); they match the domain's checks: no control
+//! characters (C0, DEL, C1) in one-line text, none but tab and line breaks in long text, and
+//! at least one character that is not white space where a value is trimmed.
+
+use agentry_domain::agents::{AgentStatus, AgentType, MemoryType};
+use agentry_domain::tenancy::Scope;
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+use utoipa::openapi::{RefOr, Schema};
+
+/// One line without control characters.
+pub const ONE_LINE: &str = r"^[^\x00-\x1F\x7F-\x9F]*$";
+/// One line without control characters, not blank (the value is trimmed).
+pub const NAME: &str = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$";
+/// Long text: tab, line feed and carriage return are the only control characters allowed.
+pub const LONG_TEXT: &str = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$";
+/// Long text that is not blank.
+pub const MESSAGE: &str = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$";
+/// A chat session id: letters, digits and `. _ : -`.
+pub const SESSION_ID: &str = r"^[A-Za-z0-9_.:-]{1,128}$";
+
+fn string_enum(values: impl IntoIterator<Item = &'static str>, nullable: bool) -> ObjectBuilder {
+    let ty = if nullable { SchemaType::from_iter([Type::String, Type::Null]) } else { Type::String.into() };
+    let mut values: Vec<serde_json::Value> = values.into_iter().map(Into::into).collect();
+    if nullable {
+        values.push(serde_json::Value::Null);
+    }
+    ObjectBuilder::new().schema_type(ty).enum_values(Some(values))
+}
+
+/// `type` of an agent, optional.
+pub fn agent_type_optional() -> impl Into<RefOr<Schema>> {
+    string_enum(AgentType::ALL.iter().map(|t| t.as_str()), true)
+        .description(Some("`assistant` (default), `support` or `custom`."))
+}
+
+/// `type` of an agent in a PATCH: a value, never null.
+pub fn agent_type() -> impl Into<RefOr<Schema>> {
+    string_enum(AgentType::ALL.iter().map(|t| t.as_str()), false)
+        .description(Some("`assistant`, `support` or `custom`."))
+}
+
+/// `status` of an agent, optional.
+pub fn agent_status_optional() -> impl Into<RefOr<Schema>> {
+    string_enum(AgentStatus::ALL.iter().map(|s| s.as_str()), true)
+        .description(Some("`active` (default) or `paused`."))
+}
+
+/// `status` of an agent in a PATCH: a value, never null.
+pub fn agent_status() -> impl Into<RefOr<Schema>> {
+    string_enum(AgentStatus::ALL.iter().map(|s| s.as_str()), false).description(Some("`active` or `paused`."))
+}
+
+fn memory_type_items() -> ObjectBuilder {
+    string_enum(MemoryType::ALL.iter().map(|m| m.as_str()), false)
+}
+
+/// `memory_types` of an agent: null or a list (duplicates are dropped).
+pub fn memory_types_optional() -> impl Into<RefOr<Schema>> {
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(memory_type_items())
+        .description(Some("Any of `semantic`, `episodic`, `procedural`; duplicates are dropped."))
+}
+
+/// The scopes of a new API key: at least one.
+pub fn scopes() -> impl Into<RefOr<Schema>> {
+    ArrayBuilder::new()
+        .items(string_enum(Scope::all().map(Scope::as_str), false))
+        .min_items(Some(1))
+        .description(Some("At least one scope; a key's rights are its scopes intersected with your role."))
+}

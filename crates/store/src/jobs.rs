@@ -1,0 +1,191 @@
+//! [`JobQueue`]: the job table, claimed with leases.
+//!
+//! A claim is one `UPDATE … WHERE id IN (due jobs) … RETURNING`. On PostgreSQL the inner
+//! select takes `FOR UPDATE SKIP LOCKED`, so concurrent workers of several instances pick
+//! disjoint jobs without waiting on each other; the outer `WHERE` repeats the due condition, so
+//! a row that another worker claimed between the two is re-checked and skipped. SQLite runs one
+//! write transaction at a time, so the same statement is enough there.
+
+use agentry_domain::ids::JobId;
+use agentry_domain::jobs::{ClaimedJob, JobKind, JobOutcome, JobQueue, Lease, NewJob};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::database::{Database, DbPool, StoreError};
+use crate::schema::jobs;
+use crate::types::{DbJson, DbTime};
+
+/// Jobs in the database.
+#[derive(Debug, Clone)]
+pub struct JobStore {
+    db: Database,
+}
+
+impl JobStore {
+    /// A queue over `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    /// Jobs waiting or running (not failed), for metrics and tests.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn pending(&self) -> anyhow::Result<i64> {
+        let n = with_conn!(self.db, conn => jobs::table.filter(jobs::status.ne(FAILED)).count().get_result(conn).await)?;
+        Ok(n)
+    }
+}
+
+const QUEUED: &str = "queued";
+const RUNNING: &str = "running";
+const FAILED: &str = "failed";
+
+#[derive(QueryableByName)]
+struct ClaimedRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    id: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    kind: String,
+    #[diesel(sql_type = crate::types::Json)]
+    payload: DbJson,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    attempts: i64,
+}
+
+/// The claim statement. The kinds are filled in as quoted names of [`JobKind`]s (constants of
+/// this crate, never input); `lock` is PostgreSQL's row locking. Placeholders are numbered so
+/// both backends read them (`$n` on PostgreSQL, `?n` on SQLite).
+fn claim_sql(kinds: &[JobKind], placeholder: char, lock: &str) -> String {
+    let kinds = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect::<Vec<_>>().join(", ");
+    let p = |n: u8| format!("{placeholder}{n}");
+    let due = format!(
+        "((status = '{QUEUED}' AND run_at <= {now}) OR (status = '{RUNNING}' AND lease_until < {now}))",
+        now = p(3)
+    );
+    format!(
+        "UPDATE jobs SET status = '{RUNNING}', lease_token = {token}, lease_until = {until}, \
+         attempts = attempts + 1, updated_at = {now} \
+         WHERE id IN (SELECT id FROM jobs WHERE kind IN ({kinds}) AND {due} ORDER BY run_at LIMIT {limit} {lock}) \
+         AND {due} \
+         RETURNING id, kind, payload, attempts",
+        token = p(1),
+        until = p(2),
+        now = p(3),
+        limit = p(4),
+    )
+}
+
+#[async_trait]
+impl JobQueue for JobStore {
+    async fn enqueue(&self, job: &NewJob) -> anyhow::Result<()> {
+        with_conn!(self.db, conn => diesel::insert_into(jobs::table)
+            .values((
+                jobs::id.eq(job.id.as_str()),
+                jobs::kind.eq(job.kind.as_str()),
+                jobs::payload.eq(DbJson(job.payload.clone())),
+                jobs::status.eq(QUEUED),
+                jobs::attempts.eq(0_i64),
+                jobs::run_at.eq(DbTime(job.run_at)),
+                jobs::created_at.eq(DbTime(job.created_at)),
+                jobs::updated_at.eq(DbTime(job.created_at)),
+            ))
+            .execute(conn)
+            .await)?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        kinds: &[JobKind],
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> anyhow::Result<Vec<ClaimedJob>> {
+        use diesel::sql_types::{BigInt, Text};
+
+        use crate::types::UtcTime;
+        if kinds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let limit = i64::from(limit);
+        let rows: Vec<ClaimedRow> = match &self.db.pool {
+            DbPool::Pg(pool) => {
+                let mut conn = pool.get().await.map_err(StoreError::from)?;
+                diesel::sql_query(claim_sql(kinds, '$', "FOR UPDATE SKIP LOCKED"))
+                    .bind::<Text, _>(&lease.token)
+                    .bind::<UtcTime, _>(DbTime(lease.until))
+                    .bind::<UtcTime, _>(DbTime(now))
+                    .bind::<BigInt, _>(limit)
+                    .load(&mut *conn)
+                    .await
+                    .map_err(StoreError::from)?
+            }
+            DbPool::Sqlite(pool) => {
+                let mut conn = pool.get().await.map_err(StoreError::from)?;
+                diesel::sql_query(claim_sql(kinds, '?', ""))
+                    .bind::<Text, _>(&lease.token)
+                    .bind::<UtcTime, _>(DbTime(lease.until))
+                    .bind::<UtcTime, _>(DbTime(now))
+                    .bind::<BigInt, _>(limit)
+                    .load(&mut *conn)
+                    .await
+                    .map_err(StoreError::from)?
+            }
+        };
+        rows.into_iter()
+            .map(|r| {
+                Ok(ClaimedJob {
+                    kind: JobKind::parse(&r.kind)
+                        .ok_or_else(|| anyhow::anyhow!("stored job kind {:?} is unknown", r.kind))?,
+                    id: JobId::from_string(r.id),
+                    payload: r.payload.0,
+                    attempt: u32::try_from(r.attempts).unwrap_or(u32::MAX),
+                    lease: lease.clone(),
+                })
+            })
+            .collect()
+    }
+
+    async fn finish(
+        &self,
+        job: &JobId,
+        lease: &Lease,
+        outcome: &JobOutcome,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        let held = jobs::table
+            .filter(jobs::id.eq(job.as_str()))
+            .filter(jobs::status.eq(RUNNING))
+            .filter(jobs::lease_token.eq(&lease.token));
+        let now = DbTime(now);
+        let changed = match outcome {
+            // A finished job has nothing left to say (and a mail job names an address).
+            JobOutcome::Done => with_conn!(self.db, conn => diesel::delete(held).execute(conn).await)?,
+            JobOutcome::RetryAt { at, error } => with_conn!(self.db, conn => diesel::update(held)
+                .set((
+                    jobs::status.eq(QUEUED),
+                    jobs::run_at.eq(DbTime(*at)),
+                    jobs::lease_token.eq(None::<String>),
+                    jobs::lease_until.eq(None::<DbTime>),
+                    jobs::last_error.eq(error),
+                    jobs::updated_at.eq(now),
+                ))
+                .execute(conn)
+                .await)?,
+            JobOutcome::Failed { error } => with_conn!(self.db, conn => diesel::update(held)
+                .set((
+                    jobs::status.eq(FAILED),
+                    jobs::lease_token.eq(None::<String>),
+                    jobs::lease_until.eq(None::<DbTime>),
+                    jobs::last_error.eq(error),
+                    jobs::updated_at.eq(now),
+                ))
+                .execute(conn)
+                .await)?,
+        };
+        Ok(changed == 1)
+    }
+}
