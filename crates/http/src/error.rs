@@ -192,9 +192,21 @@ impl ApiError {
 
     /// Renders the response under `settings`.
     pub fn render(&self, settings: &HttpSettings) -> HttpResponse {
-        let envelope = settings.envelope;
+        let body = self.body(settings.envelope);
+        let mut response = HttpResponse::build(self.status(settings));
+        if let Some(seconds) = self.retry_after {
+            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+        }
+        if self.code == ErrorCode::Unauthorized {
+            response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+        }
+        response.json(body)
+    }
+
+    /// The JSON body under `envelope`.
+    pub fn body(&self, envelope: Envelope) -> Value {
         let code = self.code.as_str(envelope);
-        let body = match envelope {
+        match envelope {
             Envelope::Bare => {
                 let mut body = json!({ "error": code, "message": self.message });
                 if !self.details.is_empty() {
@@ -220,15 +232,7 @@ impl ApiError {
                 }
                 json!({ "success": false, "error": error })
             }
-        };
-        let mut response = HttpResponse::build(self.status(settings));
-        if let Some(seconds) = self.retry_after {
-            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
-        if self.code == ErrorCode::Unauthorized {
-            response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
-        }
-        response.json(body)
     }
 
     /// Logs the cause of a server-side error; client errors are not worth a log line of their

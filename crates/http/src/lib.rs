@@ -6,6 +6,7 @@
 //! routes included, is JSON in the configured envelope ([`HttpSettings`]).
 
 pub mod access;
+pub mod connection;
 pub mod error;
 pub mod extract;
 pub mod middleware;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Server;
-use actix_web::{HttpServer, web};
+use actix_web::web;
 use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingSecrets};
 use agentry_domain::agents::{AgentService, ChatModel, ChatService, ChatServiceDeps, ChatSettings, NoRecall};
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
@@ -141,7 +141,7 @@ pub fn build_services(
     let clock: Arc<dyn Clock> = overrides.clock.unwrap_or_else(|| Arc::new(SystemClock));
     let jwt = Arc::new(JwtAccessTokens::new(JwtSettings {
         secret: keys::jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?,
-        issuer: public_url.to_owned(),
+        issuer: config.jwt_issuer(),
         audience: "agentry-api".into(),
         ttl: chrono::Duration::seconds(config.access_token_ttl_secs),
     })?);
@@ -281,6 +281,52 @@ pub fn http_settings(config: &Config) -> HttpSettings {
     settings
 }
 
+/// The HTTP server on `listener`: actix-web's application over actix-http, with each connection
+/// wrapped so that requests too malformed to parse get the JSON error of the configured
+/// envelope (see [`agentry_http::connection`]). SIGTERM and SIGINT stop it gracefully.
+fn serve(
+    config: &Config,
+    listener: TcpListener,
+    state: web::Data<AppState>,
+    settings: HttpSettings,
+) -> anyhow::Result<Server> {
+    use actix_http::{HttpService, Protocol};
+    use actix_service::{IntoServiceFactory as _, ServiceFactoryExt as _, fn_service, map_config};
+    use actix_web::dev::AppConfig;
+
+    let addr = listener.local_addr()?;
+    let data = web::Data::new(settings.clone());
+    let server = actix_server::Server::build()
+        .workers(config.workers.unwrap_or_else(cpus))
+        .shutdown_timeout(config.shutdown_timeout_secs)
+        .listen("agentry-http", listener, move || {
+            let state = state.clone();
+            let data = data.clone();
+            let settings = settings.clone();
+            let app = agentry_http::build_app(state, data).into_factory();
+            fn_service(move |io: actix_web::rt::net::TcpStream| {
+                let settings = settings.clone();
+                async move {
+                    let _ = io.set_nodelay(true);
+                    let peer = io.peer_addr().ok();
+                    Ok::<_, actix_http::error::DispatchError>((
+                        agentry_http::connection::MalformedAsJson::new(io, settings),
+                        Protocol::Http1,
+                        peer,
+                    ))
+                }
+            })
+            .and_then(
+                HttpService::build()
+                    .local_addr(addr)
+                    // The application reads neither the configured host nor the address.
+                    .finish(map_config(app, |()| AppConfig::default())),
+            )
+        })?
+        .run();
+    Ok(server)
+}
+
 /// A bound, not yet running, service.
 pub struct Application {
     server: Server,
@@ -337,13 +383,7 @@ impl Application {
             ),
             spawn_hold_sweeper(services.state.billing.clone(), config.llm_timeout_secs, stopped),
         ];
-        let state = web::Data::new(services.state);
-        let settings = web::Data::new(http_settings(config));
-        let server = HttpServer::new(move || agentry_http::build_app(state.clone(), settings.clone()))
-            .workers(config.workers.unwrap_or_else(cpus))
-            .shutdown_timeout(config.shutdown_timeout_secs)
-            .listen(listener)?
-            .run();
+        let server = serve(config, listener, web::Data::new(services.state), http_settings(config))?;
         tracing::info!(%addr, %public_url, database = %redact(&config.database_url), "listening");
         Ok(Self {
             server,

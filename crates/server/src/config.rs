@@ -316,6 +316,15 @@ impl Config {
         format!("http://{}", std::net::SocketAddr::new(ip, bound.port()))
     }
 
+    /// The `iss` of access tokens: the configured public URL, else `agentry`. Not the bound
+    /// address: instances on other ports (or a restart on another port) must accept each
+    /// other's tokens.
+    pub fn jwt_issuer(&self) -> String {
+        self.public_url
+            .as_deref()
+            .map_or_else(|| "agentry".to_owned(), |u| u.trim_end_matches('/').to_owned())
+    }
+
     /// Whether rate-limit counters live in the database.
     pub fn rate_limits_in_database(&self) -> bool {
         match self.rate_limit_store {

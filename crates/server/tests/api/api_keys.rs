@@ -1,6 +1,7 @@
 //! Self-service API keys and the principal behind every request.
 
-use chrono::{Duration, Utc};
+use agentry_domain::time::Clock as _;
+use chrono::Duration;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, json_with_status, spawn};
@@ -79,16 +80,16 @@ async fn a_revoked_key_gets_401() {
 
 #[tokio::test]
 async fn an_expired_key_gets_401() {
-    let app = spawn().await;
+    let app = crate::helpers::spawn_with_clock(|_| {}).await;
     let jwt = app.access_token("ada@example.com").await;
-    let expires_at = (Utc::now() + Duration::milliseconds(1500)).to_rfc3339();
+    let expires_at = (app.clock().now() + Duration::seconds(90)).to_rfc3339();
     let created =
         create_key(&app, &jwt, json!({"name": "short", "scopes": ["agents:read"], "expires_at": expires_at}))
             .await;
     let key = created["key"].as_str().unwrap();
     assert!(created["expires_at"].is_string());
     assert_eq!(app.get_with_token("/api/v1/auth/me", key).await.status(), 200, "valid before expiry");
-    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    app.clock().advance(Duration::seconds(91));
     assert_eq!(
         json_with_status(app.get_with_token("/api/v1/auth/me", key).await, 401).await["error"],
         "unauthorized"

@@ -168,8 +168,8 @@ async fn chat_input_and_state_are_checked() {
     assert_eq!(json_with_status(r, 422).await["details"][0]["field"], "message");
     let r = chat(&app, &token, &agent, json!({"message": "x".repeat(32_001)})).await;
     assert_eq!(json_with_status(r, 422).await["details"][0]["field"], "message");
-    let r = chat(&app, &token, &agent, json!({"message": "hi", "session_id": "ses_unknown"})).await;
-    assert_eq!(json_with_status(r, 404).await["error"], "not_found");
+    let r = chat(&app, &token, &agent, json!({"message": "hi", "session_id": "has space"})).await;
+    assert_eq!(json_with_status(r, 422).await["details"][0]["field"], "session_id");
 
     let path = format!("/api/v1/agents/{agent}");
     assert_eq!(app.patch_json_with_token(&path, &token, &json!({"status": "paused"})).await.status(), 200);

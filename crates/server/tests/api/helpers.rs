@@ -1,8 +1,9 @@
 //! A running application per test, on its own SQLite file (or PostgreSQL schema), and a client.
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
-use agentry_server::{Application, Config};
+use agentry_server::system::ManualClock;
+use agentry_server::{Application, Config, Overrides};
 use reqwest::{Client, Response};
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -15,6 +16,8 @@ pub struct TestApp {
     pub client: Client,
     pub handle: actix_web::dev::ServerHandle,
     pub db: agentry_store::Database,
+    /// The application's clock, when the test set one (see [`spawn_with_clock`]).
+    pub clock: Option<Arc<ManualClock>>,
     data_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -54,14 +57,37 @@ pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
 
 /// Starts the application with `config`, keeping `dir` alive as long as it runs.
 pub async fn start(config: Config, dir: tempfile::TempDir) -> TestApp {
+    start_with(config, dir, None).await
+}
+
+/// Starts the application on a clock that only moves when the test says: at the first second of
+/// a minute, so rate-limit windows and expiries are the test's to control, not the wall
+/// clock's.
+pub async fn spawn_with_clock(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut config = test_config(&dir);
+    tweak(&mut config);
+    start_with(config, dir, Some(minute_clock())).await
+}
+
+/// A manual clock at the first second of the current minute.
+pub fn minute_clock() -> Arc<ManualClock> {
+    let now = chrono::Utc::now().timestamp();
+    let start_of_minute = chrono::DateTime::from_timestamp(now - now.rem_euclid(60), 0).expect("a time");
+    Arc::new(ManualClock::new(start_of_minute))
+}
+
+/// Starts the application with `config`, on `clock` when given.
+pub async fn start_with(config: Config, dir: tempfile::TempDir, clock: Option<Arc<ManualClock>>) -> TestApp {
     install_crypto();
     agentry_server::telemetry::init(&config);
-    let app = Application::build(&config).await.expect("application starts");
+    let overrides = Overrides { clock: clock.clone().map(|c| c as Arc<dyn agentry_domain::time::Clock>) };
+    let app = Application::build_with(&config, overrides).await.expect("application starts");
     let base = format!("http://{}", app.addr());
     let handle = app.handle();
     let db = app.database().clone();
     tokio::spawn(app.run_until_stopped());
-    TestApp { base, client: Client::new(), handle, db, data_dir: config.data_dir.clone(), _dir: dir }
+    TestApp { base, client: Client::new(), handle, db, clock, data_dir: config.data_dir.clone(), _dir: dir }
 }
 
 impl TestApp {
@@ -151,12 +177,46 @@ pub async fn json_with_status(response: Response, status: u16) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("body is not JSON ({e}): {text}"))
 }
 
-/// Sleeps into the next minute when the current one is nearly over, so a test that counts
-/// requests within one rate-limit window does not straddle two.
-pub async fn wait_for_fresh_minute() {
-    let second = chrono::Utc::now().timestamp().rem_euclid(60);
-    if second >= 40 {
-        tokio::time::sleep(std::time::Duration::from_millis(u64::try_from(61 - second).unwrap_or(1) * 1000))
-            .await;
+impl TestApp {
+    /// The application's manual clock.
+    pub fn clock(&self) -> &ManualClock {
+        self.clock.as_deref().expect("started with spawn_with_clock")
+    }
+
+    /// Waits until every queued job (mail) has run: background work is the service's own
+    /// business, and tests that count its effects wait for it rather than for time.
+    pub async fn jobs_done(&self) {
+        let jobs = agentry_store::JobStore::new(self.db.clone());
+        for _ in 0..500 {
+            if jobs.pending().await.expect("jobs") == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("jobs still pending after 5 s");
+    }
+}
+
+/// Starts the application on a fresh PostgreSQL schema, or `None` when no test database is
+/// configured (a failure instead under `AGENTRY_REQUIRE_POSTGRES=1`).
+pub async fn spawn_postgres(tweak: impl FnOnce(&mut Config)) -> Option<TestApp> {
+    let url = agentry_store::test_support::postgres_url().await.expect("a test schema")?;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut config = test_config(&dir);
+    config.database_url = url;
+    config.auto_migrate = Some(true);
+    tweak(&mut config);
+    Some(start(config, dir).await)
+}
+
+/// The same test body on SQLite and, when configured, on PostgreSQL.
+pub async fn on_both_databases<F, Fut>(tweak: impl Fn(&mut Config), body: F)
+where
+    F: Fn(TestApp) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    body(spawn_with(&tweak).await).await;
+    if let Some(app) = spawn_postgres(&tweak).await {
+        body(app).await;
     }
 }

@@ -7,6 +7,7 @@ mod auth;
 mod billing;
 mod chat;
 mod errors;
+mod hardening;
 mod helpers;
 mod limits;
 mod operations;
