@@ -12,7 +12,7 @@ use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use agentry_domain::identity::{AccessError, Principal};
 use agentry_domain::ids::TenantId;
 use agentry_domain::ratelimit::RateStatus;
-use agentry_domain::validation::check_path_id;
+use agentry_domain::validation::{check_length, check_path_id};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
@@ -52,16 +52,16 @@ fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
     }
 }
 
-/// The `tenant_id` query parameter, if present. An empty value counts as absent.
+/// The `tenant_id` query parameter, if present.
 fn requested_tenant(req: &HttpRequest) -> Result<Option<TenantId>, ApiError> {
     let Some(value) = form_urlencoded::parse(req.query_string().as_bytes())
         .find(|(k, _)| k == "tenant_id")
         .map(|(_, v)| v.into_owned())
-        .filter(|v| !v.is_empty())
     else {
         return Ok(None);
     };
     check_path_id(&value, "tenant_id")?;
+    check_length(&value, 1, 128, "tenant_id")?;
     Ok(Some(TenantId::from_string(value)))
 }
 

@@ -292,3 +292,86 @@ mod tests {
         }
     }
 }
+
+/// A nested JSON object of a request body. serde reads a struct from an array too, field by
+/// field (`"config": [null, 2]`); this reads only an object, and keeps serde's path of the
+/// fields inside it for error messages.
+#[derive(Debug, Default)]
+pub struct JsonObject<T>(pub T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for JsonObject<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Visitor<T> {
+            type Value = JsonObject<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(JsonObject)
+            }
+        }
+        deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
+
+/// An integer of a JSON body. JSON Schema counts `5.0` as an integer, so this does too; a
+/// number with a fraction, or a string, is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonInt(pub i64);
+
+impl<'de> serde::Deserialize<'de> for JsonInt {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = JsonInt;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<JsonInt, E> {
+                Ok(JsonInt(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<JsonInt, E> {
+                // Past i64 it is past every bound of this API: saturate, and let the field's
+                // own range check refuse it.
+                Ok(JsonInt(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<JsonInt, E> {
+                if v.fract() == 0.0 && v.is_finite() {
+                    Ok(JsonInt(if v >= i64::MAX as f64 {
+                        i64::MAX
+                    } else if v <= i64::MIN as f64 {
+                        i64::MIN
+                    } else {
+                        v as i64
+                    }))
+                } else {
+                    Err(E::invalid_type(serde::de::Unexpected::Float(v), &self))
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod nested_tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Inner {
+        a: Option<JsonInt>,
+    }
+
+    #[test]
+    fn a_nested_object_must_be_an_object_and_integers_may_be_written_as_floats() {
+        let ok: JsonObject<Inner> = serde_json::from_str(r#"{"a": 5.0}"#).unwrap();
+        assert_eq!(ok.0.a, Some(JsonInt(5)));
+        assert!(serde_json::from_str::<JsonObject<Inner>>("[5]").is_err());
+        assert!(serde_json::from_str::<JsonObject<Inner>>(r#"{"a": 5.5}"#).is_err());
+        assert!(serde_json::from_str::<JsonObject<Inner>>(r#"{"a": "5"}"#).is_err());
+        let big: JsonObject<Inner> = serde_json::from_str(r#"{"a": 18446744073709551615}"#).unwrap();
+        assert_eq!(big.0.a, Some(JsonInt(i64::MAX)));
+    }
+}

@@ -250,6 +250,15 @@ fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: En
             }));
         }
     }
+    // Path ids are refused with control characters in them, as every text is.
+    if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+        for p in params.iter_mut().filter(|p| p["in"] == "path") {
+            if let Some(schema) = p.get_mut("schema").and_then(Value::as_object_mut) {
+                schema.entry("pattern").or_insert_with(|| json!(schemas::ONE_LINE));
+                schema.entry("minLength").or_insert_with(|| json!(1));
+            }
+        }
+    }
     let limited = secured || limited_by_address;
     let params: Vec<Value> = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
     let has_path_params = params.iter().any(|p| p["in"] == "path") || path.contains('{');
@@ -289,7 +298,9 @@ fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: En
             "`forbidden`: the credential lacks the right for this action, or the caller is not a member of `tenant_id`",
         );
     }
-    if has_path_params {
+    // Path ids of authenticated routes name a tenant's resources; the one public path
+    // parameter (a magic-link token) answers `invalid_token` instead.
+    if has_path_params && secured {
         add("404", "`not_found`: no such resource in your tenant");
     }
     if limited {
@@ -311,17 +322,16 @@ fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: En
             response.entry("headers").or_insert_with(|| json!({})).as_object_mut().expect("headers");
         headers.insert("X-Request-Id".into(), header_ref("X-Request-Id", true));
         if limited {
-            // Sent once the limit was counted: on every answer that got that far, which
-            // includes every success and the 429 of the limit itself.
-            let required = (200..300).contains(&code) || code == 429;
+            // Sent once a limit was counted against the request: not for unlimited plans
+            // (Enterprise), nor for requests refused before the count (a bad credential).
             for name in ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"] {
-                headers.insert(name.into(), header_ref(name, required));
+                headers.insert(name.into(), header_ref(name, false));
             }
         }
         if code == 429 || code == 503 {
             headers.insert("Retry-After".into(), header_ref("Retry-After", code == 429));
         }
-        if code == 401 {
+        if code == 401 && secured {
             headers.insert("WWW-Authenticate".into(), header_ref("WWW-Authenticate", true));
         }
         if code >= 400 {

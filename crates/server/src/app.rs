@@ -29,12 +29,12 @@ use agentry_store::{
 use anyhow::Context as _;
 use async_trait::async_trait;
 use secrecy::ExposeSecret as _;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::config::{Config, LlmProvider, PaymentProviderKind};
 use crate::keys;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
-use crate::workers::{WakingQueue, spawn_hold_sweeper, spawn_job_worker};
+use crate::workers::{spawn_hold_sweeper, spawn_job_worker};
 
 /// Opens the database described by `config`.
 ///
@@ -118,8 +118,6 @@ pub struct Services {
     pub state: AppState,
     /// Runs the durable jobs (mail).
     pub jobs: JobRunner,
-    /// Woken when this instance stores a job.
-    pub wake: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Services {
@@ -152,9 +150,7 @@ pub fn build_services(
     let accounts_repo = Arc::new(AccountStore::new(db.clone()));
     let secrets = Arc::new(RingSecrets::new());
     let ids: Arc<dyn IdGenerator> = Arc::new(UlidIds::default());
-    let wake = Arc::new(Notify::new());
-    let job_queue: Arc<dyn JobQueue> =
-        Arc::new(WakingQueue::new(Arc::new(JobStore::new(db.clone())), wake.clone()));
+    let job_queue: Arc<dyn JobQueue> = Arc::new(JobStore::new(db.clone()));
 
     let accounts = AccountService::new(
         AccountServiceDeps {
@@ -268,7 +264,7 @@ pub fn build_services(
         failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
         clock,
     };
-    Ok(Services { state, jobs, wake })
+    Ok(Services { state, jobs })
 }
 
 /// The HTTP layer's settings from the configuration.
@@ -377,7 +373,6 @@ impl Application {
         let workers = vec![
             spawn_job_worker(
                 services.jobs.clone(),
-                services.wake.clone(),
                 Duration::from_millis(config.job_poll_interval_ms),
                 stopped.clone(),
             ),

@@ -147,8 +147,7 @@ pub struct Config {
     pub mail_retry_first_delay_secs: u64,
     /// Attempts of a mail job before it is given up.
     pub mail_max_attempts: u32,
-    /// How often idle workers look for due jobs, in milliseconds (jobs made by this instance
-    /// wake them at once).
+    /// How often workers look for due jobs, in milliseconds.
     pub job_poll_interval_ms: u64,
     /// How long a worker holds a claimed job before another instance may take it over, in
     /// seconds.
@@ -202,7 +201,7 @@ impl Default for Config {
             shutdown_timeout_secs: 30,
             mail_retry_first_delay_secs: 5,
             mail_max_attempts: 10,
-            job_poll_interval_ms: 500,
+            job_poll_interval_ms: 250,
             job_lease_secs: 60,
             log: "info".into(),
             log_format: LogFormat::Text,

@@ -3,71 +3,21 @@
 //! `agentry_domain::jobs`), so a worker that dies loses nothing: another claims the row when
 //! its lease ends.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_domain::billing::BillingService;
-use agentry_domain::ids::JobId;
-use agentry_domain::jobs::{ClaimedJob, JobKind, JobOutcome, JobQueue, JobRunner, Lease, NewJob};
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use tokio::sync::{Notify, watch};
+use agentry_domain::jobs::JobRunner;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// A job queue that wakes this instance's workers when it stores a job, so a job made here
-/// starts at once instead of at the next poll.
-pub struct WakingQueue {
-    inner: Arc<dyn JobQueue>,
-    wake: Arc<Notify>,
-}
-
-impl std::fmt::Debug for WakingQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WakingQueue { .. }")
-    }
-}
-
-impl WakingQueue {
-    /// Wraps `inner`; `wake` is notified after each stored job.
-    pub fn new(inner: Arc<dyn JobQueue>, wake: Arc<Notify>) -> Self {
-        Self { inner, wake }
-    }
-}
-
-#[async_trait]
-impl JobQueue for WakingQueue {
-    async fn enqueue(&self, job: &NewJob) -> anyhow::Result<()> {
-        self.inner.enqueue(job).await?;
-        self.wake.notify_one();
-        Ok(())
-    }
-
-    async fn claim(
-        &self,
-        kinds: &[JobKind],
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> anyhow::Result<Vec<ClaimedJob>> {
-        self.inner.claim(kinds, lease, now, limit).await
-    }
-
-    async fn finish(
-        &self,
-        job: &JobId,
-        lease: &Lease,
-        outcome: &JobOutcome,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<bool> {
-        self.inner.finish(job, lease, outcome, now).await
-    }
-}
-
-/// Runs due jobs until `stop` turns true: at once when woken, else every `poll`. A batch that
-/// started is finished before the loop looks at `stop` again.
+/// Runs due jobs until `stop` turns true, looking every `poll`. A batch that started is
+/// finished before the loop looks at `stop` again.
+///
+/// A request that stores a job does not wake the worker: the job runs at the next poll, apart
+/// from the request. So the work a mail request causes — more for an address with an account
+/// than for one without — never runs alongside that request and cannot show in its timing.
 pub fn spawn_job_worker(
     runner: JobRunner,
-    wake: Arc<Notify>,
     poll: Duration,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
@@ -83,7 +33,6 @@ pub fn spawn_job_worker(
                 Err(e) => tracing::error!(error = ?e, "claiming jobs failed"),
             }
             tokio::select! {
-                () = wake.notified() => {}
                 () = tokio::time::sleep(poll) => {}
                 _ = stop.changed() => {}
             }

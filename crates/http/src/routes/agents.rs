@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::AppState;
 use crate::access::Caller;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, JsonInt, JsonObject, QueryParams};
 use crate::reply::{Reply, timestamp};
 
 /// Registers the routes of this module under the current scope.
@@ -77,8 +77,8 @@ pub struct AgentConfigRequest {
     #[schema(max_length = 16000, extensions(("x-text" = json!("long-text"))))]
     pub system_prompt: Option<String>,
     /// Longest reply in tokens, 1–32,000.
-    #[schema(minimum = 1, maximum = 32000)]
-    pub max_tokens: Option<i64>,
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 32000)]
+    pub max_tokens: Option<JsonInt>,
 }
 
 /// A new agent.
@@ -102,7 +102,8 @@ pub struct CreateAgentRequest {
     #[schema(schema_with = crate::schemas::memory_types_optional, example = json!(["semantic", "episodic"]))]
     pub memory_types: Option<Vec<String>>,
     /// Model settings; every key optional.
-    pub config: Option<AgentConfigRequest>,
+    #[schema(value_type = Option<AgentConfigRequest>)]
+    pub config: Option<JsonObject<AgentConfigRequest>>,
 }
 
 impl CreateAgentRequest {
@@ -113,11 +114,11 @@ impl CreateAgentRequest {
         let status = v.optional("status", self.status, |s| s.parse::<AgentStatus>());
         let description = v.optional("description", self.description, description);
         let memory_types = v.optional("memory_types", self.memory_types, |m| memory_types(&m));
-        let c = self.config.unwrap_or_default();
+        let c = self.config.map(|c| c.0).unwrap_or_default();
         let model = v.optional("config.model", c.model, |m| AgentConfig::model(&m));
         let temperature = v.optional("config.temperature", c.temperature, AgentConfig::temperature);
         let system_prompt = v.optional("config.system_prompt", c.system_prompt, AgentConfig::system_prompt);
-        let max_tokens = v.optional("config.max_tokens", c.max_tokens, AgentConfig::max_tokens);
+        let max_tokens = v.optional("config.max_tokens", c.max_tokens, |n| AgentConfig::max_tokens(n.0));
         let (
             name,
             agent_type,
@@ -168,7 +169,7 @@ pub struct AgentConfigPatch {
     /// Longest reply, 1–32,000; null returns to the service's default.
     #[serde(default)]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 32000)]
-    pub max_tokens: Patch<i64>,
+    pub max_tokens: Patch<JsonInt>,
 }
 
 /// A partial update: absent fields keep their value; null clears the fields that may be empty.
@@ -197,7 +198,7 @@ pub struct UpdateAgentRequest {
     /// Config keys to change; null resets every key.
     #[serde(default)]
     #[schema(value_type = Option<AgentConfigPatch>)]
-    pub config: Patch<AgentConfigPatch>,
+    pub config: Patch<JsonObject<AgentConfigPatch>>,
 }
 
 /// A field that may be set but never cleared.
@@ -243,13 +244,14 @@ impl UpdateAgentRequest {
         let (reset, keys) = match self.config {
             Patch::Absent => (false, AgentConfigPatch::default()),
             Patch::Null => (true, AgentConfigPatch::default()),
-            Patch::Value(keys) => (false, keys),
+            Patch::Value(keys) => (false, keys.0),
         };
         let model = nullable(&mut v, "config.model", keys.model, |m| AgentConfig::model(&m));
         let temperature = nullable(&mut v, "config.temperature", keys.temperature, AgentConfig::temperature);
         let system_prompt =
             nullable(&mut v, "config.system_prompt", keys.system_prompt, AgentConfig::system_prompt);
-        let max_tokens = nullable(&mut v, "config.max_tokens", keys.max_tokens, AgentConfig::max_tokens);
+        let max_tokens =
+            nullable(&mut v, "config.max_tokens", keys.max_tokens, |n| AgentConfig::max_tokens(n.0));
         let (
             name,
             agent_type,

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::access::Caller;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, JsonInt, QueryParams};
 use crate::reply::{Reply, timestamp};
 use crate::routes::agents::PageQuery;
 
@@ -132,13 +132,13 @@ pub async fn ledger(
 pub struct PurchaseRequest {
     /// Credits to buy, 1–1,000,000.
     #[schema(required = true, value_type = i64, minimum = 1, maximum = 1_000_000, example = 5000)]
-    pub credits: Option<i64>,
+    pub credits: Option<JsonInt>,
 }
 
 impl PurchaseRequest {
     fn try_into_domain(self) -> Result<i64, ValidationErrors> {
         let mut v = Validator::new();
-        let credits = v.required("credits", self.credits, purchase_credits);
+        let credits = v.required("credits", self.credits, |c| purchase_credits(c.0));
         v.finish(credits)
     }
 }

@@ -22,7 +22,7 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
 }
 
-fn install_crypto() {
+pub fn install_crypto() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""The pages behind the e-mailed links, driven in headless Chromium (Debian's chromium and
+chromium-driver, through selenium):
+
+- the reset link's page changes the password, with JavaScript on and with it off;
+- the magic link's page signs in (the token it shows works on /auth/me);
+- the docs page renders under its content security policy, with an "Authorize" button;
+- no page breaks its content security policy.
+
+    scripts/browser_pages.py [path/to/agentry]     (default: target/release/agentry)
+
+Everything talks to 127.0.0.1 only.
+"""
+
+import email
+import email.policy
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+BINARY = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/release/agentry").resolve()
+PASSWORD = "correct horse battery"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(method, url, body=None, form=None, token=None):
+    headers = {}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["content-type"] = "application/json"
+    if form is not None:
+        data = urllib.parse.urlencode(form).encode()
+        headers["content-type"] = "application/x-www-form-urlencoded"
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request) as r:
+            return r.status, json.loads(r.read() or b"null"), r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null"), e.headers
+
+
+def browser(javascript):
+    options = Options()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
+    ):
+        options.add_argument(flag)
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def csp_violations(driver):
+    return [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
+
+
+class Service_:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="agentry-pages-")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "AGENTRY_BIND": f"127.0.0.1:{self.port}",
+            "AGENTRY_LOG": "warn",
+        }
+        self.process = subprocess.Popen([str(BINARY)], cwd=self.dir, env=env)
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{self.base}/healthz")
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("the service did not start")
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+    def link(self, path, seen):
+        """The link to `path` in the newest e-mail of the outbox not in `seen`."""
+        outbox = pathlib.Path(self.dir, "data", "outbox")
+        for _ in range(100):
+            mails = sorted(p for p in outbox.glob("*.eml") if p not in seen) if outbox.exists() else []
+            if mails:
+                seen.add(mails[-1])
+                message = email.message_from_bytes(mails[-1].read_bytes(), policy=email.policy.default)
+                text = message.get_body(preferencelist=("plain",)).get_content()
+                return re.search(re.escape(self.base + path) + r"\?token=[A-Za-z0-9_-]+", text).group(0)
+            time.sleep(0.1)
+        raise AssertionError(f"no e-mail with {path}")
+
+
+def reset_password(service, seen, javascript, new_password):
+    assert call("POST", f"{service.base}/api/v1/auth/forgot-password", {"email": "ada@example.com"})[0] == 202
+    link = service.link("/reset-password", seen)
+    driver = browser(javascript)
+    try:
+        driver.get(link)
+        driver.find_element(By.ID, "new_password").send_keys(new_password)
+        driver.find_element(By.ID, "confirm_password").send_keys(new_password)
+        driver.find_element(By.ID, "submit").click()
+        WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "result"), "Password changed"))
+        # With JavaScript the page called the API and stayed; without, the form posted to the page.
+        assert ("?token=" in driver.current_url) == javascript, driver.current_url
+        assert not csp_violations(driver), csp_violations(driver)
+    finally:
+        driver.quit()
+    status, _, _ = call("POST", f"{service.base}/api/v1/auth/login", form={"username": "ada@example.com", "password": new_password})
+    assert status == 200, f"login with the new password: {status}"
+    print(f"reset page (JavaScript {'on' if javascript else 'off'}): the password changed")
+
+
+def magic_link(service, seen):
+    assert call("POST", f"{service.base}/api/v1/auth/magic-link", {"email": "ada@example.com"})[0] == 202
+    link = service.link("/magic-link", seen)
+    driver = browser(True)
+    try:
+        driver.get(link)
+        driver.find_element(By.ID, "submit").click()
+        WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "result"), "signed in"))
+        assert "?token=" in driver.current_url, "the page called the API in place"
+        token = driver.find_element(By.ID, "access_token").get_attribute("value")
+        assert not csp_violations(driver), csp_violations(driver)
+    finally:
+        driver.quit()
+    status, me, _ = call("GET", f"{service.base}/api/v1/auth/me", token=token)
+    assert status == 200 and me["email"] == "ada@example.com", (status, me)
+    print("magic-link page: signed in")
+
+
+def docs(service):
+    driver = browser(True)
+    try:
+        driver.get(f"{service.base}/docs/")
+        WebDriverWait(driver, 20).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".swagger-ui .info .title"), "Agentry API"))
+        assert driver.find_elements(By.CSS_SELECTOR, "button.authorize"), "an Authorize button"
+        assert not csp_violations(driver), csp_violations(driver)
+    finally:
+        driver.quit()
+    print("docs page: rendered under its content security policy, with Authorize")
+
+
+def main():
+    service = Service_()
+    try:
+        status, _, _ = call("POST", f"{service.base}/api/v1/auth/register",
+                            {"email": "ada@example.com", "password": PASSWORD, "full_name": "Ada Lovelace"})
+        assert status == 201
+        seen = set()
+        reset_password(service, seen, javascript=True, new_password="a new passphrase")
+        reset_password(service, seen, javascript=False, new_password="another passphrase")
+        magic_link(service, seen)
+        docs(service)
+    finally:
+        service.stop()
+
+
+if __name__ == "__main__":
+    main()
