@@ -1,16 +1,23 @@
 # Agentry — common tasks. `make help` lists them.
 
 CARGO ?= cargo
+VENV ?= .venv-ci
+PYTHON := $(VENV)/bin/python
 
-.PHONY: help run test lint fmt deny bench ci migrate
+.PHONY: help run test lint fmt deny bench timing conformance readme browser e2e ci migrate venv
 
 help:
-	@echo "make run     - build and serve on 127.0.0.1:8080 (embedded SQLite in ./data)"
-	@echo "make test    - all tests (PostgreSQL ones too when AGENTRY_TEST_DATABASE_URL is set)"
-	@echo "make lint    - rustfmt check, clippy -D warnings, cargo deny"
-	@echo "make fmt     - format the code"
-	@echo "make bench   - load benchmarks against the release build on SQLite and PostgreSQL"
-	@echo "make ci      - what CI runs (.ci/run)"
+	@echo "make run          - build and serve on 127.0.0.1:8080 (embedded SQLite in ./data)"
+	@echo "make test         - all tests (PostgreSQL ones too when AGENTRY_TEST_DATABASE_URL is set)"
+	@echo "make lint         - rustfmt check, clippy -D warnings, cargo deny"
+	@echo "make fmt          - format the code"
+	@echo "make bench        - load benchmarks and enumeration timing of the release build (SQLite, PostgreSQL)"
+	@echo "make timing       - only the enumeration timing (forgot-password, magic-link)"
+	@echo "make conformance  - OpenAPI validation and schemathesis against a live release server"
+	@echo "make browser      - the e-mailed links' pages in headless Chromium"
+	@echo "make readme       - run the README's API examples as written against a fresh server"
+	@echo "make e2e          - conformance, readme and browser"
+	@echo "make ci           - what CI runs (.ci/run)"
 
 run:
 	$(CARGO) run --release
@@ -19,14 +26,14 @@ migrate:
 	$(CARGO) run --release -- migrate
 
 test:
-	$(CARGO) test --workspace --all-features
+	$(CARGO) test --workspace --all-features --locked
 
 fmt:
 	$(CARGO) fmt --all
 
 lint:
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features --locked -- -D warnings
 	$(CARGO) deny check licenses bans sources
 
 deny:
@@ -34,6 +41,32 @@ deny:
 
 bench:
 	bash scripts/bench.sh
+
+# The Python tools of the test side (schemathesis, openapi-spec-validator, selenium), pinned.
+venv: $(VENV)/.installed
+$(VENV)/.installed: scripts/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
+	touch $@
+
+timing:
+	$(CARGO) build --release --locked --quiet
+	bash scripts/bench.sh timing
+
+conformance: venv
+	$(CARGO) build --release --locked --quiet
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/conformance.sh target/release/agentry
+
+browser: venv
+	$(CARGO) build --release --locked --quiet
+	bash scripts/install-chromium.sh
+	$(PYTHON) scripts/browser_pages.py target/release/agentry
+
+readme:
+	$(CARGO) build --release --locked --quiet
+	bash scripts/readme_examples.sh target/release/agentry
+
+e2e: conformance readme browser
 
 ci:
 	bash .ci/run

@@ -3,8 +3,13 @@
 # connections. Prints requests/s and p50/p99 latency per route, and each route's throughput as a
 # ratio to GET /healthz measured in the same run (the baseline: the HTTP stack alone).
 #
+# Then the enumeration timing of forgot-password and magic-link (scripts/enumeration_timing.py):
+# the median answer time for an address with an account and for one without, per database.
+# `scripts/bench.sh timing` runs only that part.
+#
 # Settings: BENCH_DURATION (default 10s), BENCH_CONNECTIONS (64), BENCH_THREADS (2),
-# BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/agentry_bench; set to "" to skip).
+# BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/agentry_bench; set to "" to skip),
+# BENCH_TIMING_REQUESTS (1000 per address).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +20,7 @@ pg_url=${BENCH_PG_URL-postgres://postgres@127.0.0.1:5432/agentry_bench}
 port=18089
 base="http://127.0.0.1:$port"
 
-if ! command -v wrk >/dev/null 2>&1; then
+if [ "${1:-}" != "timing" ] && ! command -v wrk >/dev/null 2>&1; then
     echo "installing wrk (Debian package)"
     apt-get install -y -qq wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 fi
@@ -125,6 +130,27 @@ bench_backend() { # name url
     stop_server
 }
 
+fresh_pg() {
+    local admin_url="${pg_url%/*}/postgres" db_name="${pg_url##*/}"
+    psql "$admin_url" -q -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" -c "CREATE DATABASE $db_name"
+}
+
+enumeration_timing() {
+    local n=${BENCH_TIMING_REQUESTS:-1000}
+    echo
+    echo "enumeration timing: median answer time, an address with an account vs one without"
+    python3 scripts/enumeration_timing.py "$bin" "sqlite://$workdir/enumeration.db" "$n"
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        python3 scripts/enumeration_timing.py "$bin" "$pg_url" "$n"
+    fi
+}
+
+if [ "${1:-}" = "timing" ]; then
+    enumeration_timing
+    exit 0
+fi
+
 echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
 printf '%-10s %-28s %12s %10s %10s %8s %10s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
 bench_backend sqlite "sqlite://$workdir/bench.db"
@@ -132,8 +158,7 @@ start_server "sqlite://$workdir/timing.db"
 login_timing
 stop_server
 if [ -n "$pg_url" ]; then
-    admin_url="${pg_url%/*}/postgres"
-    db_name="${pg_url##*/}"
-    psql "$admin_url" -q -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" -c "CREATE DATABASE $db_name"
+    fresh_pg
     bench_backend postgres "$pg_url"
 fi
+enumeration_timing

@@ -26,7 +26,9 @@ type LocalFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<
 pub async fn run_to_completion<T: 'static>(
     work: impl std::future::Future<Output = Result<T, ApiError>> + 'static,
 ) -> Result<T, ApiError> {
-    actix_web::rt::spawn(work)
+    use tracing::Instrument as _;
+    // In the request's span: what the work logs carries the request id.
+    actix_web::rt::spawn(work.instrument(tracing::Span::current()))
         .await
         .map_err(|e| ApiError::internal(anyhow::anyhow!("request task failed: {e}")))?
 }
