@@ -56,6 +56,20 @@ pub struct ApiDoc;
 
 const ERROR_SCHEMA: &str = "#/components/schemas/Error";
 
+/// The response headers the document names: (name, description, JSON type).
+const HEADERS: &[(&str, &str, &str)] = &[
+    ("X-Request-Id", "The request's id: the client's, when it sent a sane one.", "string"),
+    (
+        "X-RateLimit-Limit",
+        "Requests allowed in the current window (the minute's; the day's when the day's budget is spent).",
+        "integer",
+    ),
+    ("X-RateLimit-Remaining", "Requests left in that window.", "integer"),
+    ("X-RateLimit-Reset", "When that window ends, in Unix seconds.", "integer"),
+    ("Retry-After", "Seconds to wait before trying again.", "integer"),
+    ("WWW-Authenticate", "`Bearer`.", "string"),
+];
+
 /// A link from a response of one operation to another operation: `parameters` name where each
 /// of its parameters comes from, `{data}` standing for the body's root (`/data` under the
 /// wrapped envelope).
@@ -197,15 +211,13 @@ fn add_components(doc: &mut Value, envelope: Envelope) {
         if let Some(s) = schemas.as_object_mut() {
             s.insert("Error".into(), error);
         }
-        let headers = json!({
-            "X-Request-Id": {"description": "The request's id: the client's, when it sent a sane one.", "schema": {"type": "string"}},
-            "X-RateLimit-Limit": {"description": "Requests allowed in the current window (the minute's; the day's when the day's budget is spent).", "schema": {"type": "integer"}},
-            "X-RateLimit-Remaining": {"description": "Requests left in that window.", "schema": {"type": "integer"}},
-            "X-RateLimit-Reset": {"description": "When that window ends, in Unix seconds.", "schema": {"type": "integer"}},
-            "Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}},
-            "WWW-Authenticate": {"description": "`Bearer`.", "schema": {"type": "string"}},
-        });
-        c.insert("headers".into(), headers);
+        let headers: Map<String, Value> = HEADERS
+            .iter()
+            .map(|(name, description, ty)| {
+                ((*name).to_owned(), json!({"description": description, "schema": {"type": ty}}))
+            })
+            .collect();
+        c.insert("headers".into(), Value::Object(headers));
         c.insert(
             "securitySchemes".into(),
             json!({
@@ -368,17 +380,9 @@ fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: En
 }
 
 fn required_header(name: &str) -> Value {
-    let (description, schema) = match name {
-        "X-Request-Id" => {
-            ("The request's id: the client's, when it sent a sane one.", json!({"type": "string"}))
-        }
-        "Retry-After" => ("Seconds to wait before trying again.", json!({"type": "integer"})),
-        "WWW-Authenticate" => ("`Bearer`.", json!({"type": "string"})),
-        "X-RateLimit-Limit" => ("Requests allowed in the current window.", json!({"type": "integer"})),
-        "X-RateLimit-Remaining" => ("Requests left in that window.", json!({"type": "integer"})),
-        _ => ("When that window ends, in Unix seconds.", json!({"type": "integer"})),
-    };
-    json!({"description": description, "required": true, "schema": schema})
+    let (_, description, ty) =
+        HEADERS.iter().find(|(n, _, _)| *n == name).copied().unwrap_or((name, "", "string"));
+    json!({"description": description, "required": true, "schema": {"type": ty}})
 }
 
 fn add_links(op: &mut Value, data: &str, ids: &HashMap<String, String>) {

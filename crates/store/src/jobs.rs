@@ -111,29 +111,23 @@ impl JobQueue for JobStore {
             return Ok(Vec::new());
         }
         let limit = i64::from(limit);
+        // The same statement on either backend; only the placeholders and the locking differ.
+        macro_rules! run {
+            ($pool:expr, $placeholder:literal, $lock:literal) => {{
+                let mut conn = $pool.get().await.map_err(StoreError::from)?;
+                diesel::sql_query(claim_sql(kinds, $placeholder, $lock))
+                    .bind::<Text, _>(&lease.token)
+                    .bind::<UtcTime, _>(DbTime(lease.until))
+                    .bind::<UtcTime, _>(DbTime(now))
+                    .bind::<BigInt, _>(limit)
+                    .load(&mut *conn)
+                    .await
+                    .map_err(StoreError::from)?
+            }};
+        }
         let rows: Vec<ClaimedRow> = match &self.db.pool {
-            DbPool::Pg(pool) => {
-                let mut conn = pool.get().await.map_err(StoreError::from)?;
-                diesel::sql_query(claim_sql(kinds, '$', "FOR UPDATE SKIP LOCKED"))
-                    .bind::<Text, _>(&lease.token)
-                    .bind::<UtcTime, _>(DbTime(lease.until))
-                    .bind::<UtcTime, _>(DbTime(now))
-                    .bind::<BigInt, _>(limit)
-                    .load(&mut *conn)
-                    .await
-                    .map_err(StoreError::from)?
-            }
-            DbPool::Sqlite(pool) => {
-                let mut conn = pool.get().await.map_err(StoreError::from)?;
-                diesel::sql_query(claim_sql(kinds, '?', ""))
-                    .bind::<Text, _>(&lease.token)
-                    .bind::<UtcTime, _>(DbTime(lease.until))
-                    .bind::<UtcTime, _>(DbTime(now))
-                    .bind::<BigInt, _>(limit)
-                    .load(&mut *conn)
-                    .await
-                    .map_err(StoreError::from)?
-            }
+            DbPool::Pg(pool) => run!(pool, '$', "FOR UPDATE SKIP LOCKED"),
+            DbPool::Sqlite(pool) => run!(pool, '?', ""),
         };
         rows.into_iter()
             .map(|r| {
@@ -161,31 +155,26 @@ impl JobQueue for JobStore {
             .filter(jobs::status.eq(RUNNING))
             .filter(jobs::lease_token.eq(&lease.token));
         let now = DbTime(now);
-        let changed = match outcome {
-            // A finished job has nothing left to say (and a mail job names an address).
-            JobOutcome::Done => with_conn!(self.db, conn => diesel::delete(held).execute(conn).await)?,
-            JobOutcome::RetryAt { at, error } => with_conn!(self.db, conn => diesel::update(held)
-                .set((
-                    jobs::status.eq(QUEUED),
-                    jobs::run_at.eq(DbTime(*at)),
-                    jobs::lease_token.eq(None::<String>),
-                    jobs::lease_until.eq(None::<DbTime>),
-                    jobs::last_error.eq(error),
-                    jobs::updated_at.eq(now),
-                ))
-                .execute(conn)
-                .await)?,
-            JobOutcome::Failed { error } => with_conn!(self.db, conn => diesel::update(held)
-                .set((
-                    jobs::status.eq(FAILED),
-                    jobs::lease_token.eq(None::<String>),
-                    jobs::lease_until.eq(None::<DbTime>),
-                    jobs::last_error.eq(error),
-                    jobs::updated_at.eq(now),
-                ))
-                .execute(conn)
-                .await)?,
+        let (status, run_at, error) = match outcome {
+            JobOutcome::Done => {
+                // A finished job has nothing left to say (and a mail job names an address).
+                let deleted = with_conn!(self.db, conn => diesel::delete(held).execute(conn).await)?;
+                return Ok(deleted == 1);
+            }
+            JobOutcome::RetryAt { at, error } => (QUEUED, DbTime(*at), error),
+            JobOutcome::Failed { error } => (FAILED, now, error),
         };
+        let changed = with_conn!(self.db, conn => diesel::update(held)
+            .set((
+                jobs::status.eq(status),
+                jobs::run_at.eq(run_at),
+                jobs::lease_token.eq(None::<String>),
+                jobs::lease_until.eq(None::<DbTime>),
+                jobs::last_error.eq(error),
+                jobs::updated_at.eq(now),
+            ))
+            .execute(conn)
+            .await)?;
         Ok(changed == 1)
     }
 }

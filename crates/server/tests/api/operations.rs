@@ -39,6 +39,97 @@ async fn openapi_document_lists_the_routes_and_the_docs_page_is_served() {
     let docs = app.client.get(app.url("/docs/")).send().await.unwrap();
     assert_eq!(docs.status(), 200);
     assert!(docs.text().await.unwrap().contains("swagger"));
+    let config =
+        app.client.get(app.url("/docs/swagger-initializer.js")).send().await.unwrap().text().await.unwrap();
+    assert!(config.contains("/api/v1/openapi.json"), "the docs page reads the served document");
+}
+
+fn operations(doc: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            ops.push((format!("{} {path}", method.to_uppercase()), op.clone()));
+        }
+    }
+    ops
+}
+
+#[tokio::test]
+async fn the_openapi_document_tells_every_status_and_reflects_the_envelope() {
+    let app = spawn().await;
+    let doc =
+        json_with_status(app.client.get(app.url("/api/v1/openapi.json")).send().await.unwrap(), 200).await;
+    let ops = operations(&doc);
+    let mut ids: Vec<&str> = ops.iter().map(|(_, op)| op["operationId"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    let count = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "operation ids are unique");
+    for (name, op) in &ops {
+        let responses = op["responses"].as_object().unwrap();
+        let secured = op.get("security").is_some();
+        for (status, response) in responses {
+            assert!(response["description"].as_str().is_some_and(|d| !d.is_empty()), "{name} {status}");
+            if status.as_str() >= "400" {
+                assert_eq!(
+                    response["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Error",
+                    "{name} {status}"
+                );
+            }
+        }
+        let has = |s: &str| responses.contains_key(s);
+        assert!(has("500"), "{name}");
+        if secured {
+            for status in ["401", "403", "429"] {
+                assert!(has(status), "{name} lacks {status}");
+            }
+            for response in responses.values() {
+                assert!(response["headers"]["X-RateLimit-Limit"].is_object(), "{name}: rate-limit headers");
+                assert!(response["headers"]["X-Request-Id"].is_object(), "{name}: X-Request-Id");
+            }
+            let params = op["parameters"].as_array().unwrap();
+            let tenant = params.iter().find(|p| p["name"] == "tenant_id").expect("tenant_id");
+            assert_eq!((tenant["in"].as_str(), tenant["required"].as_bool()), (Some("query"), Some(false)));
+        }
+        if op.get("requestBody").is_some() {
+            for status in ["413", "415", "422"] {
+                assert!(has(status), "{name} lacks {status}");
+            }
+        }
+        for p in op["parameters"].as_array().into_iter().flatten() {
+            if p["name"] == "page" || p["name"] == "per_page" {
+                assert_eq!(
+                    (p["in"].as_str(), p["required"].as_bool()),
+                    (Some("query"), Some(false)),
+                    "{name}"
+                );
+            }
+        }
+    }
+    let chat = &doc["paths"]["/api/v1/agents/{agent_id}/chat"]["post"]["responses"];
+    for status in ["402", "404", "409", "502"] {
+        assert!(chat.get(status).is_some(), "chat lacks {status}");
+    }
+    assert!(chat["429"]["headers"]["Retry-After"].is_object());
+    assert!(chat["200"]["headers"]["X-RateLimit-Limit"].is_object());
+    let agent = &doc["components"]["schemas"]["CreateAgentRequest"];
+    assert_eq!(agent["required"], json!(["name"]), "name required, config optional");
+    assert_eq!(agent["properties"]["name"]["maxLength"], 100);
+    let schemes = &doc["components"]["securitySchemes"];
+    assert_eq!(schemes["bearer"]["scheme"], "bearer");
+    assert_eq!(schemes["oauth2"]["flows"]["password"]["tokenUrl"], "/api/v1/auth/login");
+
+    // Under the wrapped envelope: wrapped bodies, and 400 for validation errors.
+    let app = crate::helpers::spawn_with(|c| c.api_envelope = agentry_http::Envelope::Wrapped).await;
+    let doc =
+        json_with_status(app.client.get(app.url("/api/v1/openapi.json")).send().await.unwrap(), 200).await;
+    let create = &doc["paths"]["/api/v1/agents"]["post"]["responses"];
+    assert!(create.get("400").is_some() && create.get("422").is_none());
+    assert_eq!(
+        create["201"]["content"]["application/json"]["schema"]["properties"]["success"]["const"],
+        true
+    );
+    assert!(doc["components"]["schemas"]["Error"]["properties"]["success"].is_object());
 }
 
 #[tokio::test]
