@@ -51,30 +51,51 @@ stop_server() {
 json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
 # Registers a tenant, lifts it to the Enterprise plan (no rate limit, so the benchmark measures
-# the service rather than the limiter), buys it credits for the chats and creates an agent.
-# Sets $token and $agent.
-prepare_tenant() { # $1 = database URL
-    local email="bench-$RANDOM$RANDOM@example.com"
+# the service rather than the limiter), buys it credits for the chats and creates agents.
+# Prints "token agent".
+new_tenant() { # $1 = database URL, $2 = agents to create
+    local email="bench-$RANDOM$RANDOM$RANDOM@example.com" token tenant agent
     curl -fs -X POST "$base/api/v1/auth/register" -H 'content-type: application/json' \
         -d "{\"email\":\"$email\",\"password\":\"correct horse battery\",\"full_name\":\"Bench\",\"company\":\"Bench\"}" >/dev/null
     token=$(curl -fs -X POST "$base/api/v1/auth/login" --data-urlencode "username=$email" \
         --data-urlencode "password=correct horse battery" | json_field '["access_token"]')
-    local tenant
     tenant=$(curl -fs "$base/api/v1/auth/me" -H "Authorization: Bearer $token" | json_field '["tenants"][0]["id"]')
-    AGENTRY_DATABASE_URL="$1" AGENTRY_LOG=warn "$bin" tenant set-plan "$tenant" enterprise
-    for _ in 1 2 3 4 5; do
-        curl -fs -X POST "$base/api/v1/billing/purchases" -H "Authorization: Bearer $token" \
-            -H 'content-type: application/json' -d '{"credits": 1000000}' >/dev/null
+    AGENTRY_DATABASE_URL="$1" AGENTRY_LOG=warn "$bin" tenant set-plan "$tenant" enterprise >/dev/null
+    curl -fs -X POST "$base/api/v1/billing/purchases" -H "Authorization: Bearer $token" \
+        -H 'content-type: application/json' -d '{"credits": 1000000}' >/dev/null
+    for i in $(seq 1 "$2"); do
+        agent=$(curl -fs -X POST "$base/api/v1/agents" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+            -d "{\"name\": \"bench agent $i\", \"type\": \"assistant\"}" | json_field '["id"]')
     done
-    for i in $(seq 1 25); do
-        curl -fs -X POST "$base/api/v1/agents" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
-            -d "{\"name\": \"bench agent $i\", \"type\": \"assistant\"}" >/dev/null
-    done
-    agent=$(curl -fs "$base/api/v1/agents?per_page=1" -H "Authorization: Bearer $token" | json_field '["agents"][0]["id"]')
+    echo "$token $agent"
+}
+
+# One tenant with 25 agents (the list route pages over them), and 32 tenants with an agent each
+# for chat spread over tenants. Sets $token and $agent, and writes the wrk scripts.
+prepare_tenants() { # $1 = database URL
+    read -r token agent < <(new_tenant "$1" 25)
     cat >"$workdir/chat.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"message": "Hello! What can you tell me about the weather on Mars today?"}'
 wrk.headers["Content-Type"] = "application/json"
+LUA
+    local tokens="" agents=""
+    for _ in $(seq 1 32); do
+        read -r t a < <(new_tenant "$1" 1)
+        tokens="$tokens\"$t\","
+        agents="$agents\"$a\","
+    done
+    cat >"$workdir/chat32.lua" <<LUA
+local tokens = {$tokens}
+local agents = {$agents}
+local body = '{"message": "Hello! What can you tell me about the weather on Mars today?"}'
+local n = 0
+request = function()
+    n = n + 1
+    local k = (n % #tokens) + 1
+    return wrk.format("POST", "/api/v1/agents/" .. agents[k] .. "/chat",
+        {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. tokens[k]}, body)
+end
 LUA
 }
 
@@ -93,7 +114,7 @@ run_wrk() {
 report() { # backend route rps p50 p99 non2xx baseline
     local ratio
     ratio=$(python3 -c "print(f'{float($3)/float($7):.3f}')")
-    printf '%-10s %-28s %12s %10s %10s %8s %10s\n' "$1" "$2" "$3" "$4" "$5" "${ratio}x" "$6"
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' "$1" "$2" "$3" "$4" "$5" "${ratio}x" "$6"
 }
 
 # Mean time of N logins, in milliseconds: a wrong password against an unknown address. The two
@@ -119,14 +140,18 @@ login_timing() {
 
 bench_backend() { # name url
     start_server "$2"
-    prepare_tenant "$2"
+    prepare_tenants "$2"
     read -r h_rps h_p50 h_p99 h_err < <(run_wrk "$base/healthz")
     report "$1" "GET /healthz" "$h_rps" "$h_p50" "$h_p99" "$h_err" "$h_rps"
     read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/agents")
-    report "$1" "GET /api/v1/agents (JWT)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    report "$1" "GET /api/v1/agents" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/auth/me")
+    report "$1" "GET /api/v1/auth/me" "$rps" "$p50" "$p99" "$err" "$h_rps"
     read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/chat.lua" \
         "$base/api/v1/agents/$agent/chat")
-    report "$1" "POST /agents/{id}/chat" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    report "$1" "POST chat (1 tenant)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    read -r rps p50 p99 err < <(run_wrk -s "$workdir/chat32.lua" "$base")
+    report "$1" "POST chat (32 tenants)" "$rps" "$p50" "$p99" "$err" "$h_rps"
     stop_server
 }
 
@@ -152,7 +177,7 @@ if [ "${1:-}" = "timing" ]; then
 fi
 
 echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
-printf '%-10s %-28s %12s %10s %10s %8s %10s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
 bench_backend sqlite "sqlite://$workdir/bench.db"
 start_server "sqlite://$workdir/timing.db"
 login_timing
