@@ -57,10 +57,10 @@ impl UserRow {
 
 #[derive(Insertable)]
 #[diesel(table_name = tenants)]
-struct NewTenantRow<'a> {
-    id: &'a str,
-    name: &'a str,
-    plan: &'a str,
+struct NewTenantRow {
+    id: String,
+    name: String,
+    plan: &'static str,
     credits: i64,
     created_at: DbTime,
     updated_at: DbTime,
@@ -69,10 +69,10 @@ struct NewTenantRow<'a> {
 
 #[derive(Insertable)]
 #[diesel(table_name = memberships)]
-struct NewMembershipRow<'a> {
-    tenant_id: &'a str,
-    user_id: &'a str,
-    role: &'a str,
+struct NewMembershipRow {
+    tenant_id: String,
+    user_id: String,
+    role: &'static str,
     created_at: DbTime,
 }
 
@@ -81,7 +81,7 @@ impl AccountRepository for AccountStore {
     async fn create_account(&self, account: &NewAccount) -> Result<(), RegisterError> {
         let user = &account.user;
         let tenant = &account.tenant;
-        let grant = &account.welcome_grant;
+        let grant = account.welcome_grant.clone();
         let user_row = UserRow {
             id: user.id.to_string(),
             email: user.email.as_str().to_owned(),
@@ -92,8 +92,8 @@ impl AccountRepository for AccountStore {
             updated_at: user.created_at.into(),
         };
         let tenant_row = NewTenantRow {
-            id: tenant.id.as_str(),
-            name: tenant.name.as_str(),
+            id: tenant.id.to_string(),
+            name: tenant.name.as_str().to_owned(),
             plan: tenant.plan.as_str(),
             // The welcome grant below brings the balance in, as entry 1.
             credits: 0,
@@ -102,8 +102,8 @@ impl AccountRepository for AccountStore {
             ledger_seq: 0,
         };
         let membership_row = NewMembershipRow {
-            tenant_id: account.membership.tenant_id.as_str(),
-            user_id: account.membership.user_id.as_str(),
+            tenant_id: account.membership.tenant_id.to_string(),
+            user_id: account.membership.user_id.to_string(),
             role: account.membership.role.as_str(),
             created_at: account.membership.created_at.into(),
         };
@@ -111,7 +111,7 @@ impl AccountRepository for AccountStore {
             diesel::insert_into(users::table).values(&user_row).execute(conn).await?;
             diesel::insert_into(tenants::table).values(&tenant_row).execute(conn).await?;
             diesel::insert_into(memberships::table).values(&membership_row).execute(conn).await?;
-            append_ledger!(conn, grant, credits: grant.delta, held: 0_i64)?;
+            append_ledger!(conn, &grant, credits: grant.delta, held: 0_i64)?;
             Ok(())
         });
         match result {

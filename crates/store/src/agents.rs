@@ -143,11 +143,12 @@ impl AgentRepository for AgentStore {
 
     async fn delete(&self, tenant: &TenantId, id: &AgentId) -> anyhow::Result<bool> {
         // Conversations and messages go with it (ON DELETE CASCADE).
-        let n = with_conn!(self.db, conn => diesel::delete(
+        let (tenant, id) = (tenant.clone(), id.clone());
+        let n = transaction!(self.db, conn => Ok(diesel::delete(
                 agents::table.filter(agents::tenant_id.eq(tenant.as_str())).filter(agents::id.eq(id.as_str())),
             )
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(n == 1)
     }
 }

@@ -82,7 +82,7 @@ impl ApiKeyRow {
 impl ApiKeyRepository for ApiKeyStore {
     async fn insert(&self, key: &ApiKey) -> anyhow::Result<()> {
         let row = ApiKeyRow::from_domain(key);
-        with_conn!(self.db, conn => diesel::insert_into(api_keys::table).values(&row).execute(conn).await)?;
+        transaction!(self.db, conn => Ok(diesel::insert_into(api_keys::table).values(&row).execute(conn).await?))?;
         Ok(())
     }
 
@@ -132,7 +132,8 @@ impl ApiKeyRepository for ApiKeyStore {
         key: &ApiKeyId,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool> {
-        let n = with_conn!(self.db, conn => diesel::update(
+        let (key, user, tenant) = (key.clone(), user.clone(), tenant.clone());
+        let n = transaction!(self.db, conn => Ok(diesel::update(
                 api_keys::table
                     .filter(api_keys::id.eq(key.as_str()))
                     .filter(api_keys::user_id.eq(user.as_str()))
@@ -141,15 +142,16 @@ impl ApiKeyRepository for ApiKeyStore {
             )
             .set(api_keys::revoked_at.eq(DbTime(now)))
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(n == 1)
     }
 
     async fn touch(&self, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<()> {
-        with_conn!(self.db, conn => diesel::update(api_keys::table.filter(api_keys::id.eq(key.as_str())))
+        let key = key.clone();
+        transaction!(self.db, conn => Ok(diesel::update(api_keys::table.filter(api_keys::id.eq(key.as_str())))
             .set(api_keys::last_used_at.eq(DbTime(now)))
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(())
     }
 }

@@ -143,12 +143,13 @@ impl ConversationRepository for ConversationStore {
 
     async fn record_exchange(&self, x: &Exchange) -> anyhow::Result<ExchangeOutcome> {
         let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
-        let s = &x.settlement;
-        let tenant = s.hold.tenant_id.as_str();
-        let agent = x.user_message.agent_id.as_str();
-        let cost = -s.entry.delta;
         let event_rows = EventRow::all(&x.events)?;
+        let x = x.clone();
         let outcome = transaction!(self.db, conn => {
+            let s = &x.settlement;
+            let tenant = s.hold.tenant_id.as_str();
+            let agent = x.user_message.agent_id.as_str();
+            let cost = -s.entry.delta;
             // Created on first use; the same id again continues the conversation. The agent's
             // foreign key fails here when it was deleted while the model answered.
             diesel::insert_into(chat_sessions::table)

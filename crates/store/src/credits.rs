@@ -49,13 +49,14 @@ struct LedgerRow {
 
 #[async_trait]
 impl CreditRepository for CreditStore {
-    async fn hold(&self, r: &HoldRequest) -> anyhow::Result<Option<CreditHold>> {
+    async fn hold(&self, request: &HoldRequest) -> anyhow::Result<Option<CreditHold>> {
         // Read the balance, hold `min(wanted, balance)` if that is at least `minimum`, and
         // take it with one conditional UPDATE, so two chats can never both take the last
         // credits. On PostgreSQL the balance can change between the read and the UPDATE; the
         // condition then fails, everything rolls back, and the loop reads again. (SQLite's
         // write transactions are serial: it never loops.)
         for _ in 0..HOLD_ATTEMPTS {
+            let r = request.clone();
             let attempt = transaction!(self.db, conn => {
                 let balance: Option<i64> = tenants::table
                     .filter(tenants::id.eq(r.tenant_id.as_str()))
@@ -92,10 +93,10 @@ impl CreditRepository for CreditStore {
             match attempt {
                 Ok(Some(amount)) => {
                     return Ok(Some(CreditHold {
-                        id: r.id.clone(),
-                        tenant_id: r.tenant_id.clone(),
+                        id: request.id.clone(),
+                        tenant_id: request.tenant_id.clone(),
                         amount,
-                        created_at: r.created_at,
+                        created_at: request.created_at,
                     }));
                 }
                 Ok(None) => return Ok(None),
@@ -108,6 +109,7 @@ impl CreditRepository for CreditStore {
     }
 
     async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()> {
+        let hold = hold.clone();
         transaction!(self.db, conn => {
             let released: Option<(String, i64)> = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(hold.as_str())))
                 .returning((credit_holds::tenant_id, credit_holds::amount))
@@ -186,6 +188,7 @@ impl CreditRepository for CreditStore {
         event: &Event,
     ) -> anyhow::Result<i64> {
         let event = EventRow::from_domain(event)?;
+        let (purchase, entry) = (purchase.clone(), entry.clone());
         let balance = transaction!(self.db, conn => {
             diesel::insert_into(purchases::table)
                 .values((
@@ -198,7 +201,7 @@ impl CreditRepository for CreditStore {
                 ))
                 .execute(conn)
                 .await?;
-            let (balance, _) = append_ledger!(conn, entry, credits: purchase.credits, held: 0_i64)?;
+            let (balance, _) = append_ledger!(conn, &entry, credits: purchase.credits, held: 0_i64)?;
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
             Ok::<_, StoreError>(balance)
         })?;
@@ -206,10 +209,11 @@ impl CreditRepository for CreditStore {
     }
 
     async fn set_plan(&self, tenant: &TenantId, plan: Plan) -> anyhow::Result<bool> {
-        let n = with_conn!(self.db, conn => diesel::update(tenants::table.filter(tenants::id.eq(tenant.as_str())))
+        let tenant = tenant.clone();
+        let n = transaction!(self.db, conn => Ok(diesel::update(tenants::table.filter(tenants::id.eq(tenant.as_str())))
             .set(tenants::plan.eq(plan.as_str()))
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(n == 1)
     }
 }

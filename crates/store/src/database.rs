@@ -1,21 +1,19 @@
-//! The connection pool over either backend, chosen at runtime by the URL's scheme, and the two
-//! macros every repository uses to write a query once for both.
+//! The database over either backend, chosen at runtime by the URL's scheme: a connection pool
+//! for PostgreSQL, readers and a writer thread for SQLite (see [`crate::sqlite`]).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use diesel::SqliteConnection;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
-use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt as _;
 
-/// The SQLite connection type: diesel's synchronous connection, run on tokio's blocking pool.
-pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+use crate::sqlite::Sqlite;
 
 const PG_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
 const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
@@ -39,7 +37,7 @@ pub struct DatabaseSettings {
     /// How long a request waits for a free connection before failing.
     pub acquire_timeout: Duration,
     /// Longest a single statement may run (PostgreSQL `statement_timeout`; SQLite waits at
-    /// most this long for a lock through `busy_timeout`).
+    /// most this long for a lock through `busy_timeout`, and for a free reader).
     pub statement_timeout: Duration,
 }
 
@@ -58,7 +56,7 @@ impl DatabaseSettings {
 #[derive(Clone)]
 pub(crate) enum DbPool {
     Pg(Pool<AsyncPgConnection>),
-    Sqlite(Pool<SqliteConn>),
+    Sqlite(Arc<Sqlite>),
 }
 
 /// A pooled database. Cheap to clone; clones share the pool.
@@ -107,7 +105,11 @@ impl Database {
     pub async fn connect(settings: &DatabaseSettings) -> anyhow::Result<Self> {
         let pool = match backend_of(&settings.url)? {
             Backend::Postgres => DbPool::Pg(pg_pool(settings)?),
-            Backend::Sqlite => DbPool::Sqlite(sqlite_pool(settings)?),
+            Backend::Sqlite => {
+                let path = sqlite_path(&settings.url)?;
+                create_private_file(Path::new(&path))?;
+                DbPool::Sqlite(Sqlite::open(&path, settings.max_connections, settings.statement_timeout)?)
+            }
         };
         let db = Self { pool };
         db.ping().await.with_context(|| format!("cannot connect to {}", redact(&settings.url)))?;
@@ -149,13 +151,18 @@ impl Database {
                     let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
                     harness.run_pending_migrations(PG_MIGRATIONS).map_err(|e| anyhow::anyhow!("{e}"))?.len()
                 }
-                DbPool::Sqlite(p) => {
-                    let conn = handle.block_on(p.get()).context("no connection for migrations")?;
-                    let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
-                    harness
-                        .run_pending_migrations(SQLITE_MIGRATIONS)
-                        .map_err(|e| anyhow::anyhow!("{e}"))?
-                        .len()
+                DbPool::Sqlite(sqlite) => {
+                    // A connection of its own: migrations run before the service starts.
+                    use diesel::Connection as _;
+                    use diesel::connection::SimpleConnection as _;
+                    let mut conn = diesel::SqliteConnection::establish(sqlite.path())
+                        .context("no connection for migrations")?;
+                    conn.batch_execute(&format!(
+                        "PRAGMA busy_timeout = {}; PRAGMA foreign_keys = ON;",
+                        sqlite.busy().as_millis()
+                    ))
+                    .context("setting up the migration connection")?;
+                    conn.run_pending_migrations(SQLITE_MIGRATIONS).map_err(|e| anyhow::anyhow!("{e}"))?.len()
                 }
             };
             Ok(applied)
@@ -227,36 +234,10 @@ fn pg_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<AsyncPgConnection
         .context("building the PostgreSQL pool")
 }
 
-fn sqlite_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<SqliteConn>> {
-    let path = settings.url.trim_start_matches("sqlite://").to_owned();
+fn sqlite_path(url: &str) -> anyhow::Result<String> {
+    let path = url.trim_start_matches("sqlite://").to_owned();
     anyhow::ensure!(!path.is_empty(), "the SQLite URL names no file: use sqlite://<path>");
-    create_private_file(Path::new(&path))?;
-    let busy_ms = settings.statement_timeout.as_millis();
-    let mut config = ManagerConfig::<SqliteConn>::default();
-    config.custom_setup = Box::new(move |url| {
-        async move {
-            let mut conn = SqliteConn::establish(url).await?;
-            // busy_timeout first: even switching to WAL takes a lock, and without it a
-            // connection opened while another writes would fail at once. WAL lets readers run
-            // beside the one writer; foreign keys are off by default in SQLite.
-            conn.batch_execute(&format!(
-                "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
-                 PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
-            ))
-            .await
-            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-            Ok(conn)
-        }
-        .boxed()
-    });
-    let manager = AsyncDieselConnectionManager::new_with_config(path, config);
-    Pool::builder(manager)
-        .max_size(settings.max_connections)
-        .wait_timeout(Some(settings.acquire_timeout))
-        .create_timeout(Some(settings.acquire_timeout))
-        .runtime(deadpool::Runtime::Tokio1)
-        .build()
-        .context("building the SQLite pool")
+    Ok(path)
 }
 
 /// Creates the database file, and its directory when missing, readable by this user only
@@ -294,6 +275,9 @@ pub(crate) enum StoreError {
     /// A value could not be encoded for storage.
     #[error("cannot encode a value for storage: {0}")]
     Encode(String),
+    /// The transaction that held the change did not commit.
+    #[error("the transaction could not commit: {0}")]
+    Commit(String),
 }
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {

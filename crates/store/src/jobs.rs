@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::database::{Database, DbPool, StoreError};
+use crate::database::{Backend, Database};
 use crate::schema::jobs;
 use crate::types::{DbJson, DbTime};
 
@@ -78,10 +78,18 @@ fn claim_sql(kinds: &[JobKind], placeholder: char, lock: &str) -> String {
     )
 }
 
+/// The job, while it is still held under `token`.
+#[diesel::dsl::auto_type(no_type_alias)]
+fn held<'a>(job: &'a str, token: &'a str) -> _ {
+    let running: &'static str = RUNNING;
+    jobs::table.filter(jobs::id.eq(job)).filter(jobs::status.eq(running)).filter(jobs::lease_token.eq(token))
+}
+
 #[async_trait]
 impl JobQueue for JobStore {
     async fn enqueue(&self, job: &NewJob) -> anyhow::Result<()> {
-        with_conn!(self.db, conn => diesel::insert_into(jobs::table)
+        let job = job.clone();
+        transaction!(self.db, conn => Ok(diesel::insert_into(jobs::table)
             .values((
                 jobs::id.eq(job.id.as_str()),
                 jobs::kind.eq(job.kind.as_str()),
@@ -93,7 +101,7 @@ impl JobQueue for JobStore {
                 jobs::updated_at.eq(DbTime(job.created_at)),
             ))
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(())
     }
 
@@ -112,23 +120,19 @@ impl JobQueue for JobStore {
         }
         let limit = i64::from(limit);
         // The same statement on either backend; only the placeholders and the locking differ.
-        macro_rules! run {
-            ($pool:expr, $placeholder:literal, $lock:literal) => {{
-                let mut conn = $pool.get().await.map_err(StoreError::from)?;
-                diesel::sql_query(claim_sql(kinds, $placeholder, $lock))
-                    .bind::<Text, _>(&lease.token)
-                    .bind::<UtcTime, _>(DbTime(lease.until))
-                    .bind::<UtcTime, _>(DbTime(now))
-                    .bind::<BigInt, _>(limit)
-                    .load(&mut *conn)
-                    .await
-                    .map_err(StoreError::from)?
-            }};
-        }
-        let rows: Vec<ClaimedRow> = match &self.db.pool {
-            DbPool::Pg(pool) => run!(pool, '$', "FOR UPDATE SKIP LOCKED"),
-            DbPool::Sqlite(pool) => run!(pool, '?', ""),
+        let sql = match self.db.backend() {
+            Backend::Postgres => claim_sql(kinds, '$', "FOR UPDATE SKIP LOCKED"),
+            Backend::Sqlite => claim_sql(kinds, '?', ""),
         };
+        let (token, until) = (lease.token.clone(), DbTime(lease.until));
+        let now = DbTime(now);
+        let rows: Vec<ClaimedRow> = transaction!(self.db, conn => Ok(diesel::sql_query(sql)
+            .bind::<Text, _>(token)
+            .bind::<UtcTime, _>(until)
+            .bind::<UtcTime, _>(now)
+            .bind::<BigInt, _>(limit)
+            .load(conn)
+            .await?))?;
         rows.into_iter()
             .map(|r| {
                 Ok(ClaimedJob {
@@ -150,21 +154,17 @@ impl JobQueue for JobStore {
         outcome: &JobOutcome,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool> {
-        let held = jobs::table
-            .filter(jobs::id.eq(job.as_str()))
-            .filter(jobs::status.eq(RUNNING))
-            .filter(jobs::lease_token.eq(&lease.token));
-        let now = DbTime(now);
+        let (job, token, now) = (job.clone(), lease.token.clone(), DbTime(now));
         let (status, run_at, error) = match outcome {
             JobOutcome::Done => {
                 // A finished job has nothing left to say (and a mail job names an address).
-                let deleted = with_conn!(self.db, conn => diesel::delete(held).execute(conn).await)?;
+                let deleted = transaction!(self.db, conn => Ok(diesel::delete(held(job.as_str(), &token)).execute(conn).await?))?;
                 return Ok(deleted == 1);
             }
-            JobOutcome::RetryAt { at, error } => (QUEUED, DbTime(*at), error),
-            JobOutcome::Failed { error } => (FAILED, now, error),
+            JobOutcome::RetryAt { at, error } => (QUEUED, DbTime(*at), error.clone()),
+            JobOutcome::Failed { error } => (FAILED, now, error.clone()),
         };
-        let changed = with_conn!(self.db, conn => diesel::update(held)
+        let changed = transaction!(self.db, conn => Ok(diesel::update(held(job.as_str(), &token))
             .set((
                 jobs::status.eq(status),
                 jobs::run_at.eq(run_at),
@@ -174,7 +174,7 @@ impl JobQueue for JobStore {
                 jobs::updated_at.eq(now),
             ))
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(changed == 1)
     }
 }

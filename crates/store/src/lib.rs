@@ -20,6 +20,7 @@ mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;
 pub mod schema;
+pub(crate) mod sqlite;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod types;

@@ -1,8 +1,11 @@
-//! The two macros that let a repository write each query once for both backends.
+//! The macros that let a repository write each query once for both backends, and the one that
+//! appends to the credit ledger.
 
-/// Runs `$body` with `$conn` bound to a pooled connection of whichever backend `$db` uses.
-/// The body is expanded once per backend, so it is type-checked against both. Evaluates to
-/// `Result<_, StoreError>`.
+/// Reads: runs `$body` with `$conn` bound to a connection of whichever backend `$db` uses — a
+/// pooled PostgreSQL connection, or a SQLite reader that runs the body on the spot (see
+/// [`crate::sqlite`]). The body is expanded once per backend, so it is type-checked against
+/// both. Evaluates to `Result<_, StoreError>`. A body that writes belongs in
+/// [`transaction!`]: SQLite readers refuse writes.
 macro_rules! with_conn {
     ($db:expr, $conn:ident => $body:expr) => {{
         match &$db.pool {
@@ -13,43 +16,56 @@ macro_rules! with_conn {
                 }
                 Err(e) => Err($crate::database::StoreError::from(e)),
             },
-            $crate::database::DbPool::Sqlite(pool) => match pool.get().await {
+            $crate::database::DbPool::Sqlite(sqlite) => match sqlite.reader() {
                 Ok(mut guard) => {
                     let $conn = &mut *guard;
                     ($body).map_err($crate::database::StoreError::from)
                 }
-                Err(e) => Err($crate::database::StoreError::from(e)),
+                Err(e) => Err(e),
             },
         }
     }};
 }
 
-/// Like [`with_conn!`], inside a transaction: `$body` must be an `async` block returning
-/// `Result<T, StoreError>`; an `Err` rolls everything back. SQLite transactions start with
-/// `BEGIN IMMEDIATE` so that two writers queue on the lock up front instead of one failing with
-/// "database is locked" when it upgrades from reading to writing.
+/// Writes: a unit of work that commits whole or not at all. `$body` is the inside of an
+/// `async move` block returning `Result<T, StoreError>` (an `Err` rolls the unit back), so what
+/// it uses must be owned: the unit runs to its end even when its caller is gone.
+///
+/// - PostgreSQL: a transaction on a pooled connection, as a task of its own.
+/// - SQLite: a savepoint in the writer thread's next group commit.
 macro_rules! transaction {
     ($db:expr, $conn:ident => $body:expr) => {{
         use diesel_async::AsyncConnection as _;
         match &$db.pool {
-            $crate::database::DbPool::Pg(pool) => match pool.get().await {
-                Ok(mut guard) => {
-                    guard
-                        .transaction(async |$conn| -> Result<_, $crate::database::StoreError> { $body })
-                        .await
+            $crate::database::DbPool::Pg(pool) => {
+                let pool = pool.clone();
+                let unit = tokio::spawn(async move {
+                    match pool.get().await {
+                        Ok(mut guard) => {
+                            guard
+                                .transaction(async move |$conn| -> Result<_, $crate::database::StoreError> {
+                                    $body
+                                })
+                                .await
+                        }
+                        Err(e) => Err($crate::database::StoreError::from(e)),
+                    }
+                });
+                match unit.await {
+                    Ok(result) => result,
+                    Err(e) => Err($crate::database::StoreError::Pool(format!("a database task failed: {e}"))),
                 }
-                Err(e) => Err($crate::database::StoreError::from(e)),
-            },
-            $crate::database::DbPool::Sqlite(pool) => match pool.get().await {
-                Ok(mut guard) => {
-                    guard
-                        .immediate_transaction(async |$conn| -> Result<_, $crate::database::StoreError> {
-                            $body
-                        })
-                        .await
-                }
-                Err(e) => Err($crate::database::StoreError::from(e)),
-            },
+            }
+            $crate::database::DbPool::Sqlite(sqlite) => {
+                sqlite
+                    .write(
+                        move |$conn: &mut $crate::sqlite::SqliteConn| -> futures_util::future::BoxFuture<
+                            '_,
+                            Result<_, $crate::database::StoreError>,
+                        > { Box::pin(async move { $body }) },
+                    )
+                    .await
+            }
         }
     }};
 }

@@ -55,7 +55,7 @@ impl OneTimeTokenRepository for OneTimeTokenStore {
             created_at: token.created_at.into(),
             expires_at: token.expires_at.into(),
         };
-        with_conn!(self.db, conn => diesel::insert_into(one_time_tokens::table).values(&row).execute(conn).await)?;
+        transaction!(self.db, conn => Ok(diesel::insert_into(one_time_tokens::table).values(&row).execute(conn).await?))?;
         Ok(())
     }
 
@@ -110,8 +110,9 @@ impl OneTimeTokenRepository for OneTimeTokenStore {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<UserId>> {
         let now = DbTime(now);
+        let digest = digest.clone();
         // One conditional UPDATE: of concurrent consumers exactly one sees the row unused.
-        let user: Option<String> = with_conn!(self.db, conn => diesel::update(
+        let user: Option<String> = transaction!(self.db, conn => Ok(diesel::update(
                 one_time_tokens::table
                     .filter(one_time_tokens::token_digest.eq(digest.as_str()))
                     .filter(one_time_tokens::purpose.eq(purpose.as_str()))
@@ -122,14 +123,15 @@ impl OneTimeTokenRepository for OneTimeTokenStore {
             .returning(one_time_tokens::user_id)
             .get_result(conn)
             .await
-            .optional())?;
+            .optional()?))?;
         Ok(user.map(UserId::from_string))
     }
 
     async fn delete(&self, id: &OneTimeTokenId) -> anyhow::Result<()> {
-        with_conn!(self.db, conn => diesel::delete(one_time_tokens::table.filter(one_time_tokens::id.eq(id.as_str())))
+        let id = id.clone();
+        transaction!(self.db, conn => Ok(diesel::delete(one_time_tokens::table.filter(one_time_tokens::id.eq(id.as_str())))
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(())
     }
 
@@ -140,6 +142,7 @@ impl OneTimeTokenRepository for OneTimeTokenStore {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<UserId>> {
         let now = DbTime(now);
+        let (digest, new_hash) = (digest.clone(), new_hash.clone());
         let user = transaction!(self.db, conn => {
             let user: Option<String> = diesel::update(
                 one_time_tokens::table

@@ -30,11 +30,11 @@ impl DbRateCounter {
     /// # Errors
     /// When the database fails.
     pub async fn purge_expired(&self, now: i64) -> anyhow::Result<usize> {
-        let n = with_conn!(self.db, conn => diesel::delete(
+        let n = transaction!(self.db, conn => Ok(diesel::delete(
                 rate_limit_counters::table.filter(rate_limit_counters::expires_at.lt(now)),
             )
             .execute(conn)
-            .await)?;
+            .await?))?;
         Ok(n)
     }
 }
@@ -48,7 +48,8 @@ impl RateCounter for DbRateCounter {
     async fn hit(&self, bucket: &str, window_start: i64, window_secs: i64) -> anyhow::Result<u64> {
         let expires_at = window_start + window_secs;
         // INSERT … ON CONFLICT DO UPDATE … RETURNING: one atomic statement on both backends.
-        let hits: i64 = with_conn!(self.db, conn => diesel::insert_into(rate_limit_counters::table)
+        let bucket = bucket.to_owned();
+        let hits: i64 = transaction!(self.db, conn => Ok(diesel::insert_into(rate_limit_counters::table)
             .values((
                 rate_limit_counters::bucket.eq(bucket),
                 rate_limit_counters::window_start.eq(window_start),
@@ -60,7 +61,7 @@ impl RateCounter for DbRateCounter {
             .set(rate_limit_counters::hits.eq(rate_limit_counters::hits + excluded(rate_limit_counters::hits)))
             .returning(rate_limit_counters::hits)
             .get_result(conn)
-            .await)?;
+            .await?))?;
         let sweep = self.hits.fetch_add(1, Ordering::Relaxed) % PURGE_EVERY == PURGE_EVERY - 1;
         if sweep && let Err(e) = self.purge_expired(window_start).await {
             tracing::warn!(error = %e, "purging ended rate-limit windows failed");

@@ -87,7 +87,7 @@ const REVOKED: &str = "revoked";
 impl RefreshTokenRepository for RefreshTokenStore {
     async fn insert(&self, token: &RefreshToken) -> anyhow::Result<()> {
         let row = RefreshTokenRow::from_domain(token);
-        with_conn!(self.db, conn => diesel::insert_into(refresh_tokens::table).values(&row).execute(conn).await)?;
+        transaction!(self.db, conn => Ok(diesel::insert_into(refresh_tokens::table).values(&row).execute(conn).await?))?;
         Ok(())
     }
 
@@ -109,9 +109,10 @@ impl RefreshTokenRepository for RefreshTokenStore {
     ) -> anyhow::Result<RotateOutcome> {
         let row = RefreshTokenRow::from_domain(successor);
         let now = DbTime(now);
-        let user = successor.user_id.as_str();
+        let user = successor.user_id.clone();
+        let current = current.clone();
         let outcome = transaction!(self.db, conn => {
-            lock_user!(conn, user)?;
+            lock_user!(conn, user.as_str())?;
             // The status guard makes this the single point where concurrent refreshes of one
             // token are told apart: exactly one of them sees a changed row.
             let changed = diesel::update(
@@ -133,6 +134,7 @@ impl RefreshTokenRepository for RefreshTokenStore {
 
     async fn revoke_family(&self, family: &TokenFamilyId, now: DateTime<Utc>) -> anyhow::Result<u64> {
         let now = DbTime(now);
+        let family = family.clone();
         let n = transaction!(self.db, conn => {
             let owner: Option<String> = refresh_tokens::table
                 .filter(refresh_tokens::family_id.eq(family.as_str()))
@@ -160,6 +162,7 @@ impl RefreshTokenRepository for RefreshTokenStore {
 
     async fn revoke_all_for_user(&self, user: &UserId, now: DateTime<Utc>) -> anyhow::Result<u64> {
         let now = DbTime(now);
+        let user = user.clone();
         let n = transaction!(self.db, conn => {
             lock_user!(conn, user.as_str())?;
             let n = diesel::update(

@@ -1,0 +1,314 @@
+//! SQLite without hand-offs between threads.
+//!
+//! - **Reads run on the caller's thread.** Each connection of a small pool is diesel's
+//!   synchronous `SqliteConnection` behind diesel-async's wrapper with an [`Inline`] runtime:
+//!   every query future completes the first time it is polled, so a repository's async query
+//!   body runs right where it is awaited — one blocking call, no thread hop, no task. In WAL
+//!   mode readers never wait for the writer, and these connections are `query_only`, so a read
+//!   can never take the write lock.
+//! - **Writes go to one writer thread**, which owns the only writing connection and takes units
+//!   of work from a queue. Units that wait together share one `BEGIN IMMEDIATE … COMMIT` (group
+//!   commit), each in a savepoint of its own, so one unit failing rolls back only its own
+//!   changes. Nobody polls the lock with `busy_timeout`; a unit's caller gets its result after
+//!   the commit, and a unit that was queued runs to its end even when its caller is gone.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use diesel::{Connection as _, SqliteConnection};
+use diesel_async::SimpleAsyncConnection as _;
+use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
+use futures_util::future::BoxFuture;
+
+use crate::database::StoreError;
+
+/// Runs diesel-async's "blocking" calls on the spot: for a connection that is used only where
+/// blocking is fine (a reader on the caller's thread, the writer on its own thread).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inline;
+
+impl SpawnBlocking for Inline {
+    fn spawn_blocking<'a, R>(
+        &mut self,
+        task: impl FnOnce() -> R + Send + 'static,
+    ) -> BoxFuture<'a, Result<R, Box<dyn std::error::Error + Send + Sync + 'static>>>
+    where
+        R: Send + 'static,
+    {
+        let result = task();
+        Box::pin(std::future::ready(Ok(result)))
+    }
+
+    fn get_runtime() -> Self {
+        Inline
+    }
+}
+
+/// A SQLite connection whose queries complete when first polled.
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, Inline>;
+
+/// Runs a future that completes on its first poll (every query of an [`SqliteConn`]).
+fn complete<T>(future: impl Future<Output = T>) -> T {
+    futures_executor::block_on(future)
+}
+
+fn open(path: &str, busy: Duration, read_only: bool) -> anyhow::Result<SqliteConn> {
+    let mut conn = SqliteConn::new(
+        SqliteConnection::establish(path).with_context(|| format!("opening the SQLite database {path}"))?,
+    );
+    // busy_timeout first: even switching to WAL takes a lock. WAL lets readers run beside the
+    // writer; foreign keys are off by default in SQLite. A reader is query_only: a write on it
+    // is a bug, and fails loudly instead of fighting the writer for the lock.
+    let pragmas = format!(
+        "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+         PRAGMA foreign_keys = ON; PRAGMA query_only = {};",
+        busy.as_millis(),
+        if read_only { "ON" } else { "OFF" }
+    );
+    complete(conn.batch_execute(&pragmas)).context("setting up a SQLite connection")?;
+    Ok(conn)
+}
+
+/// The statistics `/metrics` reports.
+#[derive(Debug, Default)]
+pub struct SqliteStats {
+    /// Reader connections open.
+    pub readers: AtomicUsize,
+    /// Reader connections in use.
+    pub readers_in_use: AtomicUsize,
+    /// Units of work waiting for the writer.
+    pub queued_writes: AtomicUsize,
+    /// Transactions the writer committed.
+    pub commits: AtomicUsize,
+    /// Units of work the writer ran.
+    pub units: AtomicUsize,
+}
+
+/// The readers and the writer of one SQLite database.
+pub struct Sqlite {
+    path: String,
+    busy: Duration,
+    max_readers: usize,
+    idle: Mutex<Vec<SqliteConn>>,
+    returned: Condvar,
+    writer: Mutex<Sender<WriteUnit>>,
+    pub(crate) stats: Arc<SqliteStats>,
+}
+
+impl std::fmt::Debug for Sqlite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sqlite").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+/// A reader connection, back to the pool when dropped.
+pub struct Reader<'a> {
+    db: &'a Sqlite,
+    conn: Option<SqliteConn>,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = SqliteConn;
+    fn deref(&self) -> &SqliteConn {
+        self.conn.as_ref().expect("a reader holds its connection until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Reader<'_> {
+    fn deref_mut(&mut self) -> &mut SqliteConn {
+        self.conn.as_mut().expect("a reader holds its connection until dropped")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.db.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+            self.db.stats.readers_in_use.fetch_sub(1, Ordering::Relaxed);
+            self.db.returned.notify_one();
+        }
+    }
+}
+
+/// What the writer thread runs: a unit's body, which reports after the commit.
+type WriteUnit = Box<dyn for<'c> FnOnce(&'c mut SqliteConn) -> BoxFuture<'c, Settle> + Send>;
+
+/// A unit that ran: whether it failed (its savepoint is rolled back), and how to tell its
+/// caller once the group's commit is known.
+struct Settle {
+    failed: bool,
+    report: Box<dyn FnOnce(Result<(), String>) + Send>,
+}
+
+/// Most units in one group commit.
+const MAX_GROUP: usize = 64;
+
+impl Sqlite {
+    /// Opens the database at `path` (created by the caller) and starts its writer thread.
+    ///
+    /// # Errors
+    /// When the writer's connection cannot be opened.
+    pub fn open(path: &str, max_readers: usize, busy: Duration) -> anyhow::Result<Arc<Self>> {
+        let writer_conn = open(path, busy, false)?;
+        let (tx, rx) = channel::<WriteUnit>();
+        let stats = Arc::new(SqliteStats::default());
+        let thread_stats = stats.clone();
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || writer_loop(writer_conn, &rx, &thread_stats))
+            .context("starting the SQLite writer thread")?;
+        Ok(Arc::new(Self {
+            path: path.to_owned(),
+            busy,
+            max_readers: max_readers.max(1),
+            idle: Mutex::new(Vec::new()),
+            returned: Condvar::new(),
+            writer: Mutex::new(tx),
+            stats,
+        }))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// How long a statement waits for a lock, and a caller for a reader.
+    pub fn busy(&self) -> Duration {
+        self.busy
+    }
+
+    /// A reader connection: an idle one, a new one while fewer than the maximum are open, or
+    /// the next one returned.
+    ///
+    /// # Errors
+    /// When a new connection cannot be opened, or none is returned within the busy timeout.
+    pub fn reader(&self) -> Result<Reader<'_>, StoreError> {
+        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let deadline = Instant::now() + self.busy;
+        loop {
+            if let Some(conn) = idle.pop() {
+                self.stats.readers_in_use.fetch_add(1, Ordering::Relaxed);
+                return Ok(Reader { db: self, conn: Some(conn) });
+            }
+            if self.stats.readers.load(Ordering::Relaxed) < self.max_readers {
+                self.stats.readers.fetch_add(1, Ordering::Relaxed);
+                drop(idle);
+                return match open(&self.path, self.busy, true) {
+                    Ok(conn) => {
+                        self.stats.readers_in_use.fetch_add(1, Ordering::Relaxed);
+                        Ok(Reader { db: self, conn: Some(conn) })
+                    }
+                    Err(e) => {
+                        self.stats.readers.fetch_sub(1, Ordering::Relaxed);
+                        Err(StoreError::Pool(format!("{e:#}")))
+                    }
+                };
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(StoreError::Pool("no SQLite reader connection was free in time".into()));
+            }
+            idle = self
+                .returned
+                .wait_timeout(idle, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Runs `body` on the writer thread, in a savepoint of the next group commit, and answers
+    /// its result once that commit is durable. An `Err` from `body` rolls back its changes
+    /// only. The unit runs to its end even if this future is dropped.
+    ///
+    /// # Errors
+    /// The body's error; or the commit's, which fails every unit of the group.
+    pub async fn write<T, F>(&self, body: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConn) -> BoxFuture<'c, Result<T, StoreError>> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel::<Result<T, StoreError>>();
+        let unit: WriteUnit = Box::new(move |conn| {
+            Box::pin(async move {
+                let result = body(conn).await;
+                Settle {
+                    failed: result.is_err(),
+                    report: Box::new(move |commit| {
+                        let answer = match commit {
+                            Ok(()) => result,
+                            Err(e) => Err(result.err().unwrap_or(StoreError::Commit(e))),
+                        };
+                        let _ = tx.send(answer);
+                    }),
+                }
+            })
+        });
+        self.stats.queued_writes.fetch_add(1, Ordering::Relaxed);
+        let sent = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send(unit);
+        if sent.is_err() {
+            self.stats.queued_writes.fetch_sub(1, Ordering::Relaxed);
+            return Err(StoreError::Pool("the SQLite writer has stopped".into()));
+        }
+        rx.await.unwrap_or_else(|_| Err(StoreError::Pool("the SQLite writer dropped a unit of work".into())))
+    }
+}
+
+fn writer_loop(mut conn: SqliteConn, rx: &Receiver<WriteUnit>, stats: &SqliteStats) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(unit) => group.push(unit),
+                Err(_) => break,
+            }
+        }
+        stats.queued_writes.fetch_sub(group.len(), Ordering::Relaxed);
+        stats.units.fetch_add(group.len(), Ordering::Relaxed);
+        run_group(&mut conn, group);
+        stats.commits.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs a group of units in one transaction, each in a savepoint, and reports to their callers
+/// after the commit. A unit that could not run (no transaction, no savepoint, a panic) is
+/// dropped: its caller hears that the writer dropped it.
+fn run_group(conn: &mut SqliteConn, group: Vec<WriteUnit>) {
+    let exec =
+        |conn: &mut SqliteConn, sql: &str| complete(conn.batch_execute(sql)).map_err(|e| e.to_string());
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
+        tracing::error!(error = %e, units = group.len(), "the SQLite writer could not begin a transaction");
+        return;
+    }
+    let mut reports = Vec::with_capacity(group.len());
+    for unit in group {
+        if let Err(e) = exec(conn, "SAVEPOINT unit") {
+            tracing::error!(error = %e, "the SQLite writer could not make a savepoint");
+            continue;
+        }
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| complete(unit(conn)))) {
+            Ok(settle) => {
+                let end = if settle.failed { "ROLLBACK TO unit; RELEASE unit" } else { "RELEASE unit" };
+                if let Err(e) = exec(conn, end) {
+                    tracing::error!(error = %e, "ending a savepoint failed");
+                }
+                reports.push(settle.report);
+            }
+            Err(_) => {
+                let _ = exec(conn, "ROLLBACK TO unit; RELEASE unit");
+                tracing::error!("a unit of work panicked on the SQLite writer; its changes are rolled back");
+            }
+        }
+    }
+    let commit = exec(conn, "COMMIT");
+    if commit.is_err() {
+        let _ = exec(conn, "ROLLBACK");
+    }
+    for report in reports {
+        report(commit.clone());
+    }
+}
