@@ -19,10 +19,13 @@ use crate::error::{ApiError, ErrorCode};
 
 type LocalFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ApiError>>>>;
 
-/// Runs `work` as its own task on the worker's runtime and waits for it. If the waiting future
-/// is dropped — a sibling extractor failed, the client went away — the task still runs to its
-/// end instead of being cancelled halfway through a database call. (Cancelling a SQLite call
-/// mid-flight is not safe on actix's single-threaded worker runtimes.)
+/// Runs `work` as a task of its own and waits for it: if the waiting future is dropped (the
+/// client went away), the task still runs to its end. The request middleware does this for
+/// every request but GET and HEAD; a GET handler whose work is several writes — the magic-link
+/// exchange spends a token, then starts a session — wraps that work in this.
+///
+/// # Errors
+/// The work's own error, or an internal error if the task panicked.
 pub async fn run_to_completion<T: 'static>(
     work: impl std::future::Future<Output = Result<T, ApiError>> + 'static,
 ) -> Result<T, ApiError> {
@@ -133,26 +136,19 @@ impl FromRequest for Caller {
             let tenant = requested_tenant(&req)?;
             // A request without credentials guesses nothing: only presented ones count.
             let token = bearer_token(&req)?;
-            let work_state = state.clone();
-            let outcome = run_to_completion(async move {
-                let state = work_state;
-                let principal = match state.access.authenticate(&token, tenant.as_ref()).await {
-                    Ok(principal) => principal,
-                    Err(AccessError::Unauthorized(reason)) => return Ok(Err(reason)),
-                    Err(e) => return Err(e.into()),
-                };
-                let quota = state.limits.quota_for(principal.plan);
-                let status = state.limiter.check(&format!("tenant:{}", principal.tenant_id), quota).await?;
-                Ok(Ok((principal, status)))
-            })
-            .await?;
-            let (principal, status) = match outcome {
-                Ok(found) => found,
-                Err(reason) => {
+            // Dropping this future halfway (a sibling extractor failed, the client left) loses
+            // nothing: the writes in here (an API key's last use, a rate-limit count) are each a
+            // unit of work that finishes on its own.
+            let principal = match state.access.authenticate(&token, tenant.as_ref()).await {
+                Ok(principal) => principal,
+                Err(AccessError::Unauthorized(reason)) => {
                     let refused = ApiError::from(AccessError::Unauthorized(reason));
                     return Err(count_failure(&req, state, address, refused).await);
                 }
+                Err(e) => return Err(e.into()),
             };
+            let quota = state.limits.quota_for(principal.plan);
+            let status = state.limiter.check(&format!("tenant:{}", principal.tenant_id), quota).await?;
             req.extensions_mut().insert(status);
             if let Some(retry_after) = status.retry_after {
                 return Err(rate_limited(retry_after));
@@ -191,10 +187,7 @@ async fn count_failure(
 ) -> ApiError {
     let bucket = format!("authfail:{address}");
     let quota = state.limits.failed_auth_per_ip;
-    let counted = {
-        let state = state.clone();
-        run_to_completion(async move { Ok(state.limiter.check(&bucket, quota).await?) }).await
-    };
+    let counted = state.limiter.check(&bucket, quota).await.map_err(ApiError::from);
     match counted {
         Ok(status) => match status.retry_after {
             Some(retry_after) => {
@@ -259,10 +252,7 @@ impl FromRequest for AuthThrottle {
         Box::pin(async move {
             let state = state(&req)?;
             let ip = client_address(&req, &state.limits.trusted_proxies);
-            let status = run_to_completion(async move {
-                Ok(state.limiter.check(&format!("ip:{ip}"), state.limits.auth_per_ip).await?)
-            })
-            .await?;
+            let status = state.limiter.check(&format!("ip:{ip}"), state.limits.auth_per_ip).await?;
             req.extensions_mut().insert(status);
             match status.retry_after {
                 Some(retry_after) => Err(rate_limited(retry_after)),

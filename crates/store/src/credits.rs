@@ -13,7 +13,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::accounts::parse_stored;
-use crate::database::{Database, StoreError};
+use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{credit_holds, credit_ledger, events, purchases, tenants};
 use crate::types::DbTime;
@@ -150,17 +150,25 @@ impl CreditRepository for CreditStore {
     }
 
     async fn ledger(&self, tenant: &TenantId, page: Page) -> anyhow::Result<(Vec<LedgerEntry>, u64)> {
+        // The total rides along as an uncorrelated subquery: see `AgentStore::list`.
+        let counted = diesel::alias!(credit_ledger as counted);
+        let in_tenant = counted.filter(counted.field(credit_ledger::tenant_id).eq(tenant.as_str()));
         let (rows, total): (Vec<LedgerRow>, i64) = with_conn!(self.db, conn => {
             let rows = credit_ledger::table
                 .filter(credit_ledger::tenant_id.eq(tenant.as_str()))
                 .order((credit_ledger::seq.desc(), credit_ledger::id.desc()))
                 .limit(page.limit())
                 .offset(page.offset())
-                .select(LedgerRow::as_select())
+                .select((LedgerRow::as_select(), in_tenant.count().single_value().assume_not_null()))
                 .load(conn)
                 .await?;
-            let total =
-                credit_ledger::table.filter(credit_ledger::tenant_id.eq(tenant.as_str())).count().get_result(conn).await?;
+            let (rows, total) = split_page(rows, page);
+            let total = match total {
+                Some(total) => total,
+                None => {
+                    credit_ledger::table.filter(credit_ledger::tenant_id.eq(tenant.as_str())).count().get_result(conn).await?
+                }
+            };
             Ok::<_, diesel::result::Error>((rows, total))
         })?;
         let entries = rows

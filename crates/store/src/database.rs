@@ -304,3 +304,18 @@ impl StoreError {
         }
     }
 }
+
+/// Splits the rows of a page query that also selects the total of the whole list (a subquery
+/// evaluated once) into the page and the total: one query for both. An empty page says nothing
+/// about the total unless it is the first, so then the total is `None` and the caller counts.
+pub(crate) fn split_page<R>(
+    rows: Vec<(R, i64)>,
+    page: agentry_domain::pagination::Page,
+) -> (Vec<R>, Option<i64>) {
+    let total = match rows.first() {
+        Some((_, total)) => Some(*total),
+        None if page.offset() == 0 => Some(0),
+        None => None,
+    };
+    (rows.into_iter().map(|(row, _)| row).collect(), total)
+}

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
-use crate::access::AuthThrottle;
+use crate::access::{AuthThrottle, run_to_completion};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 use crate::reply::Reply;
@@ -171,6 +171,8 @@ pub async fn exchange_magic_link(
     token: web::Path<String>,
 ) -> Result<Reply<TokenResponse>, ApiError> {
     magic_link_token(&token)?;
-    let pair = state.recovery.exchange_magic_link(&token).await?;
+    // A GET that writes twice (spends the token, starts a session): see `run_to_completion`.
+    let pair =
+        run_to_completion(async move { Ok(state.recovery.exchange_magic_link(&token).await?) }).await?;
     Ok(Reply::ok(pair.into()))
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{TestApp, json_with_status, spawn, spawn_with};
+use crate::helpers::{TestApp, json_with_status, on_both_databases, spawn, spawn_with};
 
 async fn agent(app: &TestApp, token: &str) -> String {
     let a = app.create_agent(token, json!({"name": "Helper", "memory_types": ["episodic"]})).await;
@@ -215,4 +215,63 @@ async fn an_openai_compatible_provider_answers_and_its_failures_are_502() {
     assert_eq!(err["error"], "upstream_error");
     assert_eq!(app.events(&tenant).await.len(), events_before, "no events for a failed chat");
     assert_eq!(balance(&app, &token).await, before - 2, "a failed call costs nothing");
+}
+
+#[tokio::test]
+async fn a_chat_whose_client_leaves_mid_answer_still_finishes_and_charges_on_both_databases() {
+    // The model takes a while; the client gives up long before. The chat that started must
+    // still record its exchange and settle its hold, exactly as if the client had waited.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({
+                    "choices": [{"message": {"role": "assistant", "content": "Late but sure"}}],
+                    "usage": {"prompt_tokens": 30, "completion_tokens": 1000, "total_tokens": 1030}
+                }))
+                .set_delay(std::time::Duration::from_millis(700)),
+        )
+        .mount(&server)
+        .await;
+    let uri = server.uri();
+    on_both_databases(
+        |c| {
+            c.llm_provider = agentry_server::config::LlmProvider::Openai;
+            c.llm_base_url.clone_from(&uri);
+            c.llm_api_key = Some(SecretString::from("sk-test"));
+            c.llm_timeout_secs = 5;
+        },
+        async |app: TestApp| {
+            let token = app.access_token("ada@example.com").await;
+            let agent = agent(&app, &token).await;
+            let tenant = app.tenant_of(&token).await;
+            let before = balance(&app, &token).await;
+            let impatient =
+                reqwest::Client::builder().timeout(std::time::Duration::from_millis(150)).build().unwrap();
+            let gave_up = impatient
+                .post(app.url(&format!("/api/v1/agents/{agent}/chat")))
+                .bearer_auth(&token)
+                .json(&json!({"message": "take your time"}))
+                .send()
+                .await;
+            assert!(gave_up.is_err_and(|e| e.is_timeout()), "the client left before the answer");
+            let mut waited = 0;
+            while app.db.count_rows("chat_messages").await.unwrap() < 2 {
+                assert!(waited < 100, "the exchange was never recorded after its client left");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                waited += 1;
+            }
+            let events = app.events(&tenant).await;
+            let replies =
+                events.iter().filter(|e| e.event_type() == EventType::AgentMessageCompleted).count();
+            assert_eq!(replies, 1, "the exchange was recorded with its events");
+            assert_eq!(balance(&app, &token).await, before - 2, "charged what the model used");
+            assert_eq!(
+                app.db.count_rows("credit_holds").await.unwrap(),
+                0,
+                "the hold was settled, not left to expire"
+            );
+        },
+    )
+    .await;
 }

@@ -80,6 +80,13 @@ async fn agents_are_listed_per_tenant_with_a_total(db: Database) {
     let (last, _) =
         repo.list(&TenantId::from_string("ten_1"), Page::new(Some(3), Some(2)).unwrap()).await.unwrap();
     assert_eq!(last.len(), 1);
+    // The total comes with the page; past the end there is no row to carry it, and it is
+    // still right.
+    let (past, total) =
+        repo.list(&TenantId::from_string("ten_1"), Page::new(Some(9), Some(2)).unwrap()).await.unwrap();
+    assert_eq!((past.len(), total), (0, 5));
+    let (none, total) = repo.list(&TenantId::from_string("ten_3"), Page::default()).await.unwrap();
+    assert_eq!((none.len(), total), (0, 0));
 }
 
 async fn another_tenants_agent_is_invisible_everywhere(db: Database) {

@@ -150,6 +150,12 @@ async fn a_session_id_is_scoped_to_its_tenant_and_agent(db: Database) {
         .unwrap()
         .unwrap();
     assert_eq!((total, one[0].id.as_str()), (2, "msg_1a"));
+    let (past, total) = conversations
+        .page(&tenant(), &agent_id("agt_1"), &session("s-1"), Page::new(Some(2), Some(2)).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((past.len(), total), (0, 2), "past the end the total is still counted");
     let other_tenant = TenantId::from_string("ten_2");
     assert_eq!(
         conversations

@@ -126,6 +126,8 @@ async fn a_purchase_adds_credits_ledger_and_event(db: Database) {
     assert_eq!(entries[0].balance_after, 1250);
     assert_eq!(entries[0].reference.as_deref(), Some("pur_1"));
     assert_eq!(entries.iter().map(|e| e.delta).sum::<i64>(), balance(&repo).await, "the ledger adds up");
+    let (past, total) = repo.ledger(&tenant(), Page::new(Some(3), Some(1)).unwrap()).await.unwrap();
+    assert_eq!((past.len(), total), (0, 2), "past the end the total is still counted");
     assert_eq!(db.count_rows("events").await.unwrap(), 1);
 }
 
