@@ -24,9 +24,10 @@ start() {
     DIR="$WORK/$1"
     mkdir -p "$DIR"
     PORT=$(free_port)
+    # exec: $! is then the service itself, which the cleanup can stop (not a subshell).
     (cd "$DIR" && AGENTRY_BIND="127.0.0.1:$PORT" AGENTRY_API_ENVELOPE="$1" \
         AGENTRY_AUTH_RATE_PER_MINUTE=1000000 AGENTRY_AUTH_FAILURES_PER_MINUTE=1000000 \
-        AGENTRY_PAYMENT_PROVIDER=manual AGENTRY_LOG=warn "$BIN" >"$DIR/service.log" 2>&1) &
+        AGENTRY_PAYMENT_PROVIDER=manual AGENTRY_LOG=warn exec "$BIN" >"$DIR/service.log" 2>&1) &
     PIDS+=($!)
     for _ in $(seq 1 100); do
         curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && return 0

@@ -12,7 +12,8 @@ cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-(cd "$WORK" && AGENTRY_BIND="127.0.0.1:$PORT" AGENTRY_LOG=warn "$BIN" >"$WORK/service.log" 2>&1) &
+# exec: $! is then the service itself, which the cleanup can stop (not a subshell).
+(cd "$WORK" && AGENTRY_BIND="127.0.0.1:$PORT" AGENTRY_LOG=warn exec "$BIN" >"$WORK/service.log" 2>&1) &
 PID=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 

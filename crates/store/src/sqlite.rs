@@ -1,9 +1,9 @@
 //! SQLite without hand-offs between threads.
 //!
-//! - **Reads run on the caller's thread.** Each connection of a small pool is diesel's
-//!   synchronous `SqliteConnection` behind diesel-async's wrapper with an [`Inline`] runtime:
-//!   every query future completes the first time it is polled, so a repository's async query
-//!   body runs right where it is awaited — one blocking call, no thread hop, no task. In WAL
+//! - **Reads run on the caller's thread.** Each connection of a small pool is an
+//!   [`SqliteConn`]: diesel's synchronous connection behind diesel-async's traits, whose query
+//!   futures are ready when made, so a repository's async query body runs right where it is
+//!   awaited — no thread hop, no task. In WAL
 //!   mode readers never wait for the writer, and these connections are `query_only`, so a read
 //!   can never take the write lock.
 //! - **Writes go to one writer thread**, which owns the only writing connection and takes units
@@ -12,54 +12,122 @@
 //!   changes. Nobody polls the lock with `busy_timeout`; a unit's caller gets its result after
 //!   the commit, and a unit that was queued runs to its end even when its caller is gone.
 
-use std::future::Future;
+use std::future::{Future, Ready, ready};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use diesel::{Connection as _, SqliteConnection};
-use diesel_async::SimpleAsyncConnection as _;
-use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
+use diesel::connection::{Connection as _, LoadConnection, SimpleConnection as _};
+use diesel::query_builder::{AsQuery, AstPass, Query, QueryFragment, QueryId};
+use diesel::row::IntoOwnedRow;
+use diesel::sqlite::{Sqlite as SqliteBackend, SqliteConnection};
+use diesel::{QueryResult, sql_types};
+use diesel_async::{AsyncConnectionCore, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
 
 use crate::database::StoreError;
 
-/// Runs diesel-async's "blocking" calls on the spot: for a connection that is used only where
-/// blocking is fine (a reader on the caller's thread, the writer on its own thread).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Inline;
+/// A SQLite connection that runs each query where it is awaited: diesel's synchronous
+/// connection behind diesel-async's traits, so a repository's query body serves both backends.
+/// Every future it returns is ready when made. Used only where blocking is fine: a reader on
+/// the caller's thread (a short, indexed read), the writer on its own thread.
+///
+/// Unlike diesel-async's `SyncConnectionWrapper`, which moves each query to another thread and
+/// so must write its SQL out and copy its binds every time, a query here stays typed: diesel's
+/// statement cache finds it by type and the SQL is written once per connection.
+pub struct SqliteConn {
+    conn: SqliteConnection,
+}
 
-impl SpawnBlocking for Inline {
-    fn spawn_blocking<'a, R>(
-        &mut self,
-        task: impl FnOnce() -> R + Send + 'static,
-    ) -> BoxFuture<'a, Result<R, Box<dyn std::error::Error + Send + Sync + 'static>>>
-    where
-        R: Send + 'static,
-    {
-        let result = task();
-        Box::pin(std::future::ready(Ok(result)))
+/// Owned rows: the stream of a query must be `Send`, and diesel's borrowed SQLite rows are not.
+type OwnedRow = <<SqliteConnection as LoadConnection>::Row<'static, 'static> as IntoOwnedRow<
+    'static,
+    SqliteBackend,
+>>::OwnedRow;
+
+impl SqliteConn {
+    fn establish(path: &str) -> anyhow::Result<Self> {
+        let conn = SqliteConnection::establish(path)
+            .with_context(|| format!("opening the SQLite database {path}"))?;
+        Ok(Self { conn })
     }
 
-    fn get_runtime() -> Self {
-        Inline
+    fn load_now<T>(&mut self, query: T) -> QueryResult<Vec<QueryResult<OwnedRow>>>
+    where
+        T: QueryFragment<SqliteBackend> + QueryId,
+    {
+        let mut cache = Default::default();
+        let rows = self.conn.load(Untyped(query))?;
+        let mut owned = Vec::with_capacity(rows.size_hint().0);
+        for row in rows {
+            owned.push(Ok(row?.into_owned(&mut cache)));
+        }
+        Ok(owned)
     }
 }
 
-/// A SQLite connection whose queries complete when first polled.
-pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, Inline>;
+/// A query with its row type left open. SQLite reads each column as the type the caller asks
+/// for, so the synchronous `load` needs no row metadata; the query id stays the inner query's,
+/// which keeps diesel's statement cache keyed by type.
+struct Untyped<T>(T);
 
-/// Runs a future that completes on its first poll (every query of an [`SqliteConn`]).
+impl<T: QueryFragment<SqliteBackend>> QueryFragment<SqliteBackend> for Untyped<T> {
+    fn walk_ast<'b>(&'b self, pass: AstPass<'_, 'b, SqliteBackend>) -> QueryResult<()> {
+        self.0.walk_ast(pass)
+    }
+}
+
+impl<T: QueryId> QueryId for Untyped<T> {
+    type QueryId = T::QueryId;
+    const HAS_STATIC_QUERY_ID: bool = T::HAS_STATIC_QUERY_ID;
+}
+
+impl<T> Query for Untyped<T> {
+    type SqlType = sql_types::Untyped;
+}
+
+impl SimpleAsyncConnection for SqliteConn {
+    fn batch_execute(&mut self, query: &str) -> impl Future<Output = QueryResult<()>> + Send {
+        ready(self.conn.batch_execute(query))
+    }
+}
+
+impl AsyncConnectionCore for SqliteConn {
+    type ExecuteFuture<'conn, 'query> = Ready<QueryResult<usize>>;
+    type LoadFuture<'conn, 'query> = Ready<QueryResult<Self::Stream<'conn, 'query>>>;
+    type Stream<'conn, 'query> = futures_util::stream::Iter<std::vec::IntoIter<QueryResult<OwnedRow>>>;
+    type Row<'conn, 'query> = OwnedRow;
+    type Backend = SqliteBackend;
+
+    fn load<'conn, 'query, T>(&'conn mut self, source: T) -> Self::LoadFuture<'conn, 'query>
+    where
+        T: AsQuery + 'query,
+        T::Query: QueryFragment<Self::Backend> + QueryId + 'query,
+    {
+        ready(self.load_now(source.as_query()).map(futures_util::stream::iter))
+    }
+
+    fn execute_returning_count<'conn, 'query, T>(
+        &'conn mut self,
+        source: T,
+    ) -> Self::ExecuteFuture<'conn, 'query>
+    where
+        T: QueryFragment<Self::Backend> + QueryId + 'query,
+    {
+        ready(self.conn.execute_returning_count(&source))
+    }
+}
+
+/// Runs a future that completes on its first poll (a unit of work on the writer, whose every
+/// query is an [`SqliteConn`]'s).
 fn complete<T>(future: impl Future<Output = T>) -> T {
     futures_executor::block_on(future)
 }
 
 fn open(path: &str, busy: Duration, read_only: bool) -> anyhow::Result<SqliteConn> {
-    let mut conn = SqliteConn::new(
-        SqliteConnection::establish(path).with_context(|| format!("opening the SQLite database {path}"))?,
-    );
+    let mut conn = SqliteConn::establish(path)?;
     // busy_timeout first: even switching to WAL takes a lock. WAL lets readers run beside the
     // writer; foreign keys are off by default in SQLite. A reader is query_only: a write on it
     // is a bug, and fails loudly instead of fighting the writer for the lock.
@@ -69,7 +137,7 @@ fn open(path: &str, busy: Duration, read_only: bool) -> anyhow::Result<SqliteCon
         busy.as_millis(),
         if read_only { "ON" } else { "OFF" }
     );
-    complete(conn.batch_execute(&pragmas)).context("setting up a SQLite connection")?;
+    conn.conn.batch_execute(&pragmas).context("setting up a SQLite connection")?;
     Ok(conn)
 }
 
