@@ -8,6 +8,13 @@
 //! ends the token. Times are checked against the caller's clock, not the system's: expiry
 //! without leeway, `iat` and `nbf` refused when more than [`JwtAccessTokens::FUTURE_LEEWAY`]
 //! ahead.
+//!
+//! A token is presented on every request of its session, so the time-independent part of a
+//! check — signature, algorithm, issuer, audience, type — is remembered per exact token text
+//! (see [`Verified`]); the times are checked on every use.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
 use agentry_domain::identity::{AccessClaims, AccessTokenError, AccessTokens, IssuedAccessToken};
 use agentry_domain::ids::{TokenFamilyId, UserId};
@@ -41,6 +48,7 @@ pub struct JwtAccessTokens {
     issuer: String,
     audience: String,
     ttl: Duration,
+    verified: Verified,
 }
 
 impl std::fmt::Debug for JwtAccessTokens {
@@ -53,7 +61,7 @@ impl std::fmt::Debug for JwtAccessTokens {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Claims {
     sub: String,
     sid: String,
@@ -103,7 +111,65 @@ impl JwtAccessTokens {
             issuer: settings.issuer,
             audience: settings.audience,
             ttl: settings.ttl,
+            verified: Verified::default(),
         })
+    }
+
+    /// The claims of `token` when its signature and its time-independent claims check out.
+    fn checked_claims(&self, token: &str) -> Result<Claims, AccessTokenError> {
+        if let Some(claims) = self.verified.get(token) {
+            return Ok(claims);
+        }
+        let data = decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| match e.kind() {
+            ErrorKind::ExpiredSignature => AccessTokenError::Expired,
+            other => AccessTokenError::Invalid(format!("{other:?}")),
+        })?;
+        let claims = data.claims;
+        if claims.typ != ACCESS_TYPE {
+            return Err(AccessTokenError::Invalid(format!("token type {:?}", claims.typ)));
+        }
+        self.verified.insert(token, &claims);
+        Ok(claims)
+    }
+}
+
+/// Tokens already verified, by their exact text, with their claims: checking a token again
+/// (base64, JSON, HMAC) was a twentieth of an authenticated request's CPU time. Only tokens
+/// whose signature verified get in, so only tokens this service issued; the key never changes
+/// while the process runs. Bounded: two generations of at most [`Verified::GENERATION`]
+/// entries each, the older dropped whole when the newer fills (a token in use is moved to the
+/// newer one, so it survives).
+#[derive(Debug, Default)]
+struct Verified {
+    generations: Mutex<[HashMap<Box<str>, Claims>; 2]>,
+}
+
+impl Verified {
+    const GENERATION: usize = 4096;
+
+    fn get(&self, token: &str) -> Option<Claims> {
+        let mut generations = self.generations.lock().unwrap_or_else(PoisonError::into_inner);
+        let [newer, older] = &mut *generations;
+        if let Some(claims) = newer.get(token) {
+            return Some(claims.clone());
+        }
+        let (token, claims) = older.remove_entry(token)?;
+        let found = claims.clone();
+        Self::put(&mut generations, token, claims);
+        Some(found)
+    }
+
+    fn insert(&self, token: &str, claims: &Claims) {
+        let mut generations = self.generations.lock().unwrap_or_else(PoisonError::into_inner);
+        Self::put(&mut generations, token.into(), claims.clone());
+    }
+
+    fn put(generations: &mut [HashMap<Box<str>, Claims>; 2], token: Box<str>, claims: Claims) {
+        if generations[0].len() >= Self::GENERATION {
+            generations.swap(0, 1);
+            generations[0].clear();
+        }
+        generations[0].insert(token, claims);
     }
 }
 
@@ -131,14 +197,7 @@ impl AccessTokens for JwtAccessTokens {
     }
 
     fn verify(&self, token: &str, now: DateTime<Utc>) -> Result<AccessClaims, AccessTokenError> {
-        let data = decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| match e.kind() {
-            ErrorKind::ExpiredSignature => AccessTokenError::Expired,
-            other => AccessTokenError::Invalid(format!("{other:?}")),
-        })?;
-        let claims = data.claims;
-        if claims.typ != ACCESS_TYPE {
-            return Err(AccessTokenError::Invalid(format!("token type {:?}", claims.typ)));
-        }
+        let claims = self.checked_claims(token)?;
         let now_secs = now.timestamp();
         if claims.exp <= now_secs {
             return Err(AccessTokenError::Expired);
@@ -277,6 +336,40 @@ mod tests {
         let mut claims = valid_claims("access");
         claims.as_object_mut().unwrap().remove("sid");
         assert!(c.verify_now(&sign(claims)).is_err(), "no session");
+    }
+
+    #[test]
+    fn a_remembered_token_is_still_checked_for_time_and_exact_text() {
+        let c = codec();
+        let t0 = Utc::now();
+        let issued = c.issue(&user(), &session(), t0).unwrap();
+        assert!(c.verify(&issued.token, t0).is_ok(), "verified once, now remembered");
+        // The memo holds what does not depend on time; the times are checked on every use.
+        let early = t0 - Duration::minutes(5);
+        assert!(matches!(c.verify(&issued.token, early), Err(AccessTokenError::Invalid(_))), "iat ahead");
+        assert_eq!(c.verify(&issued.token, t0 + Duration::hours(2)), Err(AccessTokenError::Expired));
+        // Any other text is a different token, checked in full.
+        let mut tampered = issued.token.clone();
+        let last = tampered.pop().unwrap();
+        tampered.push(if last == 'A' { 'B' } else { 'A' });
+        assert!(matches!(c.verify(&tampered, t0), Err(AccessTokenError::Invalid(_))));
+        assert!(c.verify(&issued.token, t0).is_ok());
+    }
+
+    #[test]
+    fn the_memo_of_verified_tokens_is_bounded_and_keeps_what_is_in_use() {
+        let c = codec();
+        let t0 = Utc::now();
+        let kept = c.issue(&user(), &session(), t0).unwrap().token;
+        c.verify(&kept, t0).unwrap();
+        for _ in 0..(2 * Verified::GENERATION + 10) {
+            let token = c.issue(&user(), &session(), t0).unwrap().token;
+            c.verify(&token, t0).unwrap();
+            c.verify(&kept, t0).unwrap();
+        }
+        let generations = c.verified.generations.lock().unwrap();
+        assert!(generations.iter().all(|g| g.len() <= Verified::GENERATION));
+        assert!(generations.iter().any(|g| g.contains_key(kept.as_str())), "a token in use stays");
     }
 
     #[test]

@@ -7,12 +7,13 @@ use agentry_domain::pagination::Page;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
+use serde::{Deserialize, Serialize};
 
 use crate::accounts::parse_stored;
 use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{agents, events};
-use crate::types::{DbJson, DbTime};
+use crate::types::{DbJsonAs, DbTime};
 
 /// Agents in the database.
 #[derive(Debug, Clone)]
@@ -37,10 +38,23 @@ struct AgentRow {
     status: String,
     #[diesel(treat_none_as_null = true)]
     description: Option<String>,
-    memory_types: DbJson,
-    config: DbJson,
+    memory_types: DbJsonAs<Vec<String>>,
+    config: DbJsonAs<StoredConfig>,
     created_at: DbTime,
     updated_at: DbTime,
+}
+
+/// An agent's config as stored: every field, absent ones as null.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredConfig {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    system_prompt: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
 }
 
 impl AgentRow {
@@ -52,15 +66,20 @@ impl AgentRow {
             agent_type: a.agent_type.as_str().to_owned(),
             status: a.status.as_str().to_owned(),
             description: a.description.clone(),
-            memory_types: DbJson(a.memory_types.iter().map(|m| m.as_str()).collect::<Vec<_>>().into()),
-            config: DbJson(a.config.to_json()),
+            memory_types: DbJsonAs(a.memory_types.iter().map(|m| m.as_str().to_owned()).collect()),
+            config: DbJsonAs(StoredConfig {
+                model: a.config.model.clone(),
+                temperature: a.config.temperature,
+                system_prompt: a.config.system_prompt.clone(),
+                max_tokens: a.config.max_tokens,
+            }),
             created_at: a.created_at.into(),
             updated_at: a.updated_at.into(),
         }
     }
 
     fn into_domain(self) -> anyhow::Result<Agent> {
-        let memory_types: Vec<String> = serde_json::from_value(self.memory_types.0)?;
+        let StoredConfig { model, temperature, system_prompt, max_tokens } = self.config.0;
         Ok(Agent {
             id: AgentId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),
@@ -68,11 +87,13 @@ impl AgentRow {
             agent_type: parse_stored(&self.agent_type, "agent type")?,
             status: parse_stored(&self.status, "agent status")?,
             description: self.description,
-            memory_types: memory_types
+            memory_types: self
+                .memory_types
+                .0
                 .iter()
                 .map(|m| parse_stored::<MemoryType>(m, "memory type"))
                 .collect::<anyhow::Result<_>>()?,
-            config: AgentConfig::from_stored(&self.config.0),
+            config: AgentConfig { model, temperature, system_prompt, max_tokens },
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
         })

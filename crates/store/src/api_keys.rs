@@ -12,7 +12,7 @@ use diesel_async::RunQueryDsl;
 use crate::accounts::parse_stored;
 use crate::database::Database;
 use crate::schema::{api_keys, memberships, tenants, users};
-use crate::types::{DbJson, DbTime};
+use crate::types::{DbJsonAs, DbTime};
 
 /// API keys in the database.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ struct ApiKeyRow {
     name: String,
     key_prefix: String,
     key_digest: String,
-    scopes: DbJson,
+    scopes: DbJsonAs<Vec<String>>,
     created_at: DbTime,
     expires_at: Option<DbTime>,
     last_used_at: Option<DbTime>,
@@ -51,7 +51,7 @@ impl ApiKeyRow {
             name: k.name.as_str().to_owned(),
             key_prefix: k.key_prefix.clone(),
             key_digest: k.digest.as_str().to_owned(),
-            scopes: DbJson(k.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().into()),
+            scopes: DbJsonAs(k.scopes.iter().map(|s| s.as_str().to_owned()).collect()),
             created_at: k.created_at.into(),
             expires_at: k.expires_at.map(DbTime),
             last_used_at: k.last_used_at.map(DbTime),
@@ -59,7 +59,6 @@ impl ApiKeyRow {
     }
 
     fn into_domain(self) -> anyhow::Result<ApiKey> {
-        let scopes: Vec<String> = serde_json::from_value(self.scopes.0)?;
         Ok(ApiKey {
             id: ApiKeyId::from_string(self.id),
             user_id: UserId::from_string(self.user_id),
@@ -67,7 +66,9 @@ impl ApiKeyRow {
             name: ApiKeyName::new(&self.name)?,
             key_prefix: self.key_prefix,
             digest: SecretDigest::from_string(self.key_digest),
-            scopes: scopes
+            scopes: self
+                .scopes
+                .0
                 .iter()
                 .map(|s| parse_stored::<Scope>(s, "scope"))
                 .collect::<anyhow::Result<_>>()?,

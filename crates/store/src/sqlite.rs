@@ -163,6 +163,9 @@ pub struct Sqlite {
     max_readers: usize,
     idle: Mutex<Vec<SqliteConn>>,
     returned: Condvar,
+    /// Callers waiting for a reader, guarded by `idle`'s lock: a returned reader wakes someone
+    /// only when someone waits (a wake-up is a system call even when nobody sleeps).
+    waiters: AtomicUsize,
     writer: Mutex<Sender<WriteUnit>>,
     pub(crate) stats: Arc<SqliteStats>,
 }
@@ -195,9 +198,14 @@ impl std::ops::DerefMut for Reader<'_> {
 impl Drop for Reader<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.db.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+            let mut idle = self.db.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            idle.push(conn);
             self.db.stats.readers_in_use.fetch_sub(1, Ordering::Relaxed);
-            self.db.returned.notify_one();
+            let someone_waits = self.db.waiters.load(Ordering::Relaxed) > 0;
+            drop(idle);
+            if someone_waits {
+                self.db.returned.notify_one();
+            }
         }
     }
 }
@@ -235,6 +243,7 @@ impl Sqlite {
             max_readers: max_readers.max(1),
             idle: Mutex::new(Vec::new()),
             returned: Condvar::new(),
+            waiters: AtomicUsize::new(0),
             writer: Mutex::new(tx),
             stats,
         }))
@@ -257,7 +266,7 @@ impl Sqlite {
     /// When a new connection cannot be opened, or none is returned within the busy timeout.
     pub fn reader(&self) -> Result<Reader<'_>, StoreError> {
         let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let deadline = Instant::now() + self.busy;
+        let mut deadline = None;
         loop {
             if let Some(conn) = idle.pop() {
                 self.stats.readers_in_use.fetch_add(1, Ordering::Relaxed);
@@ -278,14 +287,17 @@ impl Sqlite {
                 };
             }
             let now = Instant::now();
+            let deadline = *deadline.get_or_insert(now + self.busy);
             if now >= deadline {
                 return Err(StoreError::Pool("no SQLite reader connection was free in time".into()));
             }
+            self.waiters.fetch_add(1, Ordering::Relaxed);
             idle = self
                 .returned
                 .wait_timeout(idle, deadline - now)
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
         }
     }
 

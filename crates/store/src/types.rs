@@ -10,8 +10,11 @@ use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::expression::AsExpression;
 use diesel::pg::{Pg, PgValue};
 use diesel::serialize::{self, IsNull, Output, ToSql};
-use diesel::sql_types::{Jsonb, SqlType, Text, Timestamptz};
+use diesel::sql_types::{Jsonb, SqlType, Timestamptz};
 use diesel::sqlite::{Sqlite, SqliteValue};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::io::Write as _;
 
 /// SQL type of a UTC instant.
 #[derive(Debug, Clone, Copy, SqlType, diesel::query_builder::QueryId)]
@@ -161,9 +164,8 @@ impl ToSql<UtcTime, Sqlite> for DbTime {
 }
 
 impl FromSql<UtcTime, Sqlite> for DbTime {
-    fn from_sql(value: SqliteValue<'_, '_, '_>) -> deserialize::Result<Self> {
-        let text = <String as FromSql<Text, Sqlite>>::from_sql(value)?;
-        Ok(Self(sqlite_time::parse(&text)?))
+    fn from_sql(mut value: SqliteValue<'_, '_, '_>) -> deserialize::Result<Self> {
+        Ok(Self(sqlite_time::parse(value.read_text())?))
     }
 }
 
@@ -187,8 +189,46 @@ impl ToSql<Json, Sqlite> for DbJson {
 }
 
 impl FromSql<Json, Sqlite> for DbJson {
-    fn from_sql(value: SqliteValue<'_, '_, '_>) -> deserialize::Result<Self> {
-        let text = <String as FromSql<Text, Sqlite>>::from_sql(value)?;
-        Ok(Self(serde_json::from_str(&text)?))
+    fn from_sql(mut value: SqliteValue<'_, '_, '_>) -> deserialize::Result<Self> {
+        Ok(Self(serde_json::from_str(value.read_text())?))
+    }
+}
+
+/// A JSON document of a known shape, read straight into `T` and written from it: no
+/// [`serde_json::Value`] tree in between, which for a list of agents was most of the reading.
+#[derive(Debug, Clone, PartialEq, AsExpression, FromSqlRow)]
+#[diesel(sql_type = Json)]
+pub struct DbJsonAs<T: Serialize + DeserializeOwned + std::fmt::Debug>(pub T);
+
+/// The version byte PostgreSQL puts before `jsonb` in its binary format.
+const JSONB_VERSION: u8 = 1;
+
+impl<T: Serialize + DeserializeOwned + std::fmt::Debug> ToSql<Json, Pg> for DbJsonAs<T> {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
+        out.write_all(&[JSONB_VERSION])?;
+        serde_json::to_writer(out, &self.0)?;
+        Ok(IsNull::No)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + std::fmt::Debug> FromSql<Json, Pg> for DbJsonAs<T> {
+    fn from_sql(value: PgValue<'_>) -> deserialize::Result<Self> {
+        match value.as_bytes().split_first() {
+            Some((&JSONB_VERSION, document)) => Ok(Self(serde_json::from_slice(document)?)),
+            _ => Err("unsupported jsonb encoding version".into()),
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + std::fmt::Debug> ToSql<Json, Sqlite> for DbJsonAs<T> {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Sqlite>) -> serialize::Result {
+        out.set_value(serde_json::to_string(&self.0)?);
+        Ok(IsNull::No)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + std::fmt::Debug> FromSql<Json, Sqlite> for DbJsonAs<T> {
+    fn from_sql(mut value: SqliteValue<'_, '_, '_>) -> deserialize::Result<Self> {
+        Ok(Self(serde_json::from_str(value.read_text())?))
     }
 }
