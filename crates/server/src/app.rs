@@ -46,6 +46,7 @@ pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
         max_connections: config.database_max_connections,
         acquire_timeout: Duration::from_millis(config.database_acquire_timeout_ms),
         statement_timeout: Duration::from_millis(config.database_statement_timeout_ms),
+        threads: config.workers.unwrap_or_else(cpus),
     };
     Database::connect(&settings).await
 }

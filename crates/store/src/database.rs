@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel_async::pooled_connection::deadpool::Pool;
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt as _;
@@ -39,6 +39,9 @@ pub struct DatabaseSettings {
     /// Longest a single statement may run (PostgreSQL `statement_timeout`; SQLite waits at
     /// most this long for a lock through `busy_timeout`, and for a free reader).
     pub statement_timeout: Duration,
+    /// How many threads serve requests: PostgreSQL connections are pooled per thread, and
+    /// `max_connections` is shared out among these and the background workers' thread.
+    pub threads: usize,
 }
 
 impl DatabaseSettings {
@@ -49,14 +52,110 @@ impl DatabaseSettings {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(10),
+            threads: std::thread::available_parallelism().map_or(2, usize::from),
         }
     }
 }
 
+/// The state of a database's connections, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Most connections (SQLite: reader connections) that may be open.
+    pub max: usize,
+    /// Connections open.
+    pub open: usize,
+    /// Connections lent to a request or unit of work.
+    pub in_use: usize,
+    /// Callers waiting for a connection.
+    pub waiting: usize,
+    /// SQLite: units of work waiting for the writer thread.
+    pub queued_writes: usize,
+    /// SQLite: transactions the writer committed.
+    pub commits: u64,
+    /// SQLite: units of work the writer ran.
+    pub write_units: u64,
+}
+
 #[derive(Clone)]
 pub(crate) enum DbPool {
-    Pg(Pool<AsyncPgConnection>),
+    Pg(Arc<PgPools>),
     Sqlite(Arc<Sqlite>),
+}
+
+/// PostgreSQL connections, pooled per thread.
+///
+/// A tokio-postgres connection is driven by a task on the runtime that opened it, and its
+/// socket is registered with that runtime's reactor. The service runs one single-threaded
+/// runtime per HTTP worker thread, so a connection opened on one worker and used by a request
+/// on another hands every query across threads twice (the request to the driver, the rows
+/// back), each hand-off a wake-up through the kernel. Each thread therefore keeps its own pool,
+/// opened lazily the first time it queries: a request's queries, the driver and the socket
+/// stay on the request's thread. The budget of connections is shared out among the threads.
+pub(crate) struct PgPools {
+    settings: DatabaseSettings,
+    per_thread: usize,
+    /// Identifies this database among the pools a thread keeps.
+    id: u64,
+    /// Lives as long as the database: a thread drops its pool of a database that is gone.
+    alive: Arc<()>,
+    /// Every thread's pool, for the statistics; the connections close with the database.
+    all: std::sync::Mutex<Vec<Pool<AsyncPgConnection>>>,
+}
+
+struct LocalPgPool {
+    id: u64,
+    database: std::sync::Weak<()>,
+    pool: Pool<AsyncPgConnection>,
+}
+
+thread_local! {
+    static LOCAL_PG_POOLS: std::cell::RefCell<Vec<LocalPgPool>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl PgPools {
+    fn new(settings: &DatabaseSettings) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        // The request threads and the one the background workers run on.
+        let threads = settings.threads.max(1) + 1;
+        Self {
+            settings: settings.clone(),
+            per_thread: settings.max_connections.div_ceil(threads).max(1),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            alive: Arc::new(()),
+            all: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The calling thread's pool of this database (a cheap handle).
+    pub(crate) fn local(&self) -> Result<Pool<AsyncPgConnection>, StoreError> {
+        LOCAL_PG_POOLS.with(|pools| {
+            let mut pools = pools.borrow_mut();
+            if let Some(local) = pools.iter().find(|p| p.id == self.id) {
+                return Ok(local.pool.clone());
+            }
+            pools.retain(|p| p.database.strong_count() > 0);
+            let pool =
+                pg_pool(&self.settings, self.per_thread).map_err(|e| StoreError::Pool(format!("{e:#}")))?;
+            pools.push(LocalPgPool {
+                id: self.id,
+                database: Arc::downgrade(&self.alive),
+                pool: pool.clone(),
+            });
+            Ok(pool)
+        })
+    }
+
+    /// The connections of all threads' pools.
+    fn stats(&self) -> PoolStats {
+        let pools = self.all.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut stats = PoolStats { max: self.settings.max_connections, ..PoolStats::default() };
+        for status in pools.iter().map(Pool::status) {
+            stats.open += status.size;
+            stats.in_use += status.size.saturating_sub(status.available);
+            stats.waiting += status.waiting;
+        }
+        stats
+    }
 }
 
 /// A pooled database. Cheap to clone; clones share the pool.
@@ -104,7 +203,7 @@ impl Database {
     /// For an unsupported URL, or when the pool cannot be built or its first connection fails.
     pub async fn connect(settings: &DatabaseSettings) -> anyhow::Result<Self> {
         let pool = match backend_of(&settings.url)? {
-            Backend::Postgres => DbPool::Pg(pg_pool(settings)?),
+            Backend::Postgres => DbPool::Pg(Arc::new(PgPools::new(settings))),
             Backend::Sqlite => {
                 let path = sqlite_path(&settings.url)?;
                 create_private_file(Path::new(&path))?;
@@ -121,6 +220,14 @@ impl Database {
         match self.pool {
             DbPool::Pg(_) => Backend::Postgres,
             DbPool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// The state of the connections, for `/metrics`.
+    pub fn pool_stats(&self) -> PoolStats {
+        match &self.pool {
+            DbPool::Pg(pools) => pools.stats(),
+            DbPool::Sqlite(sqlite) => sqlite.pool_stats(),
         }
     }
 
@@ -146,8 +253,11 @@ impl Database {
         tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
             let _guard = handle.enter();
             let applied = match pool {
-                DbPool::Pg(p) => {
-                    let conn = handle.block_on(p.get()).context("no connection for migrations")?;
+                DbPool::Pg(pools) => {
+                    // A connection of its own, not one of a thread's pool.
+                    let conn = handle
+                        .block_on(AsyncPgConnection::establish(&pools.settings.url))
+                        .context("no connection for migrations")?;
                     let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
                     harness.run_pending_migrations(PG_MIGRATIONS).map_err(|e| anyhow::anyhow!("{e}"))?.len()
                 }
@@ -211,22 +321,28 @@ impl Database {
     }
 }
 
-fn pg_pool(settings: &DatabaseSettings) -> anyhow::Result<Pool<AsyncPgConnection>> {
+fn pg_pool(settings: &DatabaseSettings, max_size: usize) -> anyhow::Result<Pool<AsyncPgConnection>> {
     let statement_timeout_ms = settings.statement_timeout.as_millis();
     let mut config = ManagerConfig::<AsyncPgConnection>::default();
+    // A checkout costs no round trip: a connection the server closed fails its first query,
+    // is marked broken and dropped by the pool, instead of every checkout paying a `SELECT 1`
+    // to find out first (the default, which was a third of the queries of a GET).
+    config.recycling_method = RecyclingMethod::Fast;
     config.custom_setup = Box::new(move |url| {
         async move {
             let mut conn = AsyncPgConnection::establish(url).await?;
-            conn.batch_execute(&format!("SET statement_timeout = {statement_timeout_ms}"))
-                .await
-                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            conn.batch_execute(&format!(
+                "SET statement_timeout = {statement_timeout_ms}; SET plan_cache_mode = force_generic_plan"
+            ))
+            .await
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
             Ok(conn)
         }
         .boxed()
     });
     let manager = AsyncDieselConnectionManager::new_with_config(settings.url.clone(), config);
     Pool::builder(manager)
-        .max_size(settings.max_connections)
+        .max_size(max_size)
         .wait_timeout(Some(settings.acquire_timeout))
         .create_timeout(Some(settings.acquire_timeout))
         .runtime(deadpool::Runtime::Tokio1)

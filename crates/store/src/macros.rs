@@ -9,12 +9,15 @@
 macro_rules! with_conn {
     ($db:expr, $conn:ident => $body:expr) => {{
         match &$db.pool {
-            $crate::database::DbPool::Pg(pool) => match pool.get().await {
-                Ok(mut guard) => {
-                    let $conn = &mut *guard;
-                    ($body).map_err($crate::database::StoreError::from)
-                }
-                Err(e) => Err($crate::database::StoreError::from(e)),
+            $crate::database::DbPool::Pg(pools) => match pools.local() {
+                Ok(pool) => match pool.get().await {
+                    Ok(mut guard) => {
+                        let $conn = &mut $crate::postgres::PgConn(&mut *guard);
+                        ($body).map_err($crate::database::StoreError::from)
+                    }
+                    Err(e) => Err($crate::database::StoreError::from(e)),
+                },
+                Err(e) => Err(e),
             },
             $crate::database::DbPool::Sqlite(sqlite) => match sqlite.reader() {
                 Ok(mut guard) => {
@@ -37,13 +40,17 @@ macro_rules! transaction {
     ($db:expr, $conn:ident => $body:expr) => {{
         use diesel_async::AsyncConnection as _;
         match &$db.pool {
-            $crate::database::DbPool::Pg(pool) => {
-                let pool = pool.clone();
+            $crate::database::DbPool::Pg(pools) => {
+                // Spawned on the caller's thread (a request thread runs a single-threaded
+                // runtime), so the unit uses that thread's connections.
+                let pool = pools.local();
                 let unit = tokio::spawn(async move {
+                    let pool = pool?;
                     match pool.get().await {
                         Ok(mut guard) => {
                             guard
-                                .transaction(async move |$conn| -> Result<_, $crate::database::StoreError> {
+                                .transaction(async move |conn| -> Result<_, $crate::database::StoreError> {
+                                    let $conn = &mut $crate::postgres::PgConn(conn);
                                     $body
                                 })
                                 .await

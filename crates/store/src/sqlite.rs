@@ -28,6 +28,7 @@ use diesel_async::{AsyncConnectionCore, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
 
 use crate::database::StoreError;
+use crate::statements::{CachedBySql, uncacheable};
 
 /// A SQLite connection that runs each query where it is awaited: diesel's synchronous
 /// connection behind diesel-async's traits, so a repository's query body serves both backends.
@@ -36,7 +37,8 @@ use crate::database::StoreError;
 ///
 /// Unlike diesel-async's `SyncConnectionWrapper`, which moves each query to another thread and
 /// so must write its SQL out and copy its binds every time, a query here stays typed: diesel's
-/// statement cache finds it by type and the SQL is written once per connection.
+/// statement cache finds it by type and the SQL is written once per connection. The queries
+/// diesel will not cache by type are cached by their SQL (see [`crate::statements`]).
 pub struct SqliteConn {
     conn: SqliteConnection,
 }
@@ -59,7 +61,11 @@ impl SqliteConn {
         T: QueryFragment<SqliteBackend> + QueryId,
     {
         let mut cache = Default::default();
-        let rows = self.conn.load(Untyped(query))?;
+        let rows = if uncacheable(&query, &SqliteBackend) {
+            self.conn.load(Untyped(CachedBySql(query)))?
+        } else {
+            self.conn.load(Untyped(query))?
+        };
         let mut owned = Vec::with_capacity(rows.size_hint().0);
         for row in rows {
             owned.push(Ok(row?.into_owned(&mut cache)));
@@ -76,6 +82,10 @@ struct Untyped<T>(T);
 impl<T: QueryFragment<SqliteBackend>> QueryFragment<SqliteBackend> for Untyped<T> {
     fn walk_ast<'b>(&'b self, pass: AstPass<'_, 'b, SqliteBackend>) -> QueryResult<()> {
         self.0.walk_ast(pass)
+    }
+
+    fn is_safe_to_cache_prepared(&self, backend: &SqliteBackend) -> QueryResult<bool> {
+        self.0.is_safe_to_cache_prepared(backend)
     }
 }
 
@@ -116,7 +126,11 @@ impl AsyncConnectionCore for SqliteConn {
     where
         T: QueryFragment<Self::Backend> + QueryId + 'query,
     {
-        ready(self.conn.execute_returning_count(&source))
+        ready(if uncacheable(&source, &SqliteBackend) {
+            self.conn.execute_returning_count(&CachedBySql(source))
+        } else {
+            self.conn.execute_returning_count(&source)
+        })
     }
 }
 
@@ -247,6 +261,20 @@ impl Sqlite {
             writer: Mutex::new(tx),
             stats,
         }))
+    }
+
+    /// The readers and the writer's queue, for `/metrics`.
+    pub(crate) fn pool_stats(&self) -> crate::database::PoolStats {
+        let load = |n: &AtomicUsize| n.load(Ordering::Relaxed);
+        crate::database::PoolStats {
+            max: self.max_readers,
+            open: load(&self.stats.readers),
+            in_use: load(&self.stats.readers_in_use),
+            waiting: load(&self.waiters),
+            queued_writes: load(&self.stats.queued_writes),
+            commits: load(&self.stats.commits) as u64,
+            write_units: load(&self.stats.units) as u64,
+        }
     }
 
     /// The database file.

@@ -1,0 +1,55 @@
+//! The PostgreSQL connection repositories query through.
+
+use std::future::Future;
+
+use diesel::QueryResult;
+use diesel::pg::Pg;
+use diesel::query_builder::{AsQuery, QueryFragment, QueryId};
+use diesel_async::{AsyncConnectionCore, AsyncPgConnection, SimpleAsyncConnection};
+
+use crate::statements::{CachedBySql, uncacheable};
+
+/// A pooled PostgreSQL connection as repositories see it: diesel-async's, except that every
+/// query runs as a prepared statement kept for the connection's life, including the updates,
+/// upserts and inserts of optional values diesel would prepare afresh each time (see
+/// [`crate::statements`]).
+pub struct PgConn<'a>(pub(crate) &'a mut AsyncPgConnection);
+
+type Inner = AsyncPgConnection;
+
+impl SimpleAsyncConnection for PgConn<'_> {
+    fn batch_execute(&mut self, query: &str) -> impl Future<Output = QueryResult<()>> + Send {
+        self.0.batch_execute(query)
+    }
+}
+
+impl AsyncConnectionCore for PgConn<'_> {
+    type LoadFuture<'conn, 'query> = <Inner as AsyncConnectionCore>::LoadFuture<'conn, 'query>;
+    type ExecuteFuture<'conn, 'query> = <Inner as AsyncConnectionCore>::ExecuteFuture<'conn, 'query>;
+    type Stream<'conn, 'query> = <Inner as AsyncConnectionCore>::Stream<'conn, 'query>;
+    type Row<'conn, 'query> = <Inner as AsyncConnectionCore>::Row<'conn, 'query>;
+    type Backend = Pg;
+
+    fn load<'conn, 'query, T>(&'conn mut self, source: T) -> Self::LoadFuture<'conn, 'query>
+    where
+        T: AsQuery + 'query,
+        T::Query: QueryFragment<Pg> + QueryId + 'query,
+    {
+        let query = source.as_query();
+        if uncacheable(&query, &Pg) { self.0.load(CachedBySql(query)) } else { self.0.load(query) }
+    }
+
+    fn execute_returning_count<'conn, 'query, T>(
+        &'conn mut self,
+        source: T,
+    ) -> Self::ExecuteFuture<'conn, 'query>
+    where
+        T: QueryFragment<Pg> + QueryId + 'query,
+    {
+        if uncacheable(&source, &Pg) {
+            self.0.execute_returning_count(CachedBySql(source))
+        } else {
+            self.0.execute_returning_count(source)
+        }
+    }
+}
