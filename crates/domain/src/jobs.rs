@@ -261,8 +261,16 @@ impl JobRunner {
                 },
                 None => JobOutcome::Failed { error: format!("no handler for {}", job.kind) },
             };
-            if !self.queue.finish(&job.id, &job.lease, &outcome, self.clock.now()).await? {
+            let label = match outcome {
+                JobOutcome::Done => "done",
+                JobOutcome::RetryAt { .. } => "retry",
+                JobOutcome::Failed { .. } => "failed",
+            };
+            if self.queue.finish(&job.id, &job.lease, &outcome, self.clock.now()).await? {
+                crate::metrics::queue_outcome(job.kind.as_str(), label);
+            } else {
                 tracing::warn!(job_id = %job.id, "job was taken over by another worker; outcome dropped");
+                crate::metrics::queue_outcome(job.kind.as_str(), "lost_lease");
             }
         }
         Ok(jobs.len())

@@ -151,7 +151,7 @@ impl FromRequest for Caller {
             let status = state.limiter.check(&format!("tenant:{}", principal.tenant_id), quota).await?;
             req.extensions_mut().insert(status);
             if let Some(retry_after) = status.retry_after {
-                return Err(rate_limited(retry_after));
+                return Err(rate_limited("plan", retry_after));
             }
             let caller = Caller(principal);
             req.extensions_mut().insert(caller.clone());
@@ -160,12 +160,16 @@ impl FromRequest for Caller {
     }
 }
 
-fn rate_limited(retry_after: u64) -> ApiError {
+/// A refusal by the rate limit `limit` (a label of `/metrics`), counted.
+fn rate_limited(limit: &'static str, retry_after: u64) -> ApiError {
+    metrics::counter!(agentry_domain::metrics::RATE_LIMIT_REJECTIONS, "limit" => limit).increment(1);
     ApiError::new(ErrorCode::RateLimitExceeded, format!("rate limit exceeded; retry in {retry_after} s"))
         .with_retry_after(retry_after)
 }
 
 fn too_many_failures(retry_after: u64) -> ApiError {
+    metrics::counter!(agentry_domain::metrics::RATE_LIMIT_REJECTIONS, "limit" => "failed_auth_per_ip")
+        .increment(1);
     ApiError::new(
         ErrorCode::RateLimitExceeded,
         format!("too many failed authentications from this address; retry in {retry_after} s"),
@@ -255,7 +259,7 @@ impl FromRequest for AuthThrottle {
             let status = state.limiter.check(&format!("ip:{ip}"), state.limits.auth_per_ip).await?;
             req.extensions_mut().insert(status);
             match status.retry_after {
-                Some(retry_after) => Err(rate_limited(retry_after)),
+                Some(retry_after) => Err(rate_limited("auth_per_ip", retry_after)),
                 None => Ok(Self(status)),
             }
         })

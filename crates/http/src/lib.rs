@@ -1,7 +1,7 @@
 //! Agentry's HTTP adapter (actix-web).
 //!
 //! [`build_app`] assembles the application: every API route under both `/api/v1` and `/v1`,
-//! `/healthz` and `/readyz` at the root, the OpenAPI document at `/api/v1/openapi.json` and
+//! `/healthz`, `/readyz` and `/metrics` at the root, the OpenAPI document at `/api/v1/openapi.json` and
 //! its docs page at `/docs/`. Every response carries `X-Request-Id`; every error, unknown
 //! routes included, is JSON in the configured envelope ([`HttpSettings`]).
 
@@ -39,6 +39,13 @@ pub use settings::{Envelope, HttpSettings};
 pub trait Readiness: Send + Sync {
     /// `Ok` when the service can do its work.
     async fn check(&self) -> anyhow::Result<()>;
+}
+
+/// Renders the service's metrics in the Prometheus text format (`GET /metrics`).
+#[async_trait]
+pub trait MetricsExport: Send + Sync {
+    /// The current metrics, gauges refreshed.
+    async fn render(&self) -> String;
 }
 
 /// Rate-limit settings.
@@ -82,6 +89,8 @@ pub struct AppState {
     pub limits: RateLimits,
     /// The readiness probe.
     pub readiness: Arc<dyn Readiness>,
+    /// The metrics of `GET /metrics`.
+    pub metrics: Arc<dyn MetricsExport>,
     /// Addresses refused after too many failed authentications.
     pub failed_auth: Arc<access::FailedAuthGate>,
     /// Time.

@@ -41,7 +41,7 @@ use crate::settings::{Envelope, HttpSettings};
         agents::list, agents::create, agents::get, agents::update, agents::delete, agents::chat,
         agents::messages,
         billing::overview, billing::ledger, billing::purchase,
-        health::healthz, health::readyz,
+        health::healthz, health::readyz, health::metrics,
     ),
     tags(
         (name = "auth", description = "Accounts and sessions"),

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, LlmProvider, PaymentProviderKind};
 use crate::keys;
+use crate::metrics::{MeteredModel, PrometheusMetrics};
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
 use crate::workers::{spawn_hold_sweeper, spawn_job_worker};
 
@@ -90,14 +91,18 @@ pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
 /// # Errors
 /// When the HTTP client of the OpenAI-compatible model cannot be built.
 pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
-    Ok(match config.llm_provider {
-        LlmProvider::Builtin => Arc::new(BuiltinModel::new()),
-        LlmProvider::Openai => Arc::new(OpenAiModel::new(OpenAiSettings {
-            base_url: config.llm_base_url.clone(),
-            api_key: config.llm_api_key.clone(),
-            timeout: Duration::from_secs(config.llm_timeout_secs),
-        })?),
-    })
+    let (model, provider): (Arc<dyn ChatModel>, _) = match config.llm_provider {
+        LlmProvider::Builtin => (Arc::new(BuiltinModel::new()), "builtin"),
+        LlmProvider::Openai => (
+            Arc::new(OpenAiModel::new(OpenAiSettings {
+                base_url: config.llm_base_url.clone(),
+                api_key: config.llm_api_key.clone(),
+                timeout: Duration::from_secs(config.llm_timeout_secs),
+            })?),
+            "openai",
+        ),
+    };
+    Ok(Arc::new(MeteredModel::new(model, provider)))
 }
 
 /// What a test (or an embedding program) may put in place of the real thing.
@@ -151,7 +156,9 @@ pub fn build_services(
     let accounts_repo = Arc::new(AccountStore::new(db.clone()));
     let secrets = Arc::new(RingSecrets::new());
     let ids: Arc<dyn IdGenerator> = Arc::new(UlidIds::default());
-    let job_queue: Arc<dyn JobQueue> = Arc::new(JobStore::new(db.clone()));
+    let job_store = Arc::new(JobStore::new(db.clone()));
+    let job_queue: Arc<dyn JobQueue> = job_store.clone();
+    let metrics = Arc::new(PrometheusMetrics::new(db.clone(), vec![job_store], clock.clone()));
 
     let accounts = AccountService::new(
         AccountServiceDeps {
@@ -262,6 +269,7 @@ pub fn build_services(
         limiter: RateLimiter::new(counter, clock.clone()),
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
+        metrics,
         failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
         clock,
     };
@@ -324,10 +332,46 @@ fn serve(
     Ok(server)
 }
 
+/// The listener of `AGENTRY_METRICS_BIND`: `GET /metrics` only, one worker, stopped with the
+/// service.
+fn serve_metrics(
+    listener: TcpListener,
+    metrics: Arc<dyn agentry_http::MetricsExport>,
+    mut stopped: watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use actix_web::{App, HttpResponse, HttpServer};
+    let server = HttpServer::new(move || {
+        let metrics = metrics.clone();
+        App::new().route(
+            "/metrics",
+            web::get().to(move || {
+                let metrics = metrics.clone();
+                async move {
+                    HttpResponse::Ok()
+                        .content_type(agentry_http::routes::health::PROMETHEUS_TEXT)
+                        .body(metrics.render().await)
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    let handle = server.handle();
+    Ok(tokio::spawn(async move {
+        let serving = tokio::spawn(server);
+        let _ = stopped.wait_for(|stop| *stop).await;
+        handle.stop(true).await;
+        let _ = serving.await;
+    }))
+}
+
 /// A bound, not yet running, service.
 pub struct Application {
     server: Server,
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     db: Database,
     public_url: String,
     stop: watch::Sender<bool>,
@@ -371,7 +415,8 @@ impl Application {
         let public_url = config.public_url_for(addr);
         let services = build_services(config, &db, &public_url, overrides)?;
         let (stop, stopped) = watch::channel(false);
-        let workers = vec![
+        let stopped_metrics = stopped.clone();
+        let mut workers = vec![
             spawn_job_worker(
                 services.jobs.clone(),
                 Duration::from_millis(config.job_poll_interval_ms),
@@ -379,11 +424,20 @@ impl Application {
             ),
             spawn_hold_sweeper(services.state.billing.clone(), config.llm_timeout_secs, stopped),
         ];
+        let mut metrics_addr = None;
+        if let Some(bind) = &config.metrics_bind {
+            let metrics_listener =
+                TcpListener::bind(bind).with_context(|| format!("binding AGENTRY_METRICS_BIND {bind}"))?;
+            metrics_addr = Some(metrics_listener.local_addr()?);
+            tracing::info!(addr = %metrics_listener.local_addr()?, "serving /metrics");
+            workers.push(serve_metrics(metrics_listener, services.state.metrics.clone(), stopped_metrics)?);
+        }
         let server = serve(config, listener, web::Data::new(services.state), http_settings(config))?;
         tracing::info!(%addr, %public_url, database = %redact(&config.database_url), "listening");
         Ok(Self {
             server,
             addr,
+            metrics_addr,
             db,
             public_url,
             stop,
@@ -395,6 +449,11 @@ impl Application {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of `AGENTRY_METRICS_BIND`'s listener, when set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The base of the links the service makes.

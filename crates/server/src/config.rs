@@ -93,6 +93,9 @@ pub struct Config {
     pub password_hash_concurrency: Option<usize>,
     /// HTTP worker threads. Unset: the number of CPUs.
     pub workers: Option<usize>,
+    /// A second address that serves only `GET /metrics` (for a scraper on a private network).
+    /// `/metrics` is served on `bind` as well.
+    pub metrics_bind: Option<String>,
     /// `smtp://user:pass@host:port`, `smtp://…?tls=starttls` or `smtps://…`. Unset: e-mails are
     /// written to `<data_dir>/outbox` as `.eml` files.
     #[serde(skip_serializing)]
@@ -178,6 +181,7 @@ impl Default for Config {
             refresh_token_ttl_days: 30,
             password_hash_concurrency: None,
             workers: None,
+            metrics_bind: None,
             smtp_url: None,
             mail_from: "Agentry <no-reply@agentry.local>".into(),
             smtp_timeout_secs: 10,

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod config;
 pub mod keys;
+pub mod metrics;
 pub mod system;
 pub mod telemetry;
 pub mod workers;

@@ -350,6 +350,22 @@ fn pg_pool(settings: &DatabaseSettings, max_size: usize) -> anyhow::Result<Pool<
         .context("building the PostgreSQL pool")
 }
 
+/// Awaits a connection from a pool, recording the wait in `/metrics`.
+pub(crate) async fn timed_acquire<T>(acquire: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let conn = acquire.await;
+    metrics::histogram!(agentry_domain::metrics::DB_ACQUIRE_DURATION).record(started.elapsed());
+    conn
+}
+
+/// Takes a connection synchronously (a SQLite reader), recording the wait in `/metrics`.
+pub(crate) fn timed<T>(acquire: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let conn = acquire();
+    metrics::histogram!(agentry_domain::metrics::DB_ACQUIRE_DURATION).record(started.elapsed());
+    conn
+}
+
 fn sqlite_path(url: &str) -> anyhow::Result<String> {
     let path = url.trim_start_matches("sqlite://").to_owned();
     anyhow::ensure!(!path.is_empty(), "the SQLite URL names no file: use sqlite://<path>");

@@ -8,6 +8,7 @@
 
 use agentry_domain::ids::JobId;
 use agentry_domain::jobs::{ClaimedJob, JobKind, JobOutcome, JobQueue, Lease, NewJob};
+use agentry_domain::metrics::{Backlog, QueueBacklog};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -36,6 +37,38 @@ impl JobStore {
     pub async fn pending(&self) -> anyhow::Result<i64> {
         let n = with_conn!(self.db, conn => jobs::table.filter(jobs::status.ne(FAILED)).count().get_result(conn).await)?;
         Ok(n)
+    }
+}
+
+#[async_trait]
+impl QueueBacklog for JobStore {
+    async fn backlog(&self, now: DateTime<Utc>) -> anyhow::Result<Vec<Backlog>> {
+        let mut backlogs = Vec::with_capacity(JobKind::ALL.len());
+        for kind in JobKind::ALL {
+            let (depth, oldest): (i64, Option<DbTime>) = with_conn!(self.db, conn => {
+                let of_kind = jobs::table.filter(jobs::kind.eq(kind.as_str()));
+                let depth = of_kind
+                    .filter(jobs::status.eq_any([QUEUED, RUNNING]))
+                    .count()
+                    .get_result(conn)
+                    .await?;
+                let oldest = of_kind
+                    .filter(jobs::status.eq(QUEUED).and(jobs::run_at.le(DbTime(now))))
+                    .order(jobs::run_at.asc())
+                    .select(jobs::run_at)
+                    .first(conn)
+                    .await
+                    .optional()?;
+                Ok::<_, diesel::result::Error>((depth, oldest))
+            })?;
+            let age = oldest.map_or(0.0, |t| (now - t.0).num_milliseconds().max(0) as f64 / 1000.0);
+            backlogs.push(Backlog {
+                queue: kind.as_str(),
+                depth: u64::try_from(depth).unwrap_or(0),
+                oldest_age_secs: age,
+            });
+        }
+        Ok(backlogs)
     }
 }
 

@@ -10,7 +10,7 @@ macro_rules! with_conn {
     ($db:expr, $conn:ident => $body:expr) => {{
         match &$db.pool {
             $crate::database::DbPool::Pg(pools) => match pools.local() {
-                Ok(pool) => match pool.get().await {
+                Ok(pool) => match $crate::database::timed_acquire(pool.get()).await {
                     Ok(mut guard) => {
                         let $conn = &mut $crate::postgres::PgConn(&mut *guard);
                         ($body).map_err($crate::database::StoreError::from)
@@ -19,7 +19,7 @@ macro_rules! with_conn {
                 },
                 Err(e) => Err(e),
             },
-            $crate::database::DbPool::Sqlite(sqlite) => match sqlite.reader() {
+            $crate::database::DbPool::Sqlite(sqlite) => match $crate::database::timed(|| sqlite.reader()) {
                 Ok(mut guard) => {
                     let $conn = &mut *guard;
                     ($body).map_err($crate::database::StoreError::from)
@@ -46,7 +46,7 @@ macro_rules! transaction {
                 let pool = pools.local();
                 let unit = tokio::spawn(async move {
                     let pool = pool?;
-                    match pool.get().await {
+                    match $crate::database::timed_acquire(pool.get()).await {
                         Ok(mut guard) => {
                             guard
                                 .transaction(async move |conn| -> Result<_, $crate::database::StoreError> {

@@ -355,12 +355,16 @@ impl ChatService {
             answered_at,
         );
         match d.conversations.record_exchange(&exchange).await {
-            Ok(ExchangeOutcome::Recorded { remaining }) => Ok(ChatReply {
-                charged: exchange.settlement.entry.delta.abs(),
-                session_id: exchange.session_id,
-                message: exchange.reply,
-                remaining,
-            }),
+            Ok(ExchangeOutcome::Recorded { remaining }) => {
+                let charged = exchange.settlement.entry.delta.unsigned_abs();
+                metrics::counter!(crate::metrics::CREDITS_CHARGED).increment(charged);
+                Ok(ChatReply {
+                    charged: exchange.settlement.entry.delta.abs(),
+                    session_id: exchange.session_id,
+                    message: exchange.reply,
+                    remaining,
+                })
+            }
             Ok(ExchangeOutcome::AgentGone) => {
                 self.release(&hold).await;
                 Err(ChatError::AgentNotFound)

@@ -1,4 +1,5 @@
-//! `/healthz` (the process is up) and `/readyz` (its dependencies answer).
+//! `/healthz` (the process is up), `/readyz` (its dependencies answer) and `/metrics` (the
+//! Prometheus text format).
 
 use actix_web::web;
 use serde::Serialize;
@@ -11,7 +12,8 @@ use crate::reply::Reply;
 /// Registers the routes of this module at the root.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
-        .service(web::resource("/readyz").route(web::get().to(readyz)));
+        .service(web::resource("/readyz").route(web::get().to(readyz)))
+        .service(web::resource("/metrics").route(web::get().to(metrics)));
 }
 
 /// Health status.
@@ -46,4 +48,19 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiErro
             Err(ApiError::new(ErrorCode::Unavailable, "the database is not reachable").with_retry_after(5))
         }
     }
+}
+
+/// The content type of the Prometheus text exposition format.
+pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Metrics in the Prometheus text format: requests by route template, method and status with
+/// their latency, database connections, the SQLite writer's queue, chat-model latency and
+/// tokens, credits charged, rate-limit refusals and background queues (see
+/// `docs/operations.md`).
+#[utoipa::path(
+    get, path = "/metrics", tag = "operations", operation_id = "metrics",
+    responses((status = 200, description = "Metrics in the Prometheus text format", content_type = "text/plain", body = String))
+)]
+pub async fn metrics(state: web::Data<AppState>) -> actix_web::HttpResponse {
+    actix_web::HttpResponse::Ok().content_type(PROMETHEUS_TEXT).body(state.metrics.render().await)
 }

@@ -11,6 +11,7 @@ mod errors;
 mod hardening;
 mod helpers;
 mod limits;
+mod metrics;
 mod operations;
 mod recovery;
 mod sessions;
