@@ -6,11 +6,13 @@ use agentry_domain::billing::{credits_low_event, crosses_low_threshold};
 use agentry_domain::ids::{AgentId, MessageId, SessionId, TenantId};
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
+use diesel::QueryResult;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
+use crate::postgres::Pipelining as _;
 use crate::schema::{chat_messages, chat_sessions, credit_holds, events};
 use crate::types::DbTime;
 
@@ -162,33 +164,59 @@ impl ConversationRepository for ConversationStore {
             let cost = -s.entry.delta;
             // Created on first use; the same id again continues the conversation. The agent's
             // foreign key fails here when it was deleted while the model answered.
-            diesel::insert_into(chat_sessions::table)
+            let session = diesel::insert_into(chat_sessions::table)
                 .values((
                     chat_sessions::id.eq(x.session_id.as_str()),
                     chat_sessions::tenant_id.eq(tenant),
                     chat_sessions::agent_id.eq(agent),
                     chat_sessions::created_at.eq(DbTime(x.user_message.created_at)),
                 ))
-                .on_conflict_do_nothing()
-                .execute(conn)
-                .await?;
-            // Row by row: diesel-async has no multi-row INSERT for SQLite.
-            for row in &messages {
-                diesel::insert_into(chat_messages::table).values(row).execute(conn).await?;
-            }
-            let held: Option<i64> = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
-                .returning(credit_holds::amount)
-                .get_result(conn)
-                .await
-                .optional()?;
+                .on_conflict_do_nothing();
+            let release_hold = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
+                .returning(credit_holds::amount);
+            let held: Option<i64> = match conn.pipeline() {
+                // PostgreSQL: the session, both messages, the hold's release and the events
+                // are independent of each other's answers, so they go out as one pipeline —
+                // one round trip instead of six. Answers come back in order: a failure (the
+                // agent's foreign key) is the first error, and aborts the transaction.
+                Some(pipe) => {
+                    let mut inserts: Vec<futures_util::future::BoxFuture<'_, QueryResult<usize>>> = Vec::new();
+                    let mut c = pipe;
+                    inserts.push(Box::pin(async move { session.execute(&mut c).await }));
+                    for row in &messages {
+                        let mut c = pipe;
+                        inserts.push(Box::pin(async move {
+                            diesel::insert_into(chat_messages::table).values(row).execute(&mut c).await
+                        }));
+                    }
+                    for row in &event_rows {
+                        let mut c = pipe;
+                        inserts.push(Box::pin(async move {
+                            diesel::insert_into(events::table).values(row).execute(&mut c).await
+                        }));
+                    }
+                    let mut c = pipe;
+                    let release = async move { release_hold.get_result(&mut c).await.optional() };
+                    let (_, held) = futures_util::try_join!(futures_util::future::try_join_all(inserts), release)?;
+                    held
+                }
+                None => {
+                    session.execute(conn).await?;
+                    // Row by row: the SQLite connection has no multi-row INSERT.
+                    for row in &messages {
+                        diesel::insert_into(chat_messages::table).values(row).execute(conn).await?;
+                    }
+                    for row in &event_rows {
+                        diesel::insert_into(events::table).values(row).execute(conn).await?;
+                    }
+                    release_hold.get_result(conn).await.optional()?
+                }
+            };
             // Released already (by the stale-hold sweeper): store nothing, so the exchange is
             // neither charged twice nor free.
             let Some(held) = held else {
                 return Err(StoreError::Precondition("the credit hold of this chat no longer exists"));
             };
-            for row in &event_rows {
-                diesel::insert_into(events::table).values(row).execute(conn).await?;
-            }
             // The tenant row is locked from here to the commit, and every chat of the tenant
             // needs it: only what needs the new balance comes after this point. What was held
             // beyond the actual cost goes back to the balance.

@@ -53,3 +53,67 @@ impl AsyncConnectionCore for PgConn<'_> {
         }
     }
 }
+
+/// A shared handle to a PostgreSQL connection for **pipelining**: statements started together
+/// through copies of it go out back to back, and their answers come back in order, so a batch
+/// of independent statements costs one round trip. Queries are prepared as with [`PgConn`].
+#[derive(Clone, Copy)]
+pub struct PgPipeline<'a>(&'a AsyncPgConnection);
+
+type Shared<'a> = &'a AsyncPgConnection;
+
+impl SimpleAsyncConnection for PgPipeline<'_> {
+    fn batch_execute(&mut self, query: &str) -> impl Future<Output = QueryResult<()>> + Send {
+        self.0.batch_execute(query)
+    }
+}
+
+impl<'a> AsyncConnectionCore for PgPipeline<'a> {
+    type LoadFuture<'conn, 'query> = <Shared<'a> as AsyncConnectionCore>::LoadFuture<'conn, 'query>;
+    type ExecuteFuture<'conn, 'query> = <Shared<'a> as AsyncConnectionCore>::ExecuteFuture<'conn, 'query>;
+    type Stream<'conn, 'query> = <Shared<'a> as AsyncConnectionCore>::Stream<'conn, 'query>;
+    type Row<'conn, 'query> = <Shared<'a> as AsyncConnectionCore>::Row<'conn, 'query>;
+    type Backend = Pg;
+
+    fn load<'conn, 'query, T>(&'conn mut self, source: T) -> Self::LoadFuture<'conn, 'query>
+    where
+        T: AsQuery + 'query,
+        T::Query: QueryFragment<Pg> + QueryId + 'query,
+    {
+        let query = source.as_query();
+        if uncacheable(&query, &Pg) { self.0.load(CachedBySql(query)) } else { self.0.load(query) }
+    }
+
+    fn execute_returning_count<'conn, 'query, T>(
+        &'conn mut self,
+        source: T,
+    ) -> Self::ExecuteFuture<'conn, 'query>
+    where
+        T: QueryFragment<Pg> + QueryId + 'query,
+    {
+        if uncacheable(&source, &Pg) {
+            self.0.execute_returning_count(CachedBySql(source))
+        } else {
+            self.0.execute_returning_count(source)
+        }
+    }
+}
+
+/// What a repository body asks of its connection beyond running queries, on either backend.
+pub(crate) trait Pipelining {
+    /// A handle for pipelined statements: PostgreSQL only (SQLite runs each statement where it
+    /// is awaited, and nothing is gained by batching).
+    fn pipeline(&mut self) -> Option<PgPipeline<'_>>;
+}
+
+impl Pipelining for PgConn<'_> {
+    fn pipeline(&mut self) -> Option<PgPipeline<'_>> {
+        Some(PgPipeline(&*self.0))
+    }
+}
+
+impl Pipelining for crate::sqlite::SqliteConn {
+    fn pipeline(&mut self) -> Option<PgPipeline<'_>> {
+        None
+    }
+}
