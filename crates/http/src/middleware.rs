@@ -76,16 +76,16 @@ pub async fn request_context(
     let status = response.status().as_u16();
     let route = response.request().match_pattern().unwrap_or_else(|| "unmatched".to_owned());
     let elapsed = started.elapsed();
-    record_request(&method, &route, response.status().as_str(), elapsed);
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
     span.in_scope(|| // The route pattern, not the path: some paths carry secrets (magic-link tokens).
         tracing::info!(%method, %route, status, latency_ms = format!("{latency_ms:.2}"), "request"));
+    record_request(&method, route, response.status().as_str(), elapsed);
     Ok(response)
 }
 
 /// Counts the request in `/metrics`, labelled with its route's template (never the path: paths
 /// carry ids and, on some routes, secrets) and a method from a fixed list.
-fn record_request(method: &Method, route: &str, status: &str, elapsed: std::time::Duration) {
+fn record_request(method: &Method, route: String, status: &str, elapsed: std::time::Duration) {
     use agentry_domain::metrics::{HTTP_REQUEST_DURATION, HTTP_REQUESTS};
     let method = match *method {
         Method::GET => "GET",
@@ -99,7 +99,7 @@ fn record_request(method: &Method, route: &str, status: &str, elapsed: std::time
     };
     let labels = [
         ("method", metrics::SharedString::const_str(method)),
-        ("route", metrics::SharedString::from(route.to_owned())),
+        ("route", metrics::SharedString::from(route)),
         ("status", metrics::SharedString::from(status.to_owned())),
     ];
     let labels: Vec<metrics::Label> = labels.into_iter().map(|(k, v)| metrics::Label::new(k, v)).collect();

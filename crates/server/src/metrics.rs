@@ -29,12 +29,17 @@ const MODEL_BUCKETS: &[f64] = &[0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 fn recorder() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
-        let handle = PrometheusBuilder::new()
+        let builder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(names::CHAT_MODEL_DURATION.into()), MODEL_BUCKETS)
             .and_then(|b| b.set_buckets(FAST_BUCKETS))
-            .expect("the bucket lists are not empty")
-            .install_recorder()
-            .expect("no other metrics recorder is installed");
+            .expect("the bucket lists are not empty");
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        // A program embedding the service may have installed a recorder of its own: then the
+        // service's figures go to that one, and `/metrics` has only the gauges it reads itself.
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("another metrics recorder is installed; /metrics shows only gauges");
+        }
         describe();
         // Histogram samples wait in a buffer until upkeep folds them into buckets: run it
         // between scrapes too, so the buffer stays small under load.

@@ -175,14 +175,13 @@ impl ConversationRepository for ConversationStore {
             let release_hold = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
                 .returning(credit_holds::amount);
             let held: Option<i64> = match conn.pipeline() {
-                // PostgreSQL: the session, both messages, the hold's release and the events
-                // are independent of each other's answers, so they go out as one pipeline —
-                // one round trip instead of six. Answers come back in order: a failure (the
-                // agent's foreign key) is the first error, and aborts the transaction.
-                Some(pipe) => {
+                // PostgreSQL: the session first (its agent's foreign key is what a deleted
+                // agent fails, and the messages refer to it); then both messages, the events and
+                // the hold's release, which need none of each other's answers, as one pipeline:
+                // two round trips instead of six. A failure aborts the transaction.
+                Some(mut pipe) => {
+                    session.execute(&mut pipe).await?;
                     let mut inserts: Vec<futures_util::future::BoxFuture<'_, QueryResult<usize>>> = Vec::new();
-                    let mut c = pipe;
-                    inserts.push(Box::pin(async move { session.execute(&mut c).await }));
                     for row in &messages {
                         let mut c = pipe;
                         inserts.push(Box::pin(async move {

@@ -82,23 +82,27 @@ pub(crate) enum DbPool {
     Sqlite(Arc<Sqlite>),
 }
 
-/// PostgreSQL connections, pooled per thread.
+/// PostgreSQL connections, pooled per request thread.
 ///
 /// A tokio-postgres connection is driven by a task on the runtime that opened it, and its
 /// socket is registered with that runtime's reactor. The service runs one single-threaded
 /// runtime per HTTP worker thread, so a connection opened on one worker and used by a request
 /// on another hands every query across threads twice (the request to the driver, the rows
-/// back), each hand-off a wake-up through the kernel. Each thread therefore keeps its own pool,
-/// opened lazily the first time it queries: a request's queries, the driver and the socket
-/// stay on the request's thread. The budget of connections is shared out among the threads.
+/// back), each hand-off a wake-up through the kernel. Each thread of a single-threaded runtime
+/// therefore keeps its own pool, opened lazily the first time it queries: a request's queries,
+/// the driver and the socket stay on the request's thread. Work on a multi-threaded runtime
+/// (the background workers, which move between its threads) shares one pool. The budget of
+/// connections is shared out among these pools.
 pub(crate) struct PgPools {
     settings: DatabaseSettings,
-    per_thread: usize,
+    per_pool: usize,
     /// Identifies this database among the pools a thread keeps.
     id: u64,
     /// Lives as long as the database: a thread drops its pool of a database that is gone.
     alive: Arc<()>,
-    /// Every thread's pool, for the statistics; the connections close with the database.
+    /// For callers on a multi-threaded runtime.
+    shared: Pool<AsyncPgConnection>,
+    /// Every pool, for the statistics and to close them with the database.
     all: std::sync::Mutex<Vec<Pool<AsyncPgConnection>>>,
 }
 
@@ -113,21 +117,30 @@ thread_local! {
 }
 
 impl PgPools {
-    fn new(settings: &DatabaseSettings) -> Self {
+    fn new(settings: &DatabaseSettings) -> anyhow::Result<Self> {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        // The request threads and the one the background workers run on.
-        let threads = settings.threads.max(1) + 1;
-        Self {
+        // One pool per request thread and the shared one; each at least one connection.
+        let pools = settings.threads.max(1) + 1;
+        let per_pool = (settings.max_connections / pools).max(1);
+        let shared = pg_pool(settings, per_pool)?;
+        Ok(Self {
             settings: settings.clone(),
-            per_thread: settings.max_connections.div_ceil(threads).max(1),
+            per_pool,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             alive: Arc::new(()),
-            all: std::sync::Mutex::new(Vec::new()),
-        }
+            all: std::sync::Mutex::new(vec![shared.clone()]),
+            shared,
+        })
     }
 
-    /// The calling thread's pool of this database (a cheap handle).
+    /// The calling thread's pool of this database (a cheap handle): its own on a
+    /// single-threaded runtime, the shared one elsewhere.
     pub(crate) fn local(&self) -> Result<Pool<AsyncPgConnection>, StoreError> {
+        let single_threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+        if !single_threaded {
+            return Ok(self.shared.clone());
+        }
         LOCAL_PG_POOLS.with(|pools| {
             let mut pools = pools.borrow_mut();
             if let Some(local) = pools.iter().find(|p| p.id == self.id) {
@@ -135,12 +148,13 @@ impl PgPools {
             }
             pools.retain(|p| p.database.strong_count() > 0);
             let pool =
-                pg_pool(&self.settings, self.per_thread).map_err(|e| StoreError::Pool(format!("{e:#}")))?;
+                pg_pool(&self.settings, self.per_pool).map_err(|e| StoreError::Pool(format!("{e:#}")))?;
             pools.push(LocalPgPool {
                 id: self.id,
                 database: Arc::downgrade(&self.alive),
                 pool: pool.clone(),
             });
+            self.all.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(pool.clone());
             Ok(pool)
         })
     }
@@ -155,6 +169,16 @@ impl PgPools {
             stats.waiting += status.waiting;
         }
         stats
+    }
+}
+
+impl Drop for PgPools {
+    /// Closes every pool's connections: threads still hold handles to their pools, which would
+    /// otherwise keep idle connections open until those threads end.
+    fn drop(&mut self) {
+        for pool in self.all.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+            pool.close();
+        }
     }
 }
 
@@ -203,7 +227,7 @@ impl Database {
     /// For an unsupported URL, or when the pool cannot be built or its first connection fails.
     pub async fn connect(settings: &DatabaseSettings) -> anyhow::Result<Self> {
         let pool = match backend_of(&settings.url)? {
-            Backend::Postgres => DbPool::Pg(Arc::new(PgPools::new(settings))),
+            Backend::Postgres => DbPool::Pg(Arc::new(PgPools::new(settings)?)),
             Backend::Sqlite => {
                 let path = sqlite_path(&settings.url)?;
                 create_private_file(Path::new(&path))?;

@@ -83,10 +83,12 @@ async fn metrics_list_every_family_with_route_templates_on_both_databases() {
                 agentry_store::Backend::Sqlite => "sqlite",
             };
             // Gauges are the process's: another test's service may have set them last, so only
-            // their presence and the configured size are certain here.
+            // their presence and the configured size are certain from the scrape.
             let on = [("backend", backend)];
             assert!(value(&scrape, "agentry_db_connections_max", &on).expect("the pool's size") >= 1.0);
             assert!(value(&scrape, "agentry_db_connections_open", &on).is_some());
+            // What the gauges are read from: this service's own connections.
+            assert!(app.db.pool_stats().open >= 1, "{:?}", app.db.pool_stats());
             assert!(value(&scrape, "agentry_db_connections_in_use", &on).is_some());
             assert!(value(&scrape, "agentry_db_connections_waiting", &on).is_some());
             assert!(value(&scrape, "agentry_db_acquire_duration_seconds", &[]).expect("waits") >= 1.0);
