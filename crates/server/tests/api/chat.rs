@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::{TestApp, json_with_status, on_both_databases, spawn, spawn_with};
+use crate::helpers::{
+    TestApp, json_with_status, on_both_databases, slow_model, spawn, spawn_with, use_model,
+};
 
 async fn agent(app: &TestApp, token: &str) -> String {
     let a = app.create_agent(token, json!({"name": "Helper", "memory_types": ["episodic"]})).await;
@@ -221,26 +223,10 @@ async fn an_openai_compatible_provider_answers_and_its_failures_are_502() {
 async fn a_chat_whose_client_leaves_mid_answer_still_finishes_and_charges_on_both_databases() {
     // The model takes a while; the client gives up long before. The chat that started must
     // still record its exchange and settle its hold, exactly as if the client had waited.
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({
-                    "choices": [{"message": {"role": "assistant", "content": "Late but sure"}}],
-                    "usage": {"prompt_tokens": 30, "completion_tokens": 1000, "total_tokens": 1030}
-                }))
-                .set_delay(std::time::Duration::from_millis(700)),
-        )
-        .mount(&server)
-        .await;
-    let uri = server.uri();
+    let model = slow_model("Late but sure", (30, 1000), std::time::Duration::from_millis(700)).await;
+    let uri = model.uri();
     on_both_databases(
-        |c| {
-            c.llm_provider = agentry_server::config::LlmProvider::Openai;
-            c.llm_base_url.clone_from(&uri);
-            c.llm_api_key = Some(SecretString::from("sk-test"));
-            c.llm_timeout_secs = 5;
-        },
+        |c| use_model(c, &uri),
         async |app: TestApp| {
             let token = app.access_token("ada@example.com").await;
             let agent = agent(&app, &token).await;

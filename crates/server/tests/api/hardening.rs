@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::helpers::{TestApp, json_with_status, on_both_databases, spawn, spawn_with};
+use crate::helpers::{
+    TestApp, json_with_status, on_both_databases, slow_model, spawn, spawn_with, use_model,
+};
 
 async fn chat(app: &TestApp, token: &str, agent: &str, body: Value) -> reqwest::Response {
     app.post_json_with_token(&format!("/api/v1/agents/{agent}/chat"), token, &body).await
@@ -367,25 +369,9 @@ async fn with_one_credit_a_short_chat_succeeds_and_the_ledger_adds_up() {
 
 #[tokio::test]
 async fn a_chat_racing_the_deletion_of_its_agent_answers_404_and_leaves_nothing() {
-    use wiremock::matchers::method;
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let model = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({
-                    "choices": [{"message": {"role": "assistant", "content": "late"}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
-                }))
-                .set_delay(std::time::Duration::from_millis(400)),
-        )
-        .mount(&model)
-        .await;
+    let model = slow_model("late", (10, 2), std::time::Duration::from_millis(400)).await;
     let uri = model.uri();
-    let tweak = move |c: &mut agentry_server::Config| {
-        c.llm_provider = agentry_server::config::LlmProvider::Openai;
-        c.llm_base_url = uri.clone();
-    };
+    let tweak = move |c: &mut agentry_server::Config| use_model(c, &uri);
     on_both_databases(tweak, |app| async move {
         let token = app.access_token("ada@example.com").await;
         let before =

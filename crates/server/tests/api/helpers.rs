@@ -197,6 +197,39 @@ impl TestApp {
     }
 }
 
+/// A fake OpenAI-compatible model server that answers every chat with `content` and the given
+/// token counts after `delay`.
+pub async fn slow_model(
+    content: &str,
+    usage: (u64, u64),
+    delay: std::time::Duration,
+) -> wiremock::MockServer {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let (prompt, completion) = usage;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({
+                    "choices": [{"message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+                }))
+                .set_delay(delay),
+        )
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Points `config` at the OpenAI-compatible model server at `url`.
+pub fn use_model(config: &mut Config, url: &str) {
+    config.llm_provider = agentry_server::config::LlmProvider::Openai;
+    url.clone_into(&mut config.llm_base_url);
+    config.llm_api_key = Some(SecretString::from("sk-test"));
+    config.llm_timeout_secs = 5;
+}
+
 /// Starts the application on a fresh PostgreSQL schema, or `None` when no test database is
 /// configured (a failure instead under `AGENTRY_REQUIRE_POSTGRES=1`).
 pub async fn spawn_postgres(tweak: impl FnOnce(&mut Config)) -> Option<TestApp> {
