@@ -8,7 +8,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::Database;
 use crate::schema::events;
-use crate::types::{DbJson, DbTime};
+use crate::types::{DbJson, DbJsonAs, DbTime};
 
 /// An event as stored: its type beside its data, so the outbox can be queried by type.
 #[derive(Queryable, Selectable, Insertable)]
@@ -31,7 +31,7 @@ impl EventRow {
             id: e.id.to_string(),
             tenant_id: e.tenant_id.to_string(),
             event_type: e.event_type().as_str().to_owned(),
-            data: DbJson(e.payload.data()?),
+            data: DbJsonAs(e.payload.data()?),
             created_at: e.created_at.into(),
         })
     }

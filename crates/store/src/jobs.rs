@@ -16,7 +16,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Backend, Database};
 use crate::schema::jobs;
-use crate::types::{DbJson, DbTime};
+use crate::types::{DbJson, DbJsonAs, DbTime};
 
 /// Jobs in the database.
 #[derive(Debug, Clone)]
@@ -126,7 +126,7 @@ impl JobQueue for JobStore {
             .values((
                 jobs::id.eq(job.id.as_str()),
                 jobs::kind.eq(job.kind.as_str()),
-                jobs::payload.eq(DbJson(job.payload.clone())),
+                jobs::payload.eq(DbJsonAs(job.payload.clone())),
                 jobs::status.eq(QUEUED),
                 jobs::attempts.eq(0_i64),
                 jobs::run_at.eq(DbTime(job.run_at)),

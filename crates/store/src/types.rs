@@ -10,7 +10,7 @@ use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::expression::AsExpression;
 use diesel::pg::{Pg, PgValue};
 use diesel::serialize::{self, IsNull, Output, ToSql};
-use diesel::sql_types::{Jsonb, SqlType, Timestamptz};
+use diesel::sql_types::{SqlType, Timestamptz};
 use diesel::sqlite::{Sqlite, SqliteValue};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -39,10 +39,8 @@ impl From<DateTime<Utc>> for DbTime {
     }
 }
 
-/// A JSON document as stored.
-#[derive(Debug, Clone, PartialEq, AsExpression, FromSqlRow)]
-#[diesel(sql_type = Json)]
-pub struct DbJson(pub serde_json::Value);
+/// A JSON document of any shape, as stored.
+pub type DbJson = DbJsonAs<serde_json::Value>;
 
 /// Timestamps in SQLite: UTC text of fixed width, `2026-11-01T12:00:00.123456Z`, so that text
 /// order is time order in comparisons and indexes. Written and read by hand: chrono's
@@ -169,33 +167,9 @@ impl FromSql<UtcTime, Sqlite> for DbTime {
     }
 }
 
-impl ToSql<Json, Pg> for DbJson {
-    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
-        <serde_json::Value as ToSql<Jsonb, Pg>>::to_sql(&self.0, out)
-    }
-}
-
-impl FromSql<Json, Pg> for DbJson {
-    fn from_sql(bytes: PgValue<'_>) -> deserialize::Result<Self> {
-        <serde_json::Value as FromSql<Jsonb, Pg>>::from_sql(bytes).map(Self)
-    }
-}
-
-impl ToSql<Json, Sqlite> for DbJson {
-    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Sqlite>) -> serialize::Result {
-        out.set_value(serde_json::to_string(&self.0)?);
-        Ok(IsNull::No)
-    }
-}
-
-impl FromSql<Json, Sqlite> for DbJson {
-    fn from_sql(mut value: SqliteValue<'_, '_, '_>) -> deserialize::Result<Self> {
-        Ok(Self(serde_json::from_str(value.read_text())?))
-    }
-}
-
-/// A JSON document of a known shape, read straight into `T` and written from it: no
-/// [`serde_json::Value`] tree in between, which for a list of agents was most of the reading.
+/// A JSON document, read straight into `T` and written from it. With a known shape there is no
+/// [`serde_json::Value`] tree in between, which for a list of agents was most of the reading;
+/// [`DbJson`] is the one for documents of any shape.
 #[derive(Debug, Clone, PartialEq, AsExpression, FromSqlRow)]
 #[diesel(sql_type = Json)]
 pub struct DbJsonAs<T: Serialize + DeserializeOwned + std::fmt::Debug>(pub T);
