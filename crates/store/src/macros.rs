@@ -12,7 +12,7 @@ macro_rules! with_conn {
             $crate::database::DbPool::Pg(pools) => match pools.local() {
                 Ok(pool) => match $crate::database::timed_acquire(pool.get()).await {
                     Ok(mut guard) => {
-                        let $conn = &mut $crate::postgres::PgConn(&mut *guard);
+                        let $conn = &mut $crate::postgres::PgConn::new(&mut guard);
                         ($body).map_err($crate::database::StoreError::from)
                     }
                     Err(e) => Err($crate::database::StoreError::from(e)),
@@ -50,7 +50,7 @@ macro_rules! transaction {
                         Ok(mut guard) => {
                             guard
                                 .transaction(async move |conn| -> Result<_, $crate::database::StoreError> {
-                                    let $conn = &mut $crate::postgres::PgConn(conn);
+                                    let $conn = &mut $crate::postgres::PgConn::new(conn);
                                     $body
                                 })
                                 .await
