@@ -98,13 +98,12 @@ fn record_request(method: &Method, route: String, status: &str, elapsed: std::ti
         _ => "other",
     };
     let labels = [
-        ("method", metrics::SharedString::const_str(method)),
-        ("route", metrics::SharedString::from(route)),
-        ("status", metrics::SharedString::from(status.to_owned())),
+        metrics::Label::new("method", method),
+        metrics::Label::new("route", route),
+        metrics::Label::new("status", status.to_owned()),
     ];
-    let labels: Vec<metrics::Label> = labels.into_iter().map(|(k, v)| metrics::Label::new(k, v)).collect();
-    metrics::counter!(HTTP_REQUESTS, labels.clone()).increment(1);
-    metrics::histogram!(HTTP_REQUEST_DURATION, labels).record(elapsed);
+    metrics::counter!(HTTP_REQUESTS, labels.iter()).increment(1);
+    metrics::histogram!(HTTP_REQUEST_DURATION, labels.iter()).record(elapsed);
 }
 
 /// Re-renders error responses: an [`ApiError`] under the configured envelope, anything else

@@ -332,27 +332,17 @@ fn serve(
     Ok(server)
 }
 
-/// The listener of `AGENTRY_METRICS_BIND`: `GET /metrics` only, one worker, stopped with the
-/// service.
+/// The listener of `AGENTRY_METRICS_BIND`: the `/metrics` route of the main app and nothing
+/// else, one worker, stopped with the service.
 fn serve_metrics(
     listener: TcpListener,
-    metrics: Arc<dyn agentry_http::MetricsExport>,
+    state: web::Data<AppState>,
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    use actix_web::{App, HttpResponse, HttpServer};
+    use actix_web::{App, HttpServer};
+    use agentry_http::routes::health;
     let server = HttpServer::new(move || {
-        let metrics = metrics.clone();
-        App::new().route(
-            "/metrics",
-            web::get().to(move || {
-                let metrics = metrics.clone();
-                async move {
-                    HttpResponse::Ok()
-                        .content_type(agentry_http::routes::health::PROMETHEUS_TEXT)
-                        .body(metrics.render().await)
-                }
-            }),
-        )
+        App::new().app_data(state.clone()).route("/metrics", web::get().to(health::metrics))
     })
     .workers(1)
     .disable_signals()
@@ -424,15 +414,16 @@ impl Application {
             ),
             spawn_hold_sweeper(services.state.billing.clone(), config.llm_timeout_secs, stopped),
         ];
+        let state = web::Data::new(services.state);
         let mut metrics_addr = None;
         if let Some(bind) = &config.metrics_bind {
             let metrics_listener =
                 TcpListener::bind(bind).with_context(|| format!("binding AGENTRY_METRICS_BIND {bind}"))?;
             metrics_addr = Some(metrics_listener.local_addr()?);
             tracing::info!(addr = %metrics_listener.local_addr()?, "serving /metrics");
-            workers.push(serve_metrics(metrics_listener, services.state.metrics.clone(), stopped_metrics)?);
+            workers.push(serve_metrics(metrics_listener, state.clone(), stopped_metrics)?);
         }
-        let server = serve(config, listener, web::Data::new(services.state), http_settings(config))?;
+        let server = serve(config, listener, state, http_settings(config))?;
         tracing::info!(%addr, %public_url, database = %redact(&config.database_url), "listening");
         Ok(Self {
             server,

@@ -356,14 +356,9 @@ impl ChatService {
         );
         match d.conversations.record_exchange(&exchange).await {
             Ok(ExchangeOutcome::Recorded { remaining }) => {
-                let charged = exchange.settlement.entry.delta.unsigned_abs();
-                metrics::counter!(crate::metrics::CREDITS_CHARGED).increment(charged);
-                Ok(ChatReply {
-                    charged: exchange.settlement.entry.delta.abs(),
-                    session_id: exchange.session_id,
-                    message: exchange.reply,
-                    remaining,
-                })
+                let charged = exchange.settlement.entry.delta.abs();
+                metrics::counter!(crate::metrics::CREDITS_CHARGED).increment(charged.unsigned_abs());
+                Ok(ChatReply { charged, session_id: exchange.session_id, message: exchange.reply, remaining })
             }
             Ok(ExchangeOutcome::AgentGone) => {
                 self.release(&hold).await;

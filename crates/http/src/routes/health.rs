@@ -51,7 +51,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiErro
 }
 
 /// The content type of the Prometheus text exposition format.
-pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Metrics in the Prometheus text format: requests by route template, method and status with
 /// their latency, database connections, the SQLite writer's queue, chat-model latency and
