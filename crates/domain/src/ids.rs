@@ -120,6 +120,16 @@ id_type!(
     "led"
 );
 id_type!(
+    /// Identifies a memory entry.
+    MemoryId,
+    "mem"
+);
+id_type!(
+    /// Identifies a document added to memory (its chunks are memory entries).
+    DocumentId,
+    "doc"
+);
+id_type!(
     /// Identifies a background job.
     JobId,
     "job"

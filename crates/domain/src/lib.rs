@@ -20,6 +20,7 @@ pub mod identity;
 pub mod ids;
 pub mod jobs;
 pub mod mail;
+pub mod memory;
 pub mod metrics;
 pub mod pagination;
 pub mod patch;

@@ -217,6 +217,22 @@ impl Validator {
         }
     }
 
+    /// Builds one value from several checked ones (a nested object from its fields): present
+    /// when all of them are; their errors are already recorded.
+    pub fn combine<C: CheckedValues, U>(
+        &mut self,
+        checked: C,
+        build: impl FnOnce(C::Values) -> U,
+    ) -> Checked<U> {
+        Checked(checked.open().map(build))
+    }
+
+    /// The values of a list of checked items (the elements of an array field): present when
+    /// every item is.
+    pub fn all<T>(&mut self, items: Vec<Checked<T>>) -> Checked<Vec<T>> {
+        Checked(items.into_iter().map(|c| c.0).collect())
+    }
+
     /// Records an error directly.
     pub fn push(&mut self, error: FieldError) {
         self.errors.push(error);

@@ -173,13 +173,20 @@ impl AgentRepository for AgentStore {
     }
 
     async fn delete(&self, tenant: &TenantId, id: &AgentId) -> anyhow::Result<bool> {
-        // Conversations and messages go with it (ON DELETE CASCADE).
+        // Conversations, messages, memory entries and documents go with it (ON DELETE
+        // CASCADE); caches of the tenant's vectors are told to reload.
         let (tenant, id) = (tenant.clone(), id.clone());
-        let n = transaction!(self.db, conn => Ok(diesel::delete(
+        let n = transaction!(self.db, conn => {
+            let n = diesel::delete(
                 agents::table.filter(agents::tenant_id.eq(tenant.as_str())).filter(agents::id.eq(id.as_str())),
             )
             .execute(conn)
-            .await?))?;
+            .await?;
+            if n == 1 {
+                bump_memory_version!(conn, tenant.as_str(), reset: true)?;
+            }
+            Ok::<_, StoreError>(n)
+        })?;
         Ok(n == 1)
     }
 }

@@ -12,8 +12,9 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
+use crate::memory::NewEntryRow;
 use crate::postgres::Pipelining as _;
-use crate::schema::{chat_messages, chat_sessions, credit_holds, events};
+use crate::schema::{chat_messages, chat_sessions, credit_holds, events, memory_entries};
 use crate::types::DbTime;
 
 /// Conversations in the database.
@@ -156,6 +157,7 @@ impl ConversationRepository for ConversationStore {
     async fn record_exchange(&self, x: &Exchange) -> anyhow::Result<ExchangeOutcome> {
         let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
         let event_rows = EventRow::all(&x.events)?;
+        let mut memory = x.memory.as_ref().map(NewEntryRow::from_domain);
         let x = x.clone();
         let outcome = transaction!(self.db, conn => {
             let s = &x.settlement;
@@ -220,6 +222,12 @@ impl ConversationRepository for ConversationStore {
             // needs it: only what needs the new balance comes after this point. What was held
             // beyond the actual cost goes back to the balance.
             let (available, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
+            // The exchange as an episodic memory, after the ledger: the same lock order (the
+            // tenant row, then its memory version) as every other transaction.
+            if let Some(row) = &mut memory {
+                row.seq = bump_memory_version!(conn, tenant)?;
+                diesel::insert_into(memory_entries::table).values(&*row).execute(conn).await?;
+            }
             if crosses_low_threshold(settled + cost, settled, s.low_threshold) {
                 let low = credits_low_event(s.low_event.clone(), &s.hold.tenant_id, settled, s.low_threshold, x.reply.created_at);
                 let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;

@@ -16,6 +16,7 @@ mod credits;
 mod database;
 mod events;
 mod jobs;
+mod memory;
 mod one_time_tokens;
 mod postgres;
 mod rate_limits;
@@ -26,6 +27,7 @@ mod statements;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod types;
+mod vectors;
 
 pub use accounts::AccountStore;
 pub use agents::AgentStore;
@@ -35,6 +37,7 @@ pub use credits::CreditStore;
 pub use database::{Backend, Database, DatabaseSettings, PoolStats, backend_of, redact};
 pub use events::EventStore;
 pub use jobs::JobStore;
+pub use memory::MemoryStore;
 pub use one_time_tokens::OneTimeTokenStore;
 pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;

@@ -120,3 +120,42 @@ macro_rules! append_ledger {
         }
     }};
 }
+
+/// Advances a tenant's memory version inside a transaction (`$conn` a connection of either
+/// backend) and evaluates to `Result<i64, diesel::result::Error>`: the new version, which the
+/// transaction's rows carry as their `seq`. The version row stays locked until the commit, so
+/// a tenant's memory changes are numbered in commit order and a cache that has read version
+/// `v` can trust that every change up to `v` is visible (see [`crate::vectors`]). With
+/// `reset`, caches are also told to reload everything (after a bulk change such as an agent's
+/// deletion with its memory).
+macro_rules! bump_memory_version {
+    ($conn:expr, $tenant:expr) => {
+        bump_memory_version!($conn, $tenant, reset: false)
+    };
+    ($conn:expr, $tenant:expr, reset: $reset:expr) => {{
+        use $crate::schema::memory_scopes as ms;
+        let tenant: &str = $tenant;
+        let insert = diesel::insert_into(ms::table).values((
+            ms::tenant_id.eq(tenant),
+            ms::version.eq(1_i64),
+            ms::reset_version.eq(if $reset { 1_i64 } else { 0_i64 }),
+        ));
+        if $reset {
+            insert
+                .on_conflict(ms::tenant_id)
+                .do_update()
+                .set((ms::version.eq(ms::version + 1_i64), ms::reset_version.eq(ms::version + 1_i64)))
+                .returning(ms::version)
+                .get_result::<i64>($conn)
+                .await
+        } else {
+            insert
+                .on_conflict(ms::tenant_id)
+                .do_update()
+                .set(ms::version.eq(ms::version + 1_i64))
+                .returning(ms::version)
+                .get_result::<i64>($conn)
+                .await
+        }
+    }};
+}

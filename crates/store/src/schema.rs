@@ -229,6 +229,65 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    memory_documents (id) {
+        id -> Text,
+        tenant_id -> Text,
+        agent_id -> Text,
+        title -> Text,
+        metadata -> Json,
+        chunk_count -> BigInt,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    /// On SQLite also `pk` (the full-text index's row key) and on PostgreSQL `search_vector`
+    /// (generated): neither is ever written, and only the lexical search's SQL reads them.
+    memory_entries (id) {
+        id -> Text,
+        tenant_id -> Text,
+        agent_id -> Nullable<Text>,
+        document_id -> Nullable<Text>,
+        memory_type -> Text,
+        key -> Nullable<Text>,
+        content -> Text,
+        source -> Text,
+        metadata -> Json,
+        tags -> Json,
+        importance -> Double,
+        access_count -> BigInt,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+        expires_at -> Nullable<UtcTime>,
+        embedding -> Binary,
+        embedding_model -> Text,
+        seq -> BigInt,
+    }
+}
+
+diesel::table! {
+    memory_scopes (tenant_id) {
+        tenant_id -> Text,
+        version -> BigInt,
+        reset_version -> BigInt,
+    }
+}
+
+diesel::table! {
+    memory_tombstones (tenant_id, seq, entry_id) {
+        tenant_id -> Text,
+        seq -> BigInt,
+        entry_id -> Text,
+    }
+}
+
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
@@ -249,4 +308,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     purchases,
     events,
     jobs,
+    memory_documents,
+    memory_entries,
+    memory_scopes,
+    memory_tombstones,
 );

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::model::Agent;
 use crate::ids::{AgentId, MessageId, SessionId, TenantId};
+use crate::memory::EmbeddedEntry;
 
 /// Who wrote a turn of a conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,13 +138,24 @@ pub fn count_prompt(counter: &dyn TokenCounter, turns: &[ChatTurn]) -> u64 {
     turns.iter().map(|t| counter.count(&t.content) + 4).sum::<u64>() + 3
 }
 
-/// Retrieves what an agent remembers that bears on a message. The seam through which the
-/// memory module adds semantic and episodic memories to the prompt.
+/// Retrieves what an agent remembers that bears on a message, and makes the episodic memory
+/// of an exchange. The seam through which the memory module takes part in chat.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
 pub trait MemoryRecall: Send + Sync {
     /// Texts to put before the conversation, most relevant first.
     async fn recall(&self, agent: &Agent, message: &str) -> anyhow::Result<Vec<String>>;
+
+    /// The episodic memory of an exchange, to be stored in its transaction; `None` when the
+    /// agent keeps no episodic memory.
+    async fn episode(
+        &self,
+        agent: &Agent,
+        session: &SessionId,
+        message: &str,
+        reply: &str,
+        at: DateTime<Utc>,
+    ) -> anyhow::Result<Option<EmbeddedEntry>>;
 }
 
 /// Recalls nothing: the behaviour until a memory store is wired in.
@@ -154,6 +166,17 @@ pub struct NoRecall;
 impl MemoryRecall for NoRecall {
     async fn recall(&self, _agent: &Agent, _message: &str) -> anyhow::Result<Vec<String>> {
         Ok(Vec::new())
+    }
+
+    async fn episode(
+        &self,
+        _agent: &Agent,
+        _session: &SessionId,
+        _message: &str,
+        _reply: &str,
+        _at: DateTime<Utc>,
+    ) -> anyhow::Result<Option<EmbeddedEntry>> {
+        Ok(None)
     }
 }
 

@@ -7,6 +7,7 @@ use super::model::Agent;
 use crate::billing::Settlement;
 use crate::events::Event;
 use crate::ids::{AgentId, SessionId, TenantId};
+use crate::memory::EmbeddedEntry;
 use crate::pagination::Page;
 
 /// Agents, always within a tenant: an id of another tenant's agent finds nothing.
@@ -43,6 +44,8 @@ pub struct Exchange {
     pub settlement: Settlement,
     /// `agent.message.created` and `agent.message.completed`.
     pub events: Vec<Event>,
+    /// The exchange as an episodic memory, when the agent keeps them.
+    pub memory: Option<EmbeddedEntry>,
 }
 
 /// What storing an exchange did.
@@ -81,7 +84,8 @@ pub trait ConversationRepository: Send + Sync {
         page: Page,
     ) -> anyhow::Result<Option<(Vec<Message>, u64)>>;
 
-    /// In one transaction: creates the conversation if new, stores both messages, settles the
+    /// In one transaction: creates the conversation if new, stores both messages and the
+    /// episodic memory if any, settles the
     /// credit hold (charge, ledger entry, return of the rest, the low-balance event if the
     /// balance crosses the threshold) and stores the events. MUST answer
     /// [`ExchangeOutcome::AgentGone`], storing nothing, when the agent no longer exists.

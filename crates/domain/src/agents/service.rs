@@ -344,7 +344,20 @@ impl ChatService {
             }
         };
         let answered_at = d.clock.now();
-        let exchange = self.exchange(
+        // The exchange as an episodic memory. The reply is already paid for by the hold: a
+        // failing embedder costs the memory, not the answer.
+        let memory = match d
+            .memory
+            .episode(&agent, &session_id, &input.message, &completion.content, answered_at)
+            .await
+        {
+            Ok(memory) => memory,
+            Err(e) => {
+                tracing::error!(error = ?e, agent_id = %agent.id, "making the episodic memory of a chat failed");
+                None
+            }
+        };
+        let mut exchange = self.exchange(
             caller,
             &agent,
             session_id,
@@ -354,6 +367,7 @@ impl ChatService {
             asked_at,
             answered_at,
         );
+        exchange.memory = memory;
         match d.conversations.record_exchange(&exchange).await {
             Ok(ExchangeOutcome::Recorded { remaining }) => {
                 let charged = exchange.settlement.entry.delta.abs();
@@ -450,7 +464,7 @@ impl ChatService {
             low_threshold: self.settings.credits_low_threshold,
             low_event: EventId::generate(ids),
         };
-        Exchange { session_id, user_message, reply, settlement, events }
+        Exchange { session_id, user_message, reply, settlement, events, memory: None }
     }
 
     async fn release(&self, hold: &CreditHold) {

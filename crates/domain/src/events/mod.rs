@@ -167,6 +167,20 @@ pub enum EventPayload {
     /// `agent.message.completed`: the agent's reply.
     #[serde(rename = "agent.message.completed")]
     AgentMessageCompleted(MessageCompletedData),
+    /// `memory.consolidated`: near-duplicate memories of an agent were merged.
+    #[serde(rename = "memory.consolidated")]
+    MemoryConsolidated {
+        /// The agent whose memory was consolidated.
+        agent_id: AgentId,
+        /// Entries compared.
+        examined: u64,
+        /// Entries merged into another and removed.
+        merged: u64,
+        /// Entries that absorbed at least one other.
+        kept: u64,
+        /// The similarity at or above which two entries were merged.
+        threshold: f32,
+    },
     /// `billing.credits.low`: the settled balance fell below the threshold.
     #[serde(rename = "billing.credits.low")]
     BillingCreditsLow {
@@ -195,6 +209,7 @@ impl EventPayload {
             Self::AgentUpdated { .. } => EventType::AgentUpdated,
             Self::AgentMessageCreated(_) => EventType::AgentMessageCreated,
             Self::AgentMessageCompleted(_) => EventType::AgentMessageCompleted,
+            Self::MemoryConsolidated { .. } => EventType::MemoryConsolidated,
             Self::BillingCreditsLow { .. } => EventType::BillingCreditsLow,
             Self::BillingPurchaseCompleted { .. } => EventType::BillingPurchaseCompleted,
         }

@@ -19,6 +19,7 @@ crate::contract!(
     an_exchange_for_a_deleted_agent_stores_and_charges_nothing,
     crossing_the_low_threshold_adds_the_warning_event,
     deleting_an_agent_deletes_its_conversations,
+    an_episodic_memory_is_stored_with_its_exchange,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -79,6 +80,7 @@ fn exchange_in(n: u32, agent: &str, session_id: &str, hold_id: &str, cost: i64, 
             event(&format!("evt_{n}a"), "ten_1", EventType::AgentMessageCreated),
             event(&format!("evt_{n}b"), "ten_1", EventType::AgentMessageCompleted),
         ],
+        memory: None,
     }
 }
 
@@ -225,4 +227,50 @@ async fn deleting_an_agent_deletes_its_conversations(db: Database) {
     assert!(agents.delete(&tenant(), &agent_id("agt_1")).await.unwrap());
     assert_eq!(db.count_rows("chat_sessions").await.unwrap(), 0);
     assert_eq!(db.count_rows("chat_messages").await.unwrap(), 0);
+}
+
+async fn an_episodic_memory_is_stored_with_its_exchange(db: Database) {
+    use agentry_domain::ids::MemoryId;
+    use agentry_domain::memory::{
+        EmbeddedEntry, Embedding, MemoryEntry, MemoryFilter, MemoryRepository, MemoryType,
+    };
+
+    let (conversations, credits) = setup(&db).await;
+    let memories = agentry_store::MemoryStore::new(db.clone(), 2);
+    let episode = |id: &str| EmbeddedEntry {
+        entry: MemoryEntry {
+            id: MemoryId::from_string(id),
+            tenant_id: tenant(),
+            agent_id: Some(agent_id("agt_1")),
+            document_id: None,
+            memory_type: MemoryType::Episodic,
+            key: None,
+            content: "User: hello\nAssistant: hi there".into(),
+            source: "chat".into(),
+            metadata: serde_json::Map::new(),
+            tags: vec![],
+            importance: 0.5,
+            access_count: 0,
+            created_at: t0(),
+            updated_at: t0(),
+            expires_at: None,
+        },
+        embedding: Embedding { model_id: "test:2".into(), vector: vec![1.0, 0.0] },
+    };
+    let filter = MemoryFilter { agent_id: Some(agent_id("agt_1")), ..MemoryFilter::default() };
+    // Seen by the cache before the exchange, so the exchange must advance the version.
+    assert_eq!(memories.vector_count(&tenant(), "test:2", &filter, t0()).await.unwrap(), 0);
+    hold(&credits, "hld_1").await;
+    let mut x = exchange(1, "hld_1", 2, 100);
+    x.memory = Some(episode("mem_ep1"));
+    conversations.record_exchange(&x).await.unwrap();
+    assert_eq!(memories.vector_count(&tenant(), "test:2", &filter, t0()).await.unwrap(), 1);
+    let hits = memories.lexical(&tenant(), &["hello".to_owned()], &filter, t0(), 5).await.unwrap();
+    assert_eq!(hits, vec![MemoryId::from_string("mem_ep1")]);
+
+    // An exchange that stores nothing (its hold is gone) stores no memory either.
+    let mut x = exchange(2, "hld_missing", 2, 100);
+    x.memory = Some(episode("mem_ep2"));
+    assert!(conversations.record_exchange(&x).await.is_err());
+    assert_eq!(memories.get(&tenant(), &MemoryId::from_string("mem_ep2")).await.unwrap(), None);
 }

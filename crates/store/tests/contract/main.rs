@@ -11,6 +11,7 @@ mod chat;
 mod credits;
 mod harness;
 mod jobs;
+mod memory;
 mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;

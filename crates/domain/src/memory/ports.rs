@@ -1,0 +1,122 @@
+//! What the memory service needs from storage.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::model::{EmbeddedEntry, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType};
+use crate::events::Event;
+use crate::ids::{AgentId, DocumentId, MemoryId, TenantId};
+use crate::pagination::Page;
+
+/// One merge of consolidation: `kept` absorbs `absorbed`, which are deleted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merge {
+    /// The surviving entry, with its tags unioned and access counts summed.
+    pub kept: MemoryEntry,
+    /// The entries merged into it.
+    pub absorbed: Vec<MemoryId>,
+}
+
+/// Memory entries, documents and their embeddings, always within a tenant.
+///
+/// Every change also advances the tenant's memory version in the same transaction, so that
+/// each instance's cache of vectors (behind [`MemoryRepository::nearest`]) notices changes
+/// made by any instance before its next search.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait MemoryRepository: Send + Sync {
+    /// Stores new entries, and the documents they are chunks of, in one transaction. Fails
+    /// (storing nothing) when an entry's agent no longer exists.
+    async fn insert(&self, entries: &[EmbeddedEntry], documents: &[MemoryDocument]) -> anyhow::Result<()>;
+
+    /// Stores an entry that has a key: when the tenant has one with the same `(memory_type,
+    /// key)`, that one is updated in place (its id, `created_at` and `access_count` kept);
+    /// returns the stored entry. Concurrent upserts of one key leave exactly one entry.
+    async fn upsert_keyed(&self, entry: &EmbeddedEntry) -> anyhow::Result<MemoryEntry>;
+
+    /// The tenant's entry with this id (expired ones too: the service decides).
+    async fn get(&self, tenant: &TenantId, id: &MemoryId) -> anyhow::Result<Option<MemoryEntry>>;
+
+    /// The tenant's entries with these ids that still exist, in no particular order.
+    async fn get_many(&self, tenant: &TenantId, ids: &[MemoryId]) -> anyhow::Result<Vec<MemoryEntry>>;
+
+    /// A page of the tenant's unexpired entries, oldest first, optionally of one agent and
+    /// one type, and their total.
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        agent: Option<AgentId>,
+        memory_type: Option<MemoryType>,
+        now: DateTime<Utc>,
+        page: Page,
+    ) -> anyhow::Result<(Vec<MemoryEntry>, u64)>;
+
+    /// Deletes one entry; `false` when absent.
+    async fn delete(&self, tenant: &TenantId, id: &MemoryId) -> anyhow::Result<bool>;
+
+    /// Deletes a document and all its chunks; `false` when absent.
+    async fn delete_document(&self, tenant: &TenantId, id: &DocumentId) -> anyhow::Result<bool>;
+
+    /// The `limit` entries passing `filter` whose vectors of model `model_id` are nearest to
+    /// `query` (a unit vector), best first, with their cosine similarity. Exact: every vector
+    /// of the scope is compared.
+    async fn nearest(
+        &self,
+        tenant: &TenantId,
+        model_id: &str,
+        query: &[f32],
+        filter: &MemoryFilter,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<(MemoryId, f32)>>;
+
+    /// Up to `limit` unexpired entries of the scope (`filter`'s agent and types) that contain
+    /// any of `terms`, best lexical match first (bm25 on SQLite, `ts_rank_cd` on PostgreSQL).
+    /// Tag and metadata filters are the caller's to apply.
+    async fn lexical(
+        &self,
+        tenant: &TenantId,
+        terms: &[String],
+        filter: &MemoryFilter,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<MemoryId>>;
+
+    /// How many entries with vectors of `model_id` pass `filter` (the cache's count, no scan).
+    async fn vector_count(
+        &self,
+        tenant: &TenantId,
+        model_id: &str,
+        filter: &MemoryFilter,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<usize>;
+
+    /// Adds one to the access count of each of these entries, in one statement.
+    async fn touch(&self, tenant: &TenantId, ids: &[MemoryId]) -> anyhow::Result<()>;
+
+    /// Every unexpired, non-document entry of an agent with its vector of `model_id`.
+    async fn agent_vectors(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        model_id: &str,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<(MemoryEntry, Vec<f32>)>>;
+
+    /// Applies consolidation's merges and stores its event, in one transaction.
+    async fn consolidate(&self, tenant: &TenantId, merges: &[Merge], event: &Event) -> anyhow::Result<()>;
+
+    /// Up to `limit` entries (of any tenant) whose embedding is not of `model_id`, with their
+    /// content: the work list of `agentry memory reindex`.
+    async fn stale_embeddings(
+        &self,
+        model_id: &str,
+        limit: usize,
+    ) -> anyhow::Result<Vec<(TenantId, MemoryId, String)>>;
+
+    /// Replaces the embeddings of these entries.
+    async fn set_embeddings(
+        &self,
+        updates: &[(TenantId, MemoryId, super::model::Embedding)],
+    ) -> anyhow::Result<()>;
+}

@@ -1,0 +1,366 @@
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::TimeZone;
+use serde_json::json;
+
+use super::*;
+use crate::agents::chat::MockTokenCounter;
+use crate::agents::{AgentConfig, AgentName, AgentStatus, AgentType, MockAgentRepository};
+use crate::identity::Credential;
+use crate::ids::{MockIdGenerator, UserId};
+use crate::memory::{EmbeddingModel, MockEmbedder, MockMemoryRepository};
+use crate::tenancy::{Plan, Role};
+use crate::time::MockClock;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
+}
+
+fn caller(role: Role) -> Principal {
+    Principal {
+        user_id: UserId::from_string("usr_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        plan: Plan::Starter,
+        role,
+        credential: Credential::AccessToken,
+    }
+}
+
+fn agent(types: Vec<MemoryType>) -> Agent {
+    Agent {
+        id: AgentId::from_string("agt_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        name: AgentName::new("Helper").unwrap(),
+        agent_type: AgentType::Assistant,
+        status: AgentStatus::Active,
+        description: None,
+        memory_types: types,
+        config: AgentConfig::default(),
+        created_at: t0(),
+        updated_at: t0(),
+    }
+}
+
+fn entry(id: &str, content: &str) -> MemoryEntry {
+    MemoryEntry {
+        id: MemoryId::from_string(id),
+        tenant_id: TenantId::from_string("ten_1"),
+        agent_id: Some(AgentId::from_string("agt_1")),
+        document_id: None,
+        memory_type: MemoryType::Semantic,
+        key: None,
+        content: content.into(),
+        source: "api".into(),
+        metadata: Map::new(),
+        tags: Vec::new(),
+        importance: 0.5,
+        access_count: 0,
+        created_at: t0(),
+        updated_at: t0(),
+        expires_at: None,
+    }
+}
+
+fn new_memory(content: &str) -> NewMemory {
+    NewMemory {
+        agent_id: Some(AgentId::from_string("agt_1")),
+        memory_type: MemoryType::Semantic,
+        key: None,
+        content: content.into(),
+        source: None,
+        metadata: Map::new(),
+        tags: Vec::new(),
+        importance: None,
+        expiry: None,
+    }
+}
+
+struct Mocks {
+    memories: MockMemoryRepository,
+    agents: MockAgentRepository,
+    embedder: MockEmbedder,
+}
+
+impl Mocks {
+    fn new() -> Self {
+        let mut embedder = MockEmbedder::new();
+        let model = EmbeddingModel { provider: "test".into(), id: "test:2".into(), dimension: 2 };
+        embedder.expect_model().return_const(model);
+        Self { memories: MockMemoryRepository::new(), agents: MockAgentRepository::new(), embedder }
+    }
+
+    fn agent_exists(mut self) -> Self {
+        self.agents.expect_get().returning(|_, _| Ok(Some(agent(vec![MemoryType::Semantic]))));
+        self
+    }
+
+    fn embeds(mut self) -> Self {
+        self.embedder.expect_embed().returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+        self
+    }
+
+    fn service(self) -> MemoryService {
+        let mut ids = MockIdGenerator::new();
+        let n = AtomicU64::new(0);
+        ids.expect_generate().returning(move |p| format!("{p}_{}", n.fetch_add(1, Ordering::SeqCst)));
+        let mut clock = MockClock::new();
+        clock.expect_now().returning(t0);
+        let mut tokens = MockTokenCounter::new();
+        tokens.expect_count().returning(|t| t.split_whitespace().count() as u64);
+        MemoryService::new(
+            MemoryServiceDeps {
+                memories: Arc::new(self.memories),
+                agents: Arc::new(self.agents),
+                embedder: Arc::new(self.embedder),
+                tokens: Arc::new(tokens),
+                ids: Arc::new(ids),
+                clock: Arc::new(clock),
+            },
+            MemorySettings::default(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn adding_to_another_tenants_agent_stores_nothing() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(None));
+    m.memories.expect_insert().never();
+    m.embedder.expect_embed().never();
+    let err = m.service().add(&caller(Role::Owner), new_memory("x")).await.unwrap_err();
+    assert!(matches!(err, MemoryError::AgentNotFound));
+}
+
+#[tokio::test]
+async fn viewers_may_not_write() {
+    let m = Mocks::new();
+    let err = m.service().add(&caller(Role::Viewer), new_memory("x")).await.unwrap_err();
+    assert!(matches!(err, MemoryError::Forbidden(_)));
+}
+
+#[tokio::test]
+async fn an_entry_is_stored_with_its_embedding_and_model() {
+    let mut m = Mocks::new().agent_exists().embeds();
+    m.memories
+        .expect_insert()
+        .withf(|entries, docs| {
+            docs.is_empty()
+                && entries.len() == 1
+                && entries[0].embedding.model_id == "test:2"
+                && entries[0].entry.source == "api"
+                && (entries[0].entry.importance - 0.5).abs() < 1e-12
+        })
+        .times(1)
+        .returning(|_, _| Ok(()));
+    let mut new = new_memory("fact");
+    new.expiry = Some(Expiry::After(Duration::hours(1)));
+    let e = m.service().add(&caller(Role::Owner), new).await.unwrap();
+    assert_eq!(e.expires_at, Some(t0() + Duration::hours(1)));
+}
+
+#[tokio::test]
+async fn an_entry_with_a_key_is_upserted() {
+    let mut m = Mocks::new().embeds();
+    m.memories.expect_insert().never();
+    m.memories.expect_upsert_keyed().times(1).returning(|e| {
+        let mut stored = e.entry.clone();
+        stored.id = MemoryId::from_string("mem_existing");
+        Ok(stored)
+    });
+    let mut new = new_memory("fact");
+    new.agent_id = None;
+    new.key = Some("k".into());
+    let e = m.service().add(&caller(Role::Owner), new).await.unwrap();
+    assert_eq!(e.id.as_str(), "mem_existing");
+}
+
+#[tokio::test]
+async fn search_fuses_both_retrievers_filters_and_counts_access() {
+    let mut m = Mocks::new().agent_exists().embeds();
+    m.memories.expect_nearest().returning(|_, _, _, _, _, _| {
+        Ok(vec![(MemoryId::from_string("mem_a"), 0.9), (MemoryId::from_string("mem_b"), 0.5)])
+    });
+    m.memories
+        .expect_lexical()
+        .withf(|_, terms, _, _, _| terms == ["colour", "client", "like"])
+        .returning(|_, _, _, _, _| Ok(vec![MemoryId::from_string("mem_b"), MemoryId::from_string("mem_c")]));
+    m.memories.expect_get_many().returning(|_, ids| {
+        assert_eq!(ids.len(), 3, "each candidate is read once");
+        let mut c = entry("mem_c", "untagged");
+        c.tags = vec![];
+        let mut a = entry("mem_a", "a");
+        a.tags = vec!["t".into()];
+        let mut b = entry("mem_b", "the client likes that colour");
+        b.tags = vec!["t".into()];
+        Ok(vec![a, b, c])
+    });
+    m.memories
+        .expect_touch()
+        .withf(|_, ids| ids.iter().map(MemoryId::as_str).collect::<Vec<_>>() == ["mem_b"])
+        .times(1)
+        .returning(|_, _| Ok(()));
+    let query = SearchQuery {
+        text: "What colour does the client like?".into(),
+        filter: MemoryFilter {
+            agent_id: Some(AgentId::from_string("agt_1")),
+            tags: vec!["t".into()],
+            ..Default::default()
+        },
+        skip: 0,
+        limit: 1,
+        count_access: true,
+    };
+    let r = m.service().search(&caller(Role::Owner), query).await.unwrap();
+    // mem_c fails the tag filter; mem_b is in both rankings and wins.
+    assert_eq!(r.total, 2);
+    assert_eq!(r.hits.len(), 1);
+    assert_eq!(r.hits[0].entry.id.as_str(), "mem_b");
+    assert_eq!(r.hits[0].entry.access_count, 1);
+    assert_eq!(r.hits[0].ranking.candidate.vector_rank, Some(2));
+    assert_eq!(r.hits[0].ranking.candidate.lexical_rank, Some(1));
+}
+
+#[tokio::test]
+async fn recall_skips_the_model_when_the_agent_remembers_nothing() {
+    let mut m = Mocks::new();
+    m.memories.expect_vector_count().returning(|_, _, _, _| Ok(0));
+    m.embedder.expect_embed().never();
+    let got = m.service().recall(&agent(vec![MemoryType::Semantic]), "hello").await.unwrap();
+    assert!(got.is_empty());
+}
+
+#[tokio::test]
+async fn recall_returns_the_best_memories_within_the_budget() {
+    let mut m = Mocks::new().embeds();
+    m.memories.expect_vector_count().returning(|_, _, _, _| Ok(2));
+    m.memories
+        .expect_nearest()
+        .withf(|_, _, _, f, _, _| {
+            f.agent_id.as_ref().map(AgentId::as_str) == Some("agt_1")
+                && f.memory_types == [MemoryType::Semantic, MemoryType::Episodic]
+        })
+        .returning(|_, _, _, _, _, _| {
+            Ok(vec![(MemoryId::from_string("mem_a"), 0.9), (MemoryId::from_string("mem_b"), 0.1)])
+        });
+    m.memories.expect_lexical().returning(|_, _, _, _, _| Ok(vec![]));
+    m.memories.expect_get_many().returning(|_, _| {
+        Ok(vec![entry("mem_a", "the favourite colour is teal"), entry("mem_b", &"word ".repeat(2000))])
+    });
+    let got = m.service().recall(&agent(vec![MemoryType::Semantic]), "colour?").await.unwrap();
+    // The second memory alone is over the token budget.
+    assert_eq!(got, vec!["the favourite colour is teal".to_owned()]);
+}
+
+#[tokio::test]
+async fn only_episodic_agents_remember_exchanges() {
+    let m = Mocks::new().embeds();
+    let svc = m.service();
+    let session = SessionId::from_string("ses_1");
+    let none = svc.episode(&agent(vec![MemoryType::Semantic]), &session, "hi", "hello", t0()).await.unwrap();
+    assert!(none.is_none());
+    let some = svc
+        .episode(&agent(vec![MemoryType::Episodic]), &session, "hi", "hello", t0())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(some.entry.memory_type, MemoryType::Episodic);
+    assert_eq!(some.entry.content, "User: hi\nAssistant: hello");
+    assert_eq!(some.entry.source, "chat");
+    assert_eq!(some.entry.metadata.get("session_id"), Some(&json!("ses_1")));
+}
+
+#[tokio::test]
+async fn documents_are_chunked_embedded_and_stored_at_once() {
+    let mut m = Mocks::new().agent_exists().embeds();
+    m.memories
+        .expect_insert()
+        .withf(|entries, docs| {
+            docs.len() == 2
+                && entries.len() == 3
+                && entries.iter().all(|e| e.entry.document_id.is_some() && e.entry.source == "document")
+                && entries[0].entry.metadata.get("title") == Some(&json!("First"))
+        })
+        .times(1)
+        .returning(|_, _| Ok(()));
+    let docs = vec![
+        NewDocument {
+            title: "First".into(),
+            content: format!("{}. {}.", "a ".repeat(200), "b ".repeat(200)),
+            metadata: Map::new(),
+        },
+        NewDocument { title: "Second".into(), content: "Short.".into(), metadata: Map::new() },
+    ];
+    let out =
+        m.service().add_documents(&caller(Role::Owner), &AgentId::from_string("agt_1"), docs).await.unwrap();
+    assert_eq!(out.iter().map(|s| s.document.chunk_count).collect::<Vec<_>>(), vec![2, 1]);
+}
+
+#[test]
+fn consolidation_merges_near_duplicates_into_the_most_important() {
+    let mut a = entry("mem_a", "teal is the favourite");
+    a.importance = 0.4;
+    a.tags = vec!["x".into()];
+    a.access_count = 2;
+    let mut b = entry("mem_b", "favourite is teal");
+    b.importance = 0.9;
+    b.tags = vec!["y".into()];
+    b.access_count = 3;
+    let c = entry("mem_c", "unrelated");
+    let rows = vec![(a, vec![1.0, 0.0]), (b, vec![0.96, 0.28]), (c, vec![0.0, 1.0])];
+    let merges = plan_merges(rows, 0.92, t0());
+    assert_eq!(merges.len(), 1);
+    let m = &merges[0];
+    assert_eq!(m.kept.id.as_str(), "mem_b");
+    assert_eq!(m.absorbed, vec![MemoryId::from_string("mem_a")]);
+    assert_eq!(m.kept.tags, vec!["y", "x"]);
+    assert_eq!(m.kept.access_count, 5);
+}
+
+#[tokio::test]
+async fn consolidation_writes_its_event_with_the_counts() {
+    let mut m = Mocks::new().agent_exists();
+    m.memories.expect_agent_vectors().returning(|_, _, _, _| {
+        Ok(vec![
+            (entry("mem_a", "x"), vec![1.0, 0.0]),
+            (entry("mem_b", "y"), vec![1.0, 0.0]),
+            (entry("mem_c", "z"), vec![0.0, 1.0]),
+        ])
+    });
+    m.memories
+        .expect_consolidate()
+        .withf(|_, merges, event| {
+            merges.len() == 1
+                && matches!(
+                    event.payload,
+                    EventPayload::MemoryConsolidated { examined: 3, merged: 1, kept: 1, .. }
+                )
+        })
+        .times(1)
+        .returning(|_, _, _| Ok(()));
+    let r =
+        m.service().consolidate(&caller(Role::Owner), &AgentId::from_string("agt_1"), None).await.unwrap();
+    assert_eq!((r.examined, r.merged, r.kept), (3, 1, 1));
+}
+
+#[test]
+fn lexical_terms_drop_stop_words_and_repeats() {
+    assert_eq!(lexical_terms("What colour does the client like? Colour!"), vec!["colour", "client", "like"]);
+    assert!(lexical_terms("the of and").is_empty());
+}
+
+#[test]
+fn a_lexical_match_must_cover_enough_of_the_query() {
+    let terms = lexical_terms("which shade does the client prefer?");
+    assert_eq!(terms, vec!["shade", "client", "prefer"]);
+    assert_eq!(matched_terms("The client's account manager is Priya.", &terms), 1);
+    assert!(!enough_terms(1, 3));
+    assert_eq!(matched_terms("Clients preferred a darker shade.", &terms), 3);
+    assert!(enough_terms(2, 3));
+    assert!(enough_terms(1, 2));
+    assert!(enough_terms(1, 1));
+    assert!(!enough_terms(0, 1));
+    assert_eq!(matched_terms("favourite colours", &["colour".to_owned()]), 1);
+    assert_eq!(matched_terms("Größe", &["größen".to_owned()]), 1, "stems are cut on characters, not bytes");
+}

@@ -1,0 +1,660 @@
+//! [`MemoryRepository`]: memory entries with their embeddings, documents, full-text search
+//! (FTS5 with bm25 on SQLite, a `tsvector` with a GIN index on PostgreSQL), and exact vector
+//! search over an in-process cache kept current by the tenant's memory version
+//! ([`crate::vectors`]).
+
+use std::sync::{Arc, PoisonError};
+
+use agentry_domain::events::Event;
+use agentry_domain::ids::{AgentId, DocumentId, MemoryId, TenantId};
+use agentry_domain::memory::{
+    EmbeddedEntry, Embedding, Facets, MemoryDocument, MemoryEntry, MemoryFilter, MemoryRepository,
+    MemoryType, Merge,
+};
+use agentry_domain::pagination::Page;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde_json::{Map, Value};
+
+use crate::accounts::parse_stored;
+use crate::database::{Backend, Database, StoreError};
+use crate::events::EventRow;
+use crate::schema::{events, memory_documents, memory_entries, memory_scopes, memory_tombstones};
+use crate::types::{DbJsonAs, DbTime};
+use crate::vectors::{self, CachedVector, Load, Sync, VectorCache};
+
+/// Memory in the database, with this process's cache of vectors.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    db: Database,
+    cache: Arc<VectorCache>,
+    dimension: usize,
+}
+
+impl MemoryStore {
+    /// A repository over `db` for vectors of `dimension` values.
+    pub fn new(db: Database, dimension: usize) -> Self {
+        Self { db, cache: Arc::new(VectorCache::default()), dimension }
+    }
+}
+
+/// An entry as read (without its embedding).
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = memory_entries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(crate) struct EntryRow {
+    id: String,
+    tenant_id: String,
+    agent_id: Option<String>,
+    document_id: Option<String>,
+    memory_type: String,
+    key: Option<String>,
+    content: String,
+    source: String,
+    metadata: DbJsonAs<Map<String, Value>>,
+    tags: DbJsonAs<Vec<String>>,
+    importance: f64,
+    access_count: i64,
+    created_at: DbTime,
+    updated_at: DbTime,
+    expires_at: Option<DbTime>,
+}
+
+impl EntryRow {
+    fn into_domain(self) -> anyhow::Result<MemoryEntry> {
+        Ok(MemoryEntry {
+            id: MemoryId::from_string(self.id),
+            tenant_id: TenantId::from_string(self.tenant_id),
+            agent_id: self.agent_id.map(AgentId::from_string),
+            document_id: self.document_id.map(DocumentId::from_string),
+            memory_type: parse_stored(&self.memory_type, "memory type")?,
+            key: self.key,
+            content: self.content,
+            source: self.source,
+            metadata: self.metadata.0,
+            tags: self.tags.0,
+            importance: self.importance,
+            access_count: u64::try_from(self.access_count).unwrap_or(0),
+            created_at: self.created_at.0,
+            updated_at: self.updated_at.0,
+            expires_at: self.expires_at.map(|t| t.0),
+        })
+    }
+}
+
+/// An entry as written, with its embedding and the memory version of the write.
+#[derive(Insertable, AsChangeset)]
+#[diesel(table_name = memory_entries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(crate) struct NewEntryRow {
+    id: String,
+    tenant_id: String,
+    #[diesel(treat_none_as_null = true)]
+    agent_id: Option<String>,
+    #[diesel(treat_none_as_null = true)]
+    document_id: Option<String>,
+    memory_type: String,
+    #[diesel(treat_none_as_null = true)]
+    key: Option<String>,
+    content: String,
+    source: String,
+    metadata: DbJsonAs<Map<String, Value>>,
+    tags: DbJsonAs<Vec<String>>,
+    importance: f64,
+    access_count: i64,
+    created_at: DbTime,
+    updated_at: DbTime,
+    #[diesel(treat_none_as_null = true)]
+    expires_at: Option<DbTime>,
+    embedding: Vec<u8>,
+    embedding_model: String,
+    pub(crate) seq: i64,
+}
+
+impl NewEntryRow {
+    /// The row of `e`; its `seq` is set to the version of the transaction that writes it.
+    pub(crate) fn from_domain(e: &EmbeddedEntry) -> Self {
+        let m = &e.entry;
+        Self {
+            id: m.id.to_string(),
+            tenant_id: m.tenant_id.to_string(),
+            agent_id: m.agent_id.as_ref().map(ToString::to_string),
+            document_id: m.document_id.as_ref().map(ToString::to_string),
+            memory_type: m.memory_type.as_str().to_owned(),
+            key: m.key.clone(),
+            content: m.content.clone(),
+            source: m.source.clone(),
+            metadata: DbJsonAs(m.metadata.clone()),
+            tags: DbJsonAs(m.tags.clone()),
+            importance: m.importance,
+            access_count: i64::try_from(m.access_count).unwrap_or(i64::MAX),
+            created_at: m.created_at.into(),
+            updated_at: m.updated_at.into(),
+            expires_at: m.expires_at.map(DbTime),
+            embedding: vector_bytes(&e.embedding.vector),
+            embedding_model: e.embedding.model_id.clone(),
+            seq: 0,
+        }
+    }
+}
+
+/// What the vector cache keeps of a row.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = memory_entries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct VectorRow {
+    id: String,
+    agent_id: Option<String>,
+    memory_type: String,
+    tags: DbJsonAs<Vec<String>>,
+    metadata: DbJsonAs<Map<String, Value>>,
+    importance: f64,
+    updated_at: DbTime,
+    expires_at: Option<DbTime>,
+    embedding: Vec<u8>,
+}
+
+impl VectorRow {
+    fn into_cached(self) -> anyhow::Result<CachedVector> {
+        Ok(CachedVector {
+            id: MemoryId::from_string(self.id),
+            facets: Facets {
+                agent_id: self.agent_id.map(AgentId::from_string),
+                memory_type: parse_stored(&self.memory_type, "memory type")?,
+                tags: self.tags.0,
+                metadata: self.metadata.0,
+                importance: self.importance,
+                updated_at: self.updated_at.0,
+                expires_at: self.expires_at.map(|t| t.0),
+            },
+            vector: vector_from_bytes(&self.embedding),
+        })
+    }
+}
+
+/// Little-endian `f32`s: the embedding column's format.
+pub(crate) fn vector_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+#[derive(QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    id: String,
+}
+
+/// The types of a filter as `,semantic,episodic,` (empty: every type), matched in SQL with a
+/// substring test so that one statement serves every combination.
+fn types_list(types: &[MemoryType]) -> String {
+    if types.is_empty() {
+        String::new()
+    } else {
+        format!(",{},", types.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(","))
+    }
+}
+
+const SQLITE_LEXICAL: &str = "SELECT e.id AS id FROM memory_fts JOIN memory_entries e ON e.pk = memory_fts.rowid \
+     WHERE memory_fts MATCH ?1 AND e.tenant_id = ?2 AND (?3 = '' OR e.agent_id = ?3) \
+     AND (e.expires_at IS NULL OR e.expires_at > ?4) AND (?5 = '' OR instr(?5, ',' || e.memory_type || ',') > 0) \
+     ORDER BY bm25(memory_fts), e.id LIMIT ?6";
+
+const PG_LEXICAL: &str = "SELECT id FROM memory_entries \
+     WHERE search_vector @@ to_tsquery('english', $1) AND tenant_id = $2 AND ($3 = '' OR agent_id = $3) \
+     AND (expires_at IS NULL OR expires_at > $4) AND ($5 = '' OR strpos($5, ',' || memory_type || ',') > 0) \
+     ORDER BY ts_rank_cd(search_vector, to_tsquery('english', $1)) DESC, id LIMIT $6";
+
+impl MemoryStore {
+    /// Brings the tenant's cache up to the stored version and returns it.
+    async fn synced(
+        &self,
+        tenant: &TenantId,
+        model_id: &str,
+    ) -> anyhow::Result<Arc<std::sync::RwLock<vectors::TenantVectors>>> {
+        let cache = self.cache.tenant(tenant.as_str(), model_id, self.dimension);
+        let tenant_id = tenant.as_str();
+        let stored: Option<(i64, i64)> = with_conn!(self.db, conn => memory_scopes::table
+            .filter(memory_scopes::tenant_id.eq(tenant_id))
+            .select((memory_scopes::version, memory_scopes::reset_version))
+            .first(conn)
+            .await
+            .optional())?;
+        let (version, reset) = stored.unwrap_or((0, 0));
+        let (sync, planned_from) = {
+            let c = cache.read().unwrap_or_else(PoisonError::into_inner);
+            (vectors::plan(&c, model_id, version, reset), vectors::version_of(&c))
+        };
+        let (rows, tombstones): (Vec<VectorRow>, Vec<String>) = match sync {
+            Sync::Current => return Ok(cache),
+            Sync::Everything => {
+                let rows = with_conn!(self.db, conn => memory_entries::table
+                    .filter(memory_entries::tenant_id.eq(tenant_id))
+                    .filter(memory_entries::embedding_model.eq(model_id))
+                    .select(VectorRow::as_select())
+                    .load(conn)
+                    .await)?;
+                (rows, Vec::new())
+            }
+            Sync::Changes { since } => with_conn!(self.db, conn => async {
+                let rows = memory_entries::table
+                    .filter(memory_entries::tenant_id.eq(tenant_id))
+                    .filter(memory_entries::seq.gt(since))
+                    .filter(memory_entries::embedding_model.eq(model_id))
+                    .select(VectorRow::as_select())
+                    .load(conn)
+                    .await?;
+                let gone = memory_tombstones::table
+                    .filter(memory_tombstones::tenant_id.eq(tenant_id))
+                    .filter(memory_tombstones::seq.gt(since))
+                    .select(memory_tombstones::entry_id)
+                    .load(conn)
+                    .await?;
+                Ok::<_, diesel::result::Error>((rows, gone))
+            }.await)?,
+        };
+        let rows = rows.into_iter().map(VectorRow::into_cached).collect::<anyhow::Result<Vec<_>>>()?;
+        let load = Load {
+            planned_from,
+            sync,
+            version,
+            model_id: model_id.to_owned(),
+            dimension: self.dimension,
+            rows,
+            tombstones: tombstones.into_iter().map(MemoryId::from_string).collect(),
+        };
+        vectors::apply(&mut cache.write().unwrap_or_else(PoisonError::into_inner), load);
+        Ok(cache)
+    }
+}
+
+#[async_trait]
+impl MemoryRepository for MemoryStore {
+    async fn insert(&self, entries: &[EmbeddedEntry], documents: &[MemoryDocument]) -> anyhow::Result<()> {
+        let Some(tenant) = entries.first().map(|e| e.entry.tenant_id.to_string()) else { return Ok(()) };
+        let mut rows: Vec<NewEntryRow> = entries.iter().map(NewEntryRow::from_domain).collect();
+        let docs: Vec<_> = documents
+            .iter()
+            .map(|d| {
+                (
+                    memory_documents::id.eq(d.id.to_string()),
+                    memory_documents::tenant_id.eq(d.tenant_id.to_string()),
+                    memory_documents::agent_id.eq(d.agent_id.to_string()),
+                    memory_documents::title.eq(d.title.clone()),
+                    memory_documents::metadata.eq(DbJsonAs(d.metadata.clone())),
+                    memory_documents::chunk_count.eq(i64::try_from(d.chunk_count).unwrap_or(i64::MAX)),
+                    memory_documents::created_at.eq(DbTime(d.created_at)),
+                )
+            })
+            .collect();
+        transaction!(self.db, conn => {
+            let version = bump_memory_version!(conn, tenant.as_str())?;
+            for doc in &docs {
+                diesel::insert_into(memory_documents::table).values(doc.clone()).execute(conn).await?;
+            }
+            for row in &mut rows {
+                row.seq = version;
+                diesel::insert_into(memory_entries::table).values(&*row).execute(conn).await?;
+            }
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(())
+    }
+
+    async fn upsert_keyed(&self, entry: &EmbeddedEntry) -> anyhow::Result<MemoryEntry> {
+        let mut row = NewEntryRow::from_domain(entry);
+        let row = transaction!(self.db, conn => {
+            row.seq = bump_memory_version!(conn, row.tenant_id.as_str())?;
+            use memory_entries as m;
+            let stored: EntryRow = diesel::insert_into(m::table)
+                .values(&row)
+                .on_conflict((m::tenant_id, m::memory_type, m::key))
+                .do_update()
+                .set((
+                    m::agent_id.eq(&row.agent_id),
+                    m::content.eq(&row.content),
+                    m::source.eq(&row.source),
+                    m::metadata.eq(&row.metadata),
+                    m::tags.eq(&row.tags),
+                    m::importance.eq(row.importance),
+                    m::updated_at.eq(row.updated_at),
+                    m::expires_at.eq(row.expires_at),
+                    m::embedding.eq(&row.embedding),
+                    m::embedding_model.eq(&row.embedding_model),
+                    m::seq.eq(row.seq),
+                ))
+                .returning(EntryRow::as_returning())
+                .get_result(conn)
+                .await?;
+            Ok::<_, StoreError>(stored)
+        })?;
+        row.into_domain()
+    }
+
+    async fn get(&self, tenant: &TenantId, id: &MemoryId) -> anyhow::Result<Option<MemoryEntry>> {
+        let row: Option<EntryRow> = with_conn!(self.db, conn => memory_entries::table
+            .filter(memory_entries::tenant_id.eq(tenant.as_str()))
+            .filter(memory_entries::id.eq(id.as_str()))
+            .select(EntryRow::as_select())
+            .first(conn)
+            .await
+            .optional())?;
+        row.map(EntryRow::into_domain).transpose()
+    }
+
+    async fn get_many(&self, tenant: &TenantId, ids: &[MemoryId]) -> anyhow::Result<Vec<MemoryEntry>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
+        let rows: Vec<EntryRow> = with_conn!(self.db, conn => memory_entries::table
+            .filter(memory_entries::tenant_id.eq(tenant.as_str()))
+            .filter(memory_entries::id.eq_any(&ids))
+            .select(EntryRow::as_select())
+            .load(conn)
+            .await)?;
+        rows.into_iter().map(EntryRow::into_domain).collect()
+    }
+
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        agent: Option<AgentId>,
+        memory_type: Option<MemoryType>,
+        now: DateTime<Utc>,
+        page: Page,
+    ) -> anyhow::Result<(Vec<MemoryEntry>, u64)> {
+        use memory_entries as m;
+        // Boxed per backend: the body below is expanded once for each.
+        let (rows, total): (Vec<EntryRow>, i64) = with_conn!(self.db, conn => async {
+            let query = || {
+                let mut q = m::table
+                    .filter(m::tenant_id.eq(tenant.as_str()))
+                    .filter(m::expires_at.is_null().or(m::expires_at.gt(DbTime(now))))
+                    .into_boxed();
+                if let Some(agent) = &agent {
+                    q = q.filter(m::agent_id.eq(agent.as_str().to_owned()));
+                }
+                if let Some(t) = memory_type {
+                    q = q.filter(m::memory_type.eq(t.as_str()));
+                }
+                q
+            };
+            let rows = query()
+                .order(m::id.asc())
+                .limit(page.limit())
+                .offset(page.offset())
+                .select(EntryRow::as_select())
+                .load(conn)
+                .await?;
+            let total = query().count().get_result(conn).await?;
+            Ok::<_, diesel::result::Error>((rows, total))
+        }.await)?;
+        let entries = rows.into_iter().map(EntryRow::into_domain).collect::<anyhow::Result<_>>()?;
+        Ok((entries, u64::try_from(total).unwrap_or(0)))
+    }
+
+    async fn delete(&self, tenant: &TenantId, id: &MemoryId) -> anyhow::Result<bool> {
+        let (tenant, id) = (tenant.to_string(), id.to_string());
+        let deleted = transaction!(self.db, conn => {
+            use memory_entries as m;
+            let n = diesel::delete(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq(&id)))
+                .execute(conn)
+                .await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            let version = bump_memory_version!(conn, tenant.as_str())?;
+            diesel::insert_into(memory_tombstones::table)
+                .values((
+                    memory_tombstones::tenant_id.eq(&tenant),
+                    memory_tombstones::seq.eq(version),
+                    memory_tombstones::entry_id.eq(&id),
+                ))
+                .execute(conn)
+                .await?;
+            Ok::<_, StoreError>(true)
+        })?;
+        Ok(deleted)
+    }
+
+    async fn delete_document(&self, tenant: &TenantId, id: &DocumentId) -> anyhow::Result<bool> {
+        let (tenant, id) = (tenant.to_string(), id.to_string());
+        let deleted = transaction!(self.db, conn => {
+            use memory_entries as m;
+            let chunks: Vec<String> = diesel::delete(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::document_id.eq(&id)))
+                .returning(m::id)
+                .get_results(conn)
+                .await?;
+            let n = diesel::delete(
+                memory_documents::table
+                    .filter(memory_documents::tenant_id.eq(&tenant))
+                    .filter(memory_documents::id.eq(&id)),
+            )
+            .execute(conn)
+            .await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            let version = bump_memory_version!(conn, tenant.as_str())?;
+            for chunk in &chunks {
+                diesel::insert_into(memory_tombstones::table)
+                    .values((
+                        memory_tombstones::tenant_id.eq(&tenant),
+                        memory_tombstones::seq.eq(version),
+                        memory_tombstones::entry_id.eq(chunk),
+                    ))
+                    .execute(conn)
+                    .await?;
+            }
+            Ok::<_, StoreError>(true)
+        })?;
+        Ok(deleted)
+    }
+
+    async fn nearest(
+        &self,
+        tenant: &TenantId,
+        model_id: &str,
+        query: &[f32],
+        filter: &MemoryFilter,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<(MemoryId, f32)>> {
+        let cache = self.synced(tenant, model_id).await?;
+        let cache = cache.read().unwrap_or_else(PoisonError::into_inner);
+        Ok(cache.nearest(query, filter, now, limit))
+    }
+
+    async fn lexical(
+        &self,
+        tenant: &TenantId,
+        terms: &[String],
+        filter: &MemoryFilter,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<MemoryId>> {
+        use diesel::sql_types::{BigInt, Text};
+
+        use crate::types::UtcTime;
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Any of the terms: FTS5 wants quoted strings joined by OR (quoted, a term is never
+        // read as an operator); PostgreSQL a tsquery of lexemes joined by `|` (stemmed and
+        // stripped of stop words by the `english` configuration).
+        let (sql, matching) = match self.db.backend() {
+            Backend::Sqlite => (
+                SQLITE_LEXICAL,
+                terms
+                    .iter()
+                    .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+                    .collect::<Vec<_>>()
+                    .join(" OR "),
+            ),
+            Backend::Postgres => (
+                PG_LEXICAL,
+                terms
+                    .iter()
+                    .map(|t| t.chars().filter(|c| c.is_alphanumeric()).collect::<String>())
+                    .filter(|t| !t.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            ),
+        };
+        if matching.is_empty() {
+            return Ok(Vec::new());
+        }
+        let agent = filter.agent_id.as_ref().map(|a| a.to_string()).unwrap_or_default();
+        let types = types_list(&filter.memory_types);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<IdRow> = with_conn!(self.db, conn => diesel::sql_query(sql)
+            .bind::<Text, _>(&matching)
+            .bind::<Text, _>(tenant.as_str())
+            .bind::<Text, _>(&agent)
+            .bind::<UtcTime, _>(DbTime(now))
+            .bind::<Text, _>(&types)
+            .bind::<BigInt, _>(limit)
+            .load(conn)
+            .await)?;
+        Ok(rows.into_iter().map(|r| MemoryId::from_string(r.id)).collect())
+    }
+
+    async fn vector_count(
+        &self,
+        tenant: &TenantId,
+        model_id: &str,
+        filter: &MemoryFilter,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<usize> {
+        let cache = self.synced(tenant, model_id).await?;
+        let cache = cache.read().unwrap_or_else(PoisonError::into_inner);
+        Ok(cache.count(filter, now))
+    }
+
+    async fn touch(&self, tenant: &TenantId, ids: &[MemoryId]) -> anyhow::Result<()> {
+        let tenant = tenant.to_string();
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        transaction!(self.db, conn => {
+            use memory_entries as m;
+            diesel::update(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq_any(&ids)))
+                .set(m::access_count.eq(m::access_count + 1))
+                .execute(conn)
+                .await?;
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(())
+    }
+
+    async fn agent_vectors(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        model_id: &str,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<(MemoryEntry, Vec<f32>)>> {
+        use memory_entries as m;
+        let rows: Vec<(EntryRow, Vec<u8>)> = with_conn!(self.db, conn => m::table
+            .filter(m::tenant_id.eq(tenant.as_str()))
+            .filter(m::agent_id.eq(agent.as_str()))
+            .filter(m::document_id.is_null())
+            .filter(m::embedding_model.eq(model_id))
+            .filter(m::expires_at.is_null().or(m::expires_at.gt(DbTime(now))))
+            .order(m::id.asc())
+            .select((EntryRow::as_select(), m::embedding))
+            .load(conn)
+            .await)?;
+        rows.into_iter().map(|(row, blob)| Ok((row.into_domain()?, vector_from_bytes(&blob)))).collect()
+    }
+
+    async fn consolidate(&self, tenant: &TenantId, merges: &[Merge], event: &Event) -> anyhow::Result<()> {
+        let tenant = tenant.to_string();
+        let event = EventRow::from_domain(event)?;
+        let merges: Vec<(String, DbJsonAs<Vec<String>>, i64, DbTime, Vec<String>)> = merges
+            .iter()
+            .map(|m| {
+                (
+                    m.kept.id.to_string(),
+                    DbJsonAs(m.kept.tags.clone()),
+                    i64::try_from(m.kept.access_count).unwrap_or(i64::MAX),
+                    DbTime(m.kept.updated_at),
+                    m.absorbed.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect();
+        transaction!(self.db, conn => {
+            use memory_entries as m;
+            let version = bump_memory_version!(conn, tenant.as_str())?;
+            for (kept, tags, access_count, updated_at, absorbed) in &merges {
+                diesel::update(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq(kept)))
+                    .set((m::tags.eq(tags), m::access_count.eq(access_count), m::updated_at.eq(updated_at), m::seq.eq(version)))
+                    .execute(conn)
+                    .await?;
+                diesel::delete(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq_any(absorbed)))
+                    .execute(conn)
+                    .await?;
+                for id in absorbed {
+                    diesel::insert_into(memory_tombstones::table)
+                        .values((
+                            memory_tombstones::tenant_id.eq(&tenant),
+                            memory_tombstones::seq.eq(version),
+                            memory_tombstones::entry_id.eq(id),
+                        ))
+                        .execute(conn)
+                        .await?;
+                }
+            }
+            diesel::insert_into(events::table).values(&event).execute(conn).await?;
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(())
+    }
+
+    async fn stale_embeddings(
+        &self,
+        model_id: &str,
+        limit: usize,
+    ) -> anyhow::Result<Vec<(TenantId, MemoryId, String)>> {
+        use memory_entries as m;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<(String, String, String)> = with_conn!(self.db, conn => m::table
+            .filter(m::embedding_model.ne(model_id))
+            .order(m::id.asc())
+            .limit(limit)
+            .select((m::tenant_id, m::id, m::content))
+            .load(conn)
+            .await)?;
+        Ok(rows
+            .into_iter()
+            .map(|(t, id, c)| (TenantId::from_string(t), MemoryId::from_string(id), c))
+            .collect())
+    }
+
+    async fn set_embeddings(&self, updates: &[(TenantId, MemoryId, Embedding)]) -> anyhow::Result<()> {
+        let updates: Vec<(String, String, Vec<u8>, String)> = updates
+            .iter()
+            .map(|(t, id, e)| (t.to_string(), id.to_string(), vector_bytes(&e.vector), e.model_id.clone()))
+            .collect();
+        transaction!(self.db, conn => {
+            use memory_entries as m;
+            let mut versions: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+            for (tenant, id, blob, model) in &updates {
+                let version = match versions.get(tenant) {
+                    Some(v) => *v,
+                    None => {
+                        let v = bump_memory_version!(conn, tenant.as_str())?;
+                        versions.insert(tenant.clone(), v);
+                        v
+                    }
+                };
+                diesel::update(m::table.filter(m::tenant_id.eq(tenant)).filter(m::id.eq(id)))
+                    .set((m::embedding.eq(blob), m::embedding_model.eq(model), m::seq.eq(version)))
+                    .execute(conn)
+                    .await?;
+            }
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,374 @@
+//! The in-process cache of memory vectors, one per tenant, so that a search compares the
+//! query with every vector of its scope without reading a single blob from the database.
+//!
+//! Correctness across instances rests on the tenant's memory version (`memory_scopes`),
+//! advanced in the transaction of every change: before each use the cache reads the version
+//! (one indexed row) and, when it moved, loads only what changed since (rows whose `seq` is
+//! newer, and tombstones of deleted ones), or everything after a bulk change.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use agentry_domain::ids::MemoryId;
+use agentry_domain::memory::{Facets, MemoryFilter};
+use chrono::{DateTime, Utc};
+
+/// One cached vector with what the scan filters on.
+#[derive(Debug, Clone)]
+pub(crate) struct CachedVector {
+    pub(crate) id: MemoryId,
+    pub(crate) facets: Facets,
+    pub(crate) vector: Vec<f32>,
+}
+
+/// The vectors of one agent (or of the tenant-wide entries): contiguous, so a scan streams
+/// through memory.
+#[derive(Debug, Default)]
+struct Group {
+    ids: Vec<MemoryId>,
+    facets: Vec<Facets>,
+    vectors: Vec<f32>,
+}
+
+/// A tenant's cached vectors of one model, as of `version`.
+#[derive(Debug)]
+pub(crate) struct TenantVectors {
+    version: i64,
+    model_id: String,
+    dimension: usize,
+    groups: HashMap<Option<String>, Group>,
+    /// Where each id is: its group and index.
+    index: HashMap<MemoryId, (Option<String>, usize)>,
+}
+
+/// What a sync must load, decided from the cached and the stored version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Sync {
+    /// The cache is current.
+    Current,
+    /// Load rows and tombstones newer than `since`.
+    Changes { since: i64 },
+    /// Load everything.
+    Everything,
+}
+
+impl TenantVectors {
+    fn empty(model_id: &str, dimension: usize) -> Self {
+        Self {
+            version: -1,
+            model_id: model_id.to_owned(),
+            dimension,
+            groups: HashMap::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    fn remove(&mut self, id: &MemoryId) {
+        let Some((group_key, i)) = self.index.remove(id) else { return };
+        let Some(group) = self.groups.get_mut(&group_key) else { return };
+        let last = group.ids.len() - 1;
+        group.ids.swap_remove(i);
+        group.facets.swap_remove(i);
+        let d = self.dimension;
+        if i != last {
+            group.vectors.copy_within(last * d..(last + 1) * d, i * d);
+            if let Some(slot) = self.index.get_mut(&group.ids[i]) {
+                slot.1 = i;
+            }
+        }
+        group.vectors.truncate(last * d);
+    }
+
+    fn put(&mut self, v: CachedVector) {
+        if v.vector.len() != self.dimension {
+            // Another model's size: not comparable with this model's queries.
+            return;
+        }
+        self.remove(&v.id);
+        let key = v.facets.agent_id.as_ref().map(|a| a.as_str().to_owned());
+        let group = self.groups.entry(key.clone()).or_default();
+        self.index.insert(v.id.clone(), (key, group.ids.len()));
+        group.ids.push(v.id);
+        group.facets.push(v.facets);
+        group.vectors.extend_from_slice(&v.vector);
+    }
+
+    fn groups<'a>(&'a self, filter: &MemoryFilter) -> Box<dyn Iterator<Item = &'a Group> + 'a> {
+        match &filter.agent_id {
+            Some(agent) => Box::new(self.groups.get(&Some(agent.as_str().to_owned())).into_iter()),
+            None => Box::new(self.groups.values()),
+        }
+    }
+
+    /// The `limit` vectors passing `filter` nearest to `query`, best first.
+    pub(crate) fn nearest(
+        &self,
+        query: &[f32],
+        filter: &MemoryFilter,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Vec<(MemoryId, f32)> {
+        if query.len() != self.dimension || limit == 0 {
+            return Vec::new();
+        }
+        let unfiltered =
+            filter.memory_types.is_empty() && filter.tags.is_empty() && filter.metadata.is_empty();
+        // A min-heap of the best so far: its top is the worst kept.
+        let mut best: BinaryHeap<Hit<'_>> = BinaryHeap::with_capacity(limit + 1);
+        for group in self.groups(filter) {
+            for (i, v) in group.vectors.chunks_exact(self.dimension).enumerate() {
+                let facets = &group.facets[i];
+                // The common case, no filter and no expiry, skips the checks.
+                let passes = (unfiltered && facets.expires_at.is_none()) || filter.matches(facets, now);
+                if !passes {
+                    continue;
+                }
+                let score = dot(query, v);
+                if best.len() == limit {
+                    if best.peek().is_some_and(|w| score <= w.score) {
+                        continue;
+                    }
+                    best.pop();
+                }
+                best.push(Hit { score, id: &group.ids[i] });
+            }
+        }
+        let mut hits: Vec<(MemoryId, f32)> = best.into_iter().map(|h| (h.id.clone(), h.score)).collect();
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.as_str().cmp(b.0.as_str())));
+        hits
+    }
+
+    /// How many vectors pass `filter`.
+    pub(crate) fn count(&self, filter: &MemoryFilter, now: DateTime<Utc>) -> usize {
+        self.groups(filter).map(|g| g.facets.iter().filter(|f| filter.matches(f, now)).count()).sum()
+    }
+}
+
+/// The dot product, written so the compiler vectorises it: eight independent sums.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            sums[k] += x[k] * y[k];
+        }
+    }
+    sums.iter().sum::<f32>() + tail
+}
+
+/// A scan result ordered for a min-heap (worst on top).
+struct Hit<'a> {
+    score: f32,
+    id: &'a MemoryId,
+}
+
+impl PartialEq for Hit<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Hit<'_> {}
+impl PartialOrd for Hit<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Hit<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: the lowest score (then the greatest id) is the heap's top.
+        other.score.total_cmp(&self.score).then_with(|| self.id.as_str().cmp(other.id.as_str()))
+    }
+}
+
+/// Every tenant's cached vectors in this process.
+#[derive(Debug, Default)]
+pub(crate) struct VectorCache {
+    tenants: Mutex<HashMap<String, Arc<RwLock<TenantVectors>>>>,
+}
+
+impl VectorCache {
+    /// The tenant's cache (empty and never loaded the first time).
+    pub(crate) fn tenant(
+        &self,
+        tenant: &str,
+        model_id: &str,
+        dimension: usize,
+    ) -> Arc<RwLock<TenantVectors>> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        tenants
+            .entry(tenant.to_owned())
+            .or_insert_with(|| Arc::new(RwLock::new(TenantVectors::empty(model_id, dimension))))
+            .clone()
+    }
+}
+
+/// What to load for a cache at `cached` when the store is at `version` (`reset` the last bulk
+/// change), for `model_id`.
+pub(crate) fn plan(cache: &TenantVectors, model_id: &str, version: i64, reset: i64) -> Sync {
+    if cache.model_id != model_id || cache.version < 0 || reset > cache.version {
+        Sync::Everything
+    } else if cache.version >= version {
+        Sync::Current
+    } else {
+        Sync::Changes { since: cache.version }
+    }
+}
+
+/// The version a cache is at (`-1`: never loaded).
+pub(crate) fn version_of(cache: &TenantVectors) -> i64 {
+    cache.version
+}
+
+/// What a sync read from the database.
+#[derive(Debug)]
+pub(crate) struct Load {
+    /// The cache's version when the load was planned.
+    pub(crate) planned_from: i64,
+    /// What was loaded.
+    pub(crate) sync: Sync,
+    /// The stored version read before the rows.
+    pub(crate) version: i64,
+    /// The model of the rows.
+    pub(crate) model_id: String,
+    /// Its dimension.
+    pub(crate) dimension: usize,
+    /// New or changed rows (every row for [`Sync::Everything`]).
+    pub(crate) rows: Vec<CachedVector>,
+    /// Deleted entries.
+    pub(crate) tombstones: Vec<MemoryId>,
+}
+
+/// Applies a load: everything (replacing the contents) or the changes since the version the
+/// load was planned from. Skipped when another load got there first (the cache moved
+/// meanwhile), so that an older view never overwrites a newer one.
+pub(crate) fn apply(cache: &mut TenantVectors, load: Load) {
+    if cache.version != load.planned_from {
+        return;
+    }
+    match load.sync {
+        Sync::Current => {}
+        Sync::Everything => {
+            *cache = TenantVectors::empty(&load.model_id, load.dimension);
+            for row in load.rows {
+                cache.put(row);
+            }
+            cache.version = load.version;
+        }
+        Sync::Changes { .. } => {
+            for id in &load.tombstones {
+                cache.remove(id);
+            }
+            for row in load.rows {
+                cache.put(row);
+            }
+            cache.version = load.version;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use agentry_domain::ids::AgentId;
+    use agentry_domain::memory::MemoryType;
+    use chrono::TimeZone;
+    use serde_json::Map;
+
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
+    }
+
+    fn v(id: &str, agent: &str, vector: Vec<f32>) -> CachedVector {
+        CachedVector {
+            id: MemoryId::from_string(id),
+            facets: Facets {
+                agent_id: Some(AgentId::from_string(agent)),
+                memory_type: MemoryType::Semantic,
+                tags: vec![],
+                metadata: Map::new(),
+                importance: 0.5,
+                updated_at: now(),
+                expires_at: None,
+            },
+            vector,
+        }
+    }
+
+    fn load(
+        planned_from: i64,
+        sync: Sync,
+        version: i64,
+        rows: Vec<CachedVector>,
+        tombstones: Vec<MemoryId>,
+    ) -> Load {
+        Load { planned_from, sync, version, model_id: "m".into(), dimension: 2, rows, tombstones }
+    }
+
+    fn loaded(rows: Vec<CachedVector>) -> TenantVectors {
+        let mut c = TenantVectors::empty("m", 2);
+        apply(&mut c, load(-1, Sync::Everything, 1, rows, vec![]));
+        c
+    }
+
+    #[test]
+    fn nearest_is_exact_and_scoped() {
+        let c = loaded(vec![
+            v("mem_a", "agt_1", vec![1.0, 0.0]),
+            v("mem_b", "agt_1", vec![0.6, 0.8]),
+            v("mem_c", "agt_2", vec![1.0, 0.0]),
+        ]);
+        let all = c.nearest(&[1.0, 0.0], &MemoryFilter::default(), now(), 10);
+        assert_eq!(all.len(), 3);
+        assert!((all[2].1 - 0.6).abs() < 1e-6);
+        let one = MemoryFilter { agent_id: Some(AgentId::from_string("agt_1")), ..Default::default() };
+        let hits = c.nearest(&[0.0, 1.0], &one, now(), 1);
+        assert_eq!(hits, vec![(MemoryId::from_string("mem_b"), 0.8)]);
+        assert_eq!(c.count(&one, now()), 2);
+    }
+
+    #[test]
+    fn changes_replace_and_remove_in_place() {
+        let mut c = loaded(vec![v("mem_a", "agt_1", vec![1.0, 0.0]), v("mem_b", "agt_1", vec![0.0, 1.0])]);
+        assert_eq!(plan(&c, "m", 3, 0), Sync::Changes { since: 1 });
+        apply(
+            &mut c,
+            load(
+                1,
+                Sync::Changes { since: 1 },
+                3,
+                vec![v("mem_b", "agt_1", vec![1.0, 0.0])],
+                vec![MemoryId::from_string("mem_a")],
+            ),
+        );
+        let hits = c.nearest(&[1.0, 0.0], &MemoryFilter::default(), now(), 5);
+        assert_eq!(hits, vec![(MemoryId::from_string("mem_b"), 1.0)]);
+        assert_eq!(plan(&c, "m", 3, 0), Sync::Current);
+        assert_eq!(plan(&c, "m", 4, 4), Sync::Everything, "a bulk change reloads");
+        assert_eq!(plan(&c, "other", 3, 0), Sync::Everything, "another model reloads");
+    }
+
+    #[test]
+    fn a_stale_load_never_overwrites_a_newer_one() {
+        let mut c = loaded(vec![v("mem_a", "agt_1", vec![1.0, 0.0])]);
+        apply(&mut c, load(1, Sync::Changes { since: 1 }, 5, vec![], vec![MemoryId::from_string("mem_a")]));
+        // A load planned from version 1 arrives late with the deleted row.
+        apply(
+            &mut c,
+            load(1, Sync::Changes { since: 1 }, 3, vec![v("mem_a", "agt_1", vec![1.0, 0.0])], vec![]),
+        );
+        assert!(c.nearest(&[1.0, 0.0], &MemoryFilter::default(), now(), 5).is_empty());
+    }
+
+    #[test]
+    fn dot_matches_the_plain_sum() {
+        let a: Vec<f32> = (0..385).map(|i| (i as f32).sin()).collect();
+        let b: Vec<f32> = (0..385).map(|i| (i as f32).cos()).collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - plain).abs() < 1e-3);
+    }
+}
