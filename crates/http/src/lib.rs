@@ -26,6 +26,7 @@ use std::net::IpAddr;
 use agentry_domain::agents::{AgentService, ChatService};
 use agentry_domain::billing::BillingService;
 use agentry_domain::identity::{AccessService, AccountService, RecoveryService};
+use agentry_domain::memory::MemoryService;
 use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
 use agentry_domain::time::Clock;
@@ -81,6 +82,8 @@ pub struct AppState {
     pub agents: AgentService,
     /// Chat.
     pub chat: ChatService,
+    /// Memory.
+    pub memory: MemoryService,
     /// Credits and purchases.
     pub billing: BillingService,
     /// Rate limiting.
@@ -109,6 +112,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::api_keys::configure)
         .configure(routes::recovery::configure)
         .configure(routes::agents::configure)
+        .configure(routes::memory::configure)
         .configure(routes::billing::configure)
         .service(web::resource("/openapi.json").route(web::get().to(openapi::openapi_json)));
 }

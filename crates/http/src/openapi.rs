@@ -20,7 +20,7 @@ use actix_web::{HttpResponse, web};
 use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
-use crate::routes::{agents, api_keys, auth, billing, health, recovery};
+use crate::routes::{agents, api_keys, auth, billing, health, memory, recovery};
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
 
@@ -40,6 +40,9 @@ use crate::settings::{Envelope, HttpSettings};
         api_keys::create, api_keys::list, api_keys::revoke,
         agents::list, agents::create, agents::get, agents::update, agents::delete, agents::chat,
         agents::messages,
+        memory::add, memory::list, memory::get, memory::delete, memory::search, memory::add_documents,
+        memory::delete_document, memory::consolidate, memory::store_upsert, memory::store_search,
+        memory::store_get, memory::store_delete,
         billing::overview, billing::ledger, billing::purchase,
         health::healthz, health::readyz, health::metrics,
     ),
@@ -47,6 +50,7 @@ use crate::settings::{Envelope, HttpSettings};
         (name = "auth", description = "Accounts and sessions"),
         (name = "api-keys", description = "Self-service API keys"),
         (name = "agents", description = "Agents and chat"),
+        (name = "memory", description = "Memory: Variant A (`/memory`) and Variant B (`/memory-stores/entries`)"),
         (name = "billing", description = "Plan, credits, ledger and purchases"),
         (name = "operations", description = "Health and readiness"),
     )
@@ -87,6 +91,22 @@ const LINKS: &[Link] = &[
         "ListSessionMessages",
         "listSessionMessages",
         &[("agent_id", "$request.path.agent_id"), ("session_id", "$response.body#{data}/session_id")],
+    ),
+    ("addMemory", "201", "GetMemory", "getMemory", &[("memory_id", "$response.body#{data}/id")]),
+    ("addMemory", "201", "DeleteMemory", "deleteMemory", &[("memory_id", "$response.body#{data}/id")]),
+    (
+        "upsertMemoryEntry",
+        "201",
+        "GetMemoryEntry",
+        "getMemoryEntry",
+        &[("entry_id", "$response.body#{data}/id")],
+    ),
+    (
+        "upsertMemoryEntry",
+        "201",
+        "DeleteMemoryEntry",
+        "deleteMemoryEntry",
+        &[("entry_id", "$response.body#{data}/id")],
     ),
     ("createApiKey", "201", "RevokeApiKey", "revokeApiKey", &[("key_id", "$response.body#{data}/id")]),
 ];

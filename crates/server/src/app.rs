@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix_web::dev::Server;
 use actix_web::web;
 use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingSecrets};
-use agentry_domain::agents::{AgentService, ChatModel, ChatService, ChatServiceDeps, ChatSettings, NoRecall};
+use agentry_domain::agents::{AgentService, ChatModel, ChatService, ChatServiceDeps, ChatSettings};
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::identity::{
     AccessService, AccessServiceDeps, AccountPolicy, AccountService, AccountServiceDeps, RecoveryPolicy,
@@ -17,21 +17,26 @@ use agentry_domain::identity::{
 use agentry_domain::ids::IdGenerator;
 use agentry_domain::jobs::{JobHandler, JobQueue, JobRunner, RetryPolicy, WorkerSettings};
 use agentry_domain::mail::Mailer;
+use agentry_domain::memory::ranking::RankingSettings;
+use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemorySettings};
 use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
+use agentry_embed::{
+    HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
+};
 use agentry_http::{AppState, HttpSettings, RateLimits, Readiness};
 use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
-    DbRateCounter, JobStore, OneTimeTokenStore, RefreshTokenStore, redact,
+    DbRateCounter, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
 use secrecy::ExposeSecret as _;
 use tokio::sync::watch;
 
-use crate::config::{Config, LlmProvider, PaymentProviderKind};
+use crate::config::{Config, EmbeddingProvider, LlmProvider, PaymentProviderKind};
 use crate::keys;
 use crate::metrics::{MeteredModel, PrometheusMetrics};
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
@@ -110,12 +115,89 @@ pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
 pub struct Overrides {
     /// A clock other than the system's (a [`crate::system::ManualClock`]).
     pub clock: Option<Arc<dyn Clock>>,
+    /// An embedding model other than the configured one.
+    pub embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl std::fmt::Debug for Overrides {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Overrides").field("clock", &self.clock.is_some()).finish()
+        f.debug_struct("Overrides")
+            .field("clock", &self.clock.is_some())
+            .field("embedder", &self.embedder.is_some())
+            .finish()
     }
+}
+
+/// The embedding model the configuration asks for. all-MiniLM-L6-v2 is loaded once per
+/// process and directory (about 90 MB), however many apps a test process starts.
+///
+/// # Errors
+/// When `minilm` is asked for and its files are missing or unreadable, or the OpenAI client
+/// cannot be built.
+pub fn build_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, MiniLmEmbedder>>> = OnceLock::new();
+    let dir = &config.embedding_model_dir;
+    let minilm = || -> anyhow::Result<Arc<dyn Embedder>> {
+        let mut loaded =
+            LOADED.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(model) = loaded.get(dir) {
+            return Ok(Arc::new(model.clone()));
+        }
+        let model = MiniLmEmbedder::load(dir, MiniLmSettings::default())
+            .with_context(|| format!("loading the embedding model from {}", dir.display()))?;
+        loaded.insert(dir.clone(), model.clone());
+        Ok(Arc::new(model))
+    };
+    match config.embedding_provider {
+        EmbeddingProvider::Minilm => minilm(),
+        EmbeddingProvider::Auto if MiniLmEmbedder::files_present(dir) => minilm(),
+        EmbeddingProvider::Auto | EmbeddingProvider::Hashing => {
+            if config.embedding_provider == EmbeddingProvider::Auto {
+                tracing::warn!(
+                    model_dir = %dir.display(),
+                    "no embedding model found: memory search uses the lexical `hashing` fallback, which \
+                     matches words, not meanings. Run `make model` to fetch all-MiniLM-L6-v2, then \
+                     `agentry memory reindex`"
+                );
+            }
+            Ok(Arc::new(HashingEmbedder::default()))
+        }
+        EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::new(OpenAiEmbedderSettings {
+            base_url: config.embedding_base_url.clone(),
+            api_key: config.embedding_api_key.clone(),
+            model: config.embedding_model.clone(),
+            dimension: config.embedding_dimension,
+            timeout: Duration::from_secs(config.embedding_timeout_secs),
+        })?)),
+    }
+}
+
+/// The memory service over `db` with `embedder`.
+pub fn memory_service(
+    config: &Config,
+    db: &Database,
+    embedder: Arc<dyn Embedder>,
+    clock: Option<Arc<dyn Clock>>,
+) -> MemoryService {
+    MemoryService::new(
+        MemoryServiceDeps {
+            memories: Arc::new(MemoryStore::new(db.clone(), embedder.model().dimension)),
+            agents: Arc::new(AgentStore::new(db.clone())),
+            embedder,
+            tokens: Arc::new(Cl100kTokens::default()),
+            ids: Arc::new(UlidIds::default()),
+            clock: clock.unwrap_or_else(|| Arc::new(SystemClock)),
+        },
+        MemorySettings {
+            ranking: RankingSettings {
+                half_life_secs: config.memory_recency_half_life_days * 86_400.0,
+                ..RankingSettings::default()
+            },
+            ..MemorySettings::default()
+        },
+    )
 }
 
 /// The services and the background work over `db`.
@@ -211,14 +293,20 @@ pub fn build_services(
     let agent_store = Arc::new(AgentStore::new(db.clone()));
     let credit_store = Arc::new(CreditStore::new(db.clone()));
     let agents = AgentService::new(agent_store.clone(), ids.clone(), clock.clone());
+    let embedder = match overrides.embedder {
+        Some(e) => e,
+        None => build_embedder(config)?,
+    };
+    let tokens = Arc::new(Cl100kTokens::default());
+    let memory = memory_service(config, db, embedder, Some(clock.clone()));
     let chat = ChatService::new(
         ChatServiceDeps {
             agents: agent_store,
             conversations: Arc::new(ConversationStore::new(db.clone())),
             credits: credit_store.clone(),
             model: build_model(config)?,
-            tokens: Arc::new(Cl100kTokens::default()),
-            memory: Arc::new(NoRecall),
+            tokens,
+            memory: Arc::new(memory.clone()),
             ids: ids.clone(),
             clock: clock.clone(),
         },
@@ -265,6 +353,7 @@ pub fn build_services(
         recovery,
         agents,
         chat,
+        memory,
         billing,
         limiter: RateLimiter::new(counter, clock.clone()),
         limits,

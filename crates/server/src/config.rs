@@ -42,6 +42,21 @@ pub enum LlmProvider {
     Openai,
 }
 
+/// Which sentence-embedding model memory uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    /// all-MiniLM-L6-v2 when its files are in the model directory, else `hashing` (with a
+    /// warning).
+    Auto,
+    /// all-MiniLM-L6-v2 in process; refuses to start without its files.
+    Minilm,
+    /// An OpenAI-compatible `/v1/embeddings` server.
+    Openai,
+    /// The lexical fallback: feature hashing of words and word pieces.
+    Hashing,
+}
+
 /// Which payment provider takes purchases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -136,6 +151,24 @@ pub struct Config {
     pub llm_timeout_secs: u64,
     /// Longest reply, in tokens, when an agent sets no `max_tokens`.
     pub chat_max_tokens: u32,
+    /// The embedding model: `auto` (default: `minilm` when its files are present, else
+    /// `hashing`), `minilm`, `openai` or `hashing`.
+    pub embedding_provider: EmbeddingProvider,
+    /// Directory of all-MiniLM-L6-v2 (`config.json`, `model.safetensors`, `tokenizer.json`).
+    pub embedding_model_dir: std::path::PathBuf,
+    /// Base URL of the OpenAI-compatible embeddings server.
+    pub embedding_base_url: String,
+    /// Its API key, if it needs one.
+    #[serde(skip_serializing)]
+    pub embedding_api_key: Option<SecretString>,
+    /// The embeddings model of that server.
+    pub embedding_model: String,
+    /// The length of its vectors.
+    pub embedding_dimension: usize,
+    /// Longest wait for an embeddings answer, in seconds.
+    pub embedding_timeout_secs: u64,
+    /// Age, in days, at which a memory's recency weight has halved in search ranking.
+    pub memory_recency_half_life_days: f64,
     /// Most tokens of conversation history sent with a message.
     pub chat_history_tokens: u64,
     /// Balance below which `billing.credits.low` is emitted.
@@ -198,6 +231,14 @@ impl Default for Config {
             llm_api_key: None,
             llm_model: None,
             llm_timeout_secs: 60,
+            embedding_provider: EmbeddingProvider::Auto,
+            embedding_model_dir: "data/models/all-MiniLM-L6-v2".into(),
+            embedding_base_url: "https://api.openai.com".into(),
+            embedding_api_key: None,
+            embedding_model: "text-embedding-3-small".into(),
+            embedding_dimension: 1536,
+            embedding_timeout_secs: 30,
+            memory_recency_half_life_days: 30.0,
             chat_max_tokens: 1024,
             chat_history_tokens: 4000,
             credits_low_threshold: 100,
@@ -273,6 +314,18 @@ impl Config {
         anyhow::ensure!(self.magic_link_ttl_minutes > 0, "AGENTRY_MAGIC_LINK_TTL_MINUTES must be positive");
         self.trusted_proxy_addrs()?;
         anyhow::ensure!(self.llm_timeout_secs >= 1, "AGENTRY_LLM_TIMEOUT_SECS must be at least 1");
+        anyhow::ensure!(
+            self.embedding_timeout_secs >= 1,
+            "AGENTRY_EMBEDDING_TIMEOUT_SECS must be at least 1"
+        );
+        anyhow::ensure!(
+            (1..=8192).contains(&self.embedding_dimension),
+            "AGENTRY_EMBEDDING_DIMENSION must be from 1 to 8192"
+        );
+        anyhow::ensure!(
+            self.memory_recency_half_life_days > 0.0 && self.memory_recency_half_life_days.is_finite(),
+            "AGENTRY_MEMORY_RECENCY_HALF_LIFE_DAYS must be a positive number"
+        );
         anyhow::ensure!(
             (1..=agentry_domain::agents::MAX_COMPLETION_TOKENS).contains(&self.chat_max_tokens),
             "AGENTRY_CHAT_MAX_TOKENS must be between 1 and {}",

@@ -34,6 +34,20 @@ enum Command {
     /// Operator actions on tenants.
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Operator actions on memory.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum MemoryCommand {
+    /// Re-embed every memory whose embedding was made by another model than the configured
+    /// one (after switching models, or after `make model` replaced the hashing fallback).
+    Reindex {
+        /// Entries embedded per batch.
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +72,22 @@ async fn main() -> anyhow::Result<()> {
             let db = app::open_database(&config).await?;
             let applied = db.migrate().await?;
             tracing::info!(applied, "migrations applied");
+            Ok(())
+        }
+        Command::Memory(MemoryCommand::Reindex { batch }) => {
+            let db = app::open_database(&config).await?;
+            db.migrate().await?;
+            let memory = app::memory_service(&config, &db, app::build_embedder(&config)?, None);
+            let mut total = 0;
+            loop {
+                let done = memory.reindex_batch(batch.max(1)).await?;
+                if done == 0 {
+                    break;
+                }
+                total += done;
+                tracing::info!(done = total, "re-embedded");
+            }
+            tracing::info!(total, model = %memory.embedder().model().id, "memory reindexed");
             Ok(())
         }
         Command::Tenant(TenantCommand::SetPlan { tenant_id, plan }) => {

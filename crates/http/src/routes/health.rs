@@ -21,6 +21,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 pub struct Health {
     /// `ok` or `ready`.
     pub status: &'static str,
+    /// On `/readyz`: the embedding model memory uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<EmbeddingStatus>,
+}
+
+/// The embedding model in use.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EmbeddingStatus {
+    /// `minilm`, `openai` or `hashing` (the lexical fallback: words, not meanings).
+    pub provider: String,
+    /// The model's id, recorded beside every stored embedding.
+    pub model: String,
+    /// Length of its vectors.
+    pub dimension: usize,
 }
 
 /// Liveness: answers as long as the process serves HTTP.
@@ -29,10 +43,11 @@ pub struct Health {
     responses((status = 200, description = "The process serves HTTP", body = Health))
 )]
 pub async fn healthz() -> Reply<Health> {
-    Reply::ok(Health { status: "ok" })
+    Reply::ok(Health { status: "ok", embedding: None })
 }
 
-/// Readiness: answers 200 only when the database answers.
+/// Readiness: answers 200 only when the database answers; says which embedding model memory
+/// uses.
 #[utoipa::path(
     get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
@@ -42,7 +57,17 @@ pub async fn healthz() -> Reply<Health> {
 )]
 pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiError> {
     match state.readiness.check().await {
-        Ok(()) => Ok(Reply::ok(Health { status: "ready" })),
+        Ok(()) => {
+            let model = state.memory.embedder().model();
+            Ok(Reply::ok(Health {
+                status: "ready",
+                embedding: Some(EmbeddingStatus {
+                    provider: model.provider.clone(),
+                    model: model.id.clone(),
+                    dimension: model.dimension,
+                }),
+            }))
+        }
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
             Err(ApiError::new(ErrorCode::Unavailable, "the database is not reachable").with_retry_after(5))

@@ -6,5 +6,6 @@ pub mod api_keys;
 pub mod auth;
 pub mod billing;
 pub mod health;
+pub mod memory;
 pub mod pages;
 pub mod recovery;

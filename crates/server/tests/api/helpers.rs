@@ -29,9 +29,34 @@ pub fn install_crypto() {
     });
 }
 
+/// Where the embedding model is: `AGENTRY_EMBEDDING_MODEL_DIR`, else the repository's
+/// `data/models/all-MiniLM-L6-v2` (which `make test` fills).
+pub fn model_dir() -> std::path::PathBuf {
+    std::env::var_os("AGENTRY_EMBEDDING_MODEL_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/models/all-MiniLM-L6-v2"),
+        std::path::PathBuf::from,
+    )
+}
+
+/// Whether the real embedding model can run here. Without its files a test that needs it is
+/// skipped, with a note, unless `AGENTRY_REQUIRE_MODEL=1` makes that a failure.
+pub fn model_available() -> bool {
+    if agentry_embed::MiniLmEmbedder::files_present(&model_dir()) {
+        return true;
+    }
+    assert!(
+        std::env::var("AGENTRY_REQUIRE_MODEL").as_deref() != Ok("1"),
+        "AGENTRY_REQUIRE_MODEL=1 but no embedding model in {} (run `make model`)",
+        model_dir().display()
+    );
+    eprintln!("skipping: no embedding model in {} (run `make model`)", model_dir().display());
+    false
+}
+
 /// A configuration for a test: port 0, its own data directory and SQLite file.
 pub fn test_config(dir: &tempfile::TempDir) -> Config {
     Config {
+        embedding_model_dir: model_dir(),
         bind: "127.0.0.1:0".into(),
         database_url: format!("sqlite://{}", dir.path().join("agentry.db").display()),
         data_dir: dir.path().to_path_buf(),
@@ -81,7 +106,8 @@ pub fn minute_clock() -> Arc<ManualClock> {
 pub async fn start_with(config: Config, dir: tempfile::TempDir, clock: Option<Arc<ManualClock>>) -> TestApp {
     install_crypto();
     agentry_server::telemetry::init(&config);
-    let overrides = Overrides { clock: clock.clone().map(|c| c as Arc<dyn agentry_domain::time::Clock>) };
+    let overrides =
+        Overrides { clock: clock.clone().map(|c| c as Arc<dyn agentry_domain::time::Clock>), embedder: None };
     let app = Application::build_with(&config, overrides).await.expect("application starts");
     let base = format!("http://{}", app.addr());
     let handle = app.handle();

@@ -11,6 +11,7 @@ mod errors;
 mod hardening;
 mod helpers;
 mod limits;
+mod memory;
 mod metrics;
 mod operations;
 mod recovery;
