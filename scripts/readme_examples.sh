@@ -35,4 +35,6 @@ expect 'If an account exists for this address'
 expect '204'
 expect '"error":"unauthorized"'
 expect '"status":"ready"'
+expect '"chunks":1'
+expect '"key":"plan"'
 echo "README examples: every example ran as written"
