@@ -27,6 +27,11 @@ fi
 cargo build --release --quiet
 bin=target/release/agentry
 workdir=$(mktemp -d)
+# The real embedding model for memory (make model fetches it).
+export AGENTRY_EMBEDDING_MODEL_DIR="${AGENTRY_EMBEDDING_MODEL_DIR:-$PWD/data/models/all-MiniLM-L6-v2}"
+bash scripts/fetch-model.sh "$AGENTRY_EMBEDDING_MODEL_DIR" >/dev/null
+cargo build --release --locked --quiet --example memory_fill
+fill=target/release/examples/memory_fill
 server_pid=""
 cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
@@ -155,6 +160,50 @@ bench_backend() { # name url
     stop_server
 }
 
+# Memory: ingestion with the real model, search over 10,000 and 100,000 entries of one agent
+# (query embedding included), and retrieval quality (recall@5 of the labelled set).
+bench_memory() { # name url
+    start_server "$2"
+    read -r token agent < <(new_tenant "$2" 1)
+    local tenant other model dim
+    tenant=$(curl -fs "$base/api/v1/auth/me" -H "Authorization: Bearer $token" | json_field '["tenants"][0]["id"]')
+    other=$(curl -fs -X POST "$base/api/v1/agents" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+        -d '{"name": "ingest"}' | json_field '["id"]')
+    model=$(curl -fs "$base/readyz" | json_field '["embedding"]["model"]')
+    dim=$(curl -fs "$base/readyz" | json_field '["embedding"]["dimension"]')
+    read -r h_rps _ < <(run_wrk "$base/healthz")
+    cat >"$workdir/ingest.lua" <<LUA
+local n = 0
+request = function()
+    n = n + 1
+    local body = '{"agent_id": "$other", "content": "Customer note ' .. n .. ': prefers delivery on weekday mornings and pays by invoice."}'
+    return wrk.format("POST", "/api/v1/memory", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer $token"}, body)
+end
+LUA
+    read -r rps p50 p99 err < <(run_wrk -s "$workdir/ingest.lua" "$base")
+    report "$1" "POST /memory (ingest)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    cat >"$workdir/search.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"agent_id": "$agent", "query": "when does the customer want the delivery of the laptop?", "top_k": 5}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+    local have=0
+    for size in 10000 100000; do
+        "$fill" "$2" "$tenant" "$agent" $((size - have)) "$model" "$dim" >/dev/null
+        have=$size
+        curl -fs -X POST "$base/api/v1/memory/search" -H "Authorization: Bearer $token" \
+            -H 'content-type: application/json' -d '{"agent_id": "'"$agent"'", "query": "warm up"}' >/dev/null
+        # One client at a time: the latency of a search, not of a queue of them.
+        read -r rps p50 p99 err < <(threads=1 connections=1 run_wrk -H "Authorization: Bearer $token" \
+            -s "$workdir/search.lua" "$base/api/v1/memory/search")
+        report "$1" "search ${size} (1 client)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+        read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/search.lua" "$base/api/v1/memory/search")
+        report "$1" "search ${size}" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    done
+    python3 scripts/memory_quality.py "$base" "$1 $(curl -fs "$base/readyz" | json_field '["embedding"]["provider"]')" >>"$workdir/quality.txt"
+    stop_server
+}
+
 fresh_pg() {
     local admin_url="${pg_url%/*}/postgres" db_name="${pg_url##*/}"
     psql "$admin_url" -q -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" -c "CREATE DATABASE $db_name"
@@ -176,14 +225,44 @@ if [ "${1:-}" = "timing" ]; then
     exit 0
 fi
 
+memory_quality_hashing() {
+    AGENTRY_EMBEDDING_PROVIDER=hashing start_server "sqlite://$workdir/hashing.db"
+    python3 scripts/memory_quality.py "$base" "sqlite hashing" >>"$workdir/quality.txt"
+    stop_server
+}
+
+print_quality() {
+    echo
+    echo "memory retrieval quality (60 paraphrased questions, crates/server/tests/data/memory_recall.json)"
+    cat "$workdir/quality.txt"
+}
+
+if [ "${1:-}" = "memory" ]; then
+    echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+    bench_memory sqlite "sqlite://$workdir/memory.db"
+    memory_quality_hashing
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        bench_memory postgres "$pg_url"
+    fi
+    print_quality
+    exit 0
+fi
+
 echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
 printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
 bench_backend sqlite "sqlite://$workdir/bench.db"
+bench_memory sqlite "sqlite://$workdir/memory.db"
+memory_quality_hashing
 start_server "sqlite://$workdir/timing.db"
 login_timing
 stop_server
 if [ -n "$pg_url" ]; then
     fresh_pg
     bench_backend postgres "$pg_url"
+    fresh_pg
+    bench_memory postgres "$pg_url"
 fi
+print_quality
 enumeration_timing

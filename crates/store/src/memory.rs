@@ -463,8 +463,17 @@ impl MemoryRepository for MemoryStore {
         limit: usize,
     ) -> anyhow::Result<Vec<(MemoryId, f32)>> {
         let cache = self.synced(tenant, model_id).await?;
-        let cache = cache.read().unwrap_or_else(PoisonError::into_inner);
-        Ok(cache.nearest(query, filter, now, limit))
+        let large = cache.read().unwrap_or_else(PoisonError::into_inner).scope_size(filter) >= vectors::PARALLEL_FROM;
+        if !large {
+            return Ok(cache.read().unwrap_or_else(PoisonError::into_inner).nearest(query, filter, now, limit));
+        }
+        // Milliseconds of work: off the request thread, which serves other requests meanwhile.
+        let (query, filter) = (query.to_vec(), filter.clone());
+        tokio::task::spawn_blocking(move || {
+            cache.read().unwrap_or_else(PoisonError::into_inner).nearest(&query, &filter, now, limit)
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("the vector scan failed: {e}"))
     }
 
     async fn lexical(

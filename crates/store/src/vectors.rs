@@ -101,7 +101,14 @@ impl TenantVectors {
         }
     }
 
-    /// The `limit` vectors passing `filter` nearest to `query`, best first.
+    /// How many vectors a scan for `filter` compares at most.
+    pub(crate) fn scope_size(&self, filter: &MemoryFilter) -> usize {
+        self.groups(filter).map(|g| g.ids.len()).sum()
+    }
+
+    /// The `limit` vectors passing `filter` nearest to `query`, best first. A group of
+    /// [`PARALLEL_FROM`] vectors or more is scanned in parts on as many threads as there are
+    /// cores: the scan is bound by memory bandwidth and one core does not use all of it.
     pub(crate) fn nearest(
         &self,
         query: &[f32],
@@ -112,36 +119,76 @@ impl TenantVectors {
         if query.len() != self.dimension || limit == 0 {
             return Vec::new();
         }
-        let unfiltered =
-            filter.memory_types.is_empty() && filter.tags.is_empty() && filter.metadata.is_empty();
-        // A min-heap of the best so far: its top is the worst kept.
-        let mut best: BinaryHeap<Hit<'_>> = BinaryHeap::with_capacity(limit + 1);
+        let scan = Scan { query, filter, now, limit, dimension: self.dimension };
+        let parts = std::thread::available_parallelism().map_or(1, usize::from).min(4);
+        let mut best: Vec<Hit<'_>> = Vec::new();
         for group in self.groups(filter) {
-            for (i, v) in group.vectors.chunks_exact(self.dimension).enumerate() {
-                let facets = &group.facets[i];
-                // The common case, no filter and no expiry, skips the checks.
-                let passes = (unfiltered && facets.expires_at.is_none()) || filter.matches(facets, now);
-                if !passes {
-                    continue;
-                }
-                let score = dot(query, v);
-                if best.len() == limit {
-                    if best.peek().is_some_and(|w| score <= w.score) {
-                        continue;
-                    }
-                    best.pop();
-                }
-                best.push(Hit { score, id: &group.ids[i] });
+            let n = group.ids.len();
+            if parts > 1 && n >= PARALLEL_FROM {
+                let chunk = n.div_ceil(parts);
+                let found: Vec<Vec<Hit<'_>>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..parts)
+                        .map(|p| {
+                            let range = (p * chunk).min(n)..((p + 1) * chunk).min(n);
+                            let scan = &scan;
+                            s.spawn(move || scan.run(group, range))
+                        })
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+                });
+                best.extend(found.into_iter().flatten());
+            } else {
+                best.extend(scan.run(group, 0..n));
             }
         }
-        let mut hits: Vec<(MemoryId, f32)> = best.into_iter().map(|h| (h.id.clone(), h.score)).collect();
-        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.as_str().cmp(b.0.as_str())));
-        hits
+        best.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.as_str().cmp(b.id.as_str())));
+        best.truncate(limit);
+        best.into_iter().map(|h| (h.id.clone(), h.score)).collect()
     }
 
     /// How many vectors pass `filter`.
     pub(crate) fn count(&self, filter: &MemoryFilter, now: DateTime<Utc>) -> usize {
         self.groups(filter).map(|g| g.facets.iter().filter(|f| filter.matches(f, now)).count()).sum()
+    }
+}
+
+/// Groups at least this large are scanned on several threads.
+pub(crate) const PARALLEL_FROM: usize = 20_000;
+
+/// One vector search over part of a group.
+struct Scan<'q> {
+    query: &'q [f32],
+    filter: &'q MemoryFilter,
+    now: DateTime<Utc>,
+    limit: usize,
+    dimension: usize,
+}
+
+impl Scan<'_> {
+    /// The best `limit` of `group`'s vectors in `range`, unordered.
+    fn run<'g>(&self, group: &'g Group, range: std::ops::Range<usize>) -> Vec<Hit<'g>> {
+        let f = self.filter;
+        let unfiltered = f.memory_types.is_empty() && f.tags.is_empty() && f.metadata.is_empty();
+        let d = self.dimension;
+        // A min-heap of the best so far: its top is the worst kept.
+        let mut best: BinaryHeap<Hit<'g>> = BinaryHeap::with_capacity(self.limit + 1);
+        for i in range {
+            let facets = &group.facets[i];
+            // The common case, no filter and no expiry, skips the checks.
+            let passes = (unfiltered && facets.expires_at.is_none()) || f.matches(facets, self.now);
+            if !passes {
+                continue;
+            }
+            let score = dot(self.query, &group.vectors[i * d..(i + 1) * d]);
+            if best.len() == self.limit {
+                if best.peek().is_some_and(|w| score <= w.score) {
+                    continue;
+                }
+                best.pop();
+            }
+            best.push(Hit { score, id: &group.ids[i] });
+        }
+        best.into_vec()
     }
 }
 
@@ -362,6 +409,23 @@ mod tests {
             load(1, Sync::Changes { since: 1 }, 3, vec![v("mem_a", "agt_1", vec![1.0, 0.0])], vec![]),
         );
         assert!(c.nearest(&[1.0, 0.0], &MemoryFilter::default(), now(), 5).is_empty());
+    }
+
+    #[test]
+    fn a_large_group_is_scanned_in_parts_with_the_same_answer() {
+        let n = PARALLEL_FROM + 7;
+        let rows: Vec<CachedVector> = (0..n)
+            .map(|i| {
+                #[allow(clippy::cast_precision_loss)]
+                let a = i as f32 / n as f32;
+                v(&format!("mem_{i:06}"), "agt_1", vec![a.cos(), a.sin()])
+            })
+            .collect();
+        let c = loaded(rows);
+        let hits = c.nearest(&[0.0, 1.0], &MemoryFilter::default(), now(), 3);
+        let ids: Vec<&str> = hits.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, vec![format!("mem_{:06}", n - 1), format!("mem_{:06}", n - 2), format!("mem_{:06}", n - 3)]);
+        assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
     }
 
     #[test]

@@ -24,5 +24,6 @@ pub use ports::MockMemoryRepository;
 pub use ports::{MemoryRepository, Merge};
 pub use service::{
     ConsolidationReport, DocumentSummary, Expiry, MemoryError, MemoryService, MemoryServiceDeps,
-    MemorySettings, NewDocument, NewMemory, SearchHit, SearchQuery, SearchResults, lexical_terms,
+    MemorySettings, NewDocument, NewMemory, SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms,
+    lexical_terms, matched_terms,
 };

@@ -100,6 +100,18 @@ pub struct DocumentSummary {
     pub chunk_ids: Vec<MemoryId>,
 }
 
+/// Which retrievers a search uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SearchMode {
+    /// Vectors and full text, fused (the default).
+    #[default]
+    Hybrid,
+    /// Vector similarity alone.
+    Vector,
+    /// Full text alone (bm25 / `ts_rank_cd`, every matching entry).
+    Lexical,
+}
+
 /// A validated search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchQuery {
@@ -113,6 +125,8 @@ pub struct SearchQuery {
     pub limit: usize,
     /// Whether the returned entries' `access_count` goes up by one (Variant B).
     pub count_access: bool,
+    /// Which retrievers to use.
+    pub mode: SearchMode,
 }
 
 /// One search result.
@@ -412,8 +426,9 @@ impl MemoryService {
     pub async fn search(&self, caller: &Principal, query: SearchQuery) -> Result<SearchResults, MemoryError> {
         caller.require(Permission::MemoryRead)?;
         self.require_agent(&caller.tenant_id, query.filter.agent_id.as_ref()).await?;
-        let mut results =
-            self.rank(&caller.tenant_id, &query.text, &query.filter, query.skip + query.limit).await?;
+        let mut results = self
+            .rank(&caller.tenant_id, &query.text, &query.filter, query.skip + query.limit, query.mode)
+            .await?;
         let total = results.len();
         let page: Vec<SearchHit> = results.drain(..).skip(query.skip).take(query.limit).collect();
         let mut hits = page;
@@ -434,15 +449,20 @@ impl MemoryService {
         text: &str,
         filter: &MemoryFilter,
         wanted: usize,
+        mode: SearchMode,
     ) -> Result<Vec<SearchHit>, MemoryError> {
         let d = &self.deps;
         let now = d.clock.now();
         let n = self.settings.candidates.max(wanted);
         let model = d.embedder.model().id.clone();
-        let query = self.embed_one(text).await?.vector;
         let terms = lexical_terms(text);
-        let nearest = d.memories.nearest(tenant, &model, &query, filter, now, n).await?;
-        let lexical = if terms.is_empty() {
+        let nearest = if mode == SearchMode::Lexical {
+            Vec::new()
+        } else {
+            let query = self.embed_one(text).await?.vector;
+            d.memories.nearest(tenant, &model, &query, filter, now, n).await?
+        };
+        let lexical = if terms.is_empty() || mode == SearchMode::Vector {
             Vec::new()
         } else {
             d.memories.lexical(tenant, &terms, filter, now, n).await?
@@ -462,7 +482,11 @@ impl MemoryService {
         let lexical: Vec<MemoryId> = lexical
             .into_iter()
             .filter(|id| {
-                entries.get(id).is_some_and(|e| enough_terms(matched_terms(&e.content, &terms), terms.len()))
+                // Alone, the lexical ranking is what it is; fused, weak matches are left out.
+                entries.get(id).is_some_and(|e| {
+                    mode == SearchMode::Lexical
+                        || enough_terms(matched_terms(&e.content, &terms), terms.len())
+                })
             })
             .collect();
         let candidates = fuse(&nearest, &lexical, |id| entries.get(id).map(|e| (e.importance, e.updated_at)));
@@ -678,7 +702,9 @@ impl MemoryRecall for MemoryService {
         if d.memories.vector_count(&agent.tenant_id, &model, &filter, d.clock.now()).await? == 0 {
             return Ok(Vec::new());
         }
-        let hits = self.rank(&agent.tenant_id, message, &filter, self.settings.recall_top_k).await?;
+        let hits = self
+            .rank(&agent.tenant_id, message, &filter, self.settings.recall_top_k, SearchMode::Hybrid)
+            .await?;
         let mut used = 0;
         let mut recalled = Vec::new();
         for hit in hits.into_iter().take(self.settings.recall_top_k) {

@@ -7,7 +7,7 @@ use agentry_domain::ids::{AgentId, DocumentId, MemoryId};
 use agentry_domain::memory::model::{self as memory, MemoryType};
 use agentry_domain::memory::{
     ConsolidationReport, DocumentSummary, Expiry, MemoryEntry, MemoryFilter, NewDocument, NewMemory,
-    SearchHit, SearchQuery,
+    SearchHit, SearchMode, SearchQuery,
 };
 use agentry_domain::validation::{
     Checked, FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id,
@@ -395,6 +395,22 @@ pub struct SearchMemoryRequest {
     /// Only entries whose metadata has each of these keys with an equal value.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
+    /// `hybrid` (default: vectors and full text fused), `vector` or `lexical` alone.
+    #[schema(value_type = Option<String>, example = "hybrid")]
+    pub mode: Option<String>,
+}
+
+fn search_mode(raw: String) -> Result<SearchMode, FieldError> {
+    match raw.as_str() {
+        "hybrid" => Ok(SearchMode::Hybrid),
+        "vector" => Ok(SearchMode::Vector),
+        "lexical" => Ok(SearchMode::Lexical),
+        _ => Err(FieldError::new(
+            "mode",
+            FieldErrorKind::InvalidValue,
+            "mode must be hybrid, vector or lexical",
+        )),
+    }
 }
 
 fn search_filter(
@@ -505,9 +521,17 @@ pub async fn search(
     let mut v = Validator::new();
     let text = v.required("query", b.query, |q| memory::content(&q, "query"));
     let top_k = v.optional("top_k", b.top_k, |n| bounded("top_k", n, 1, 100));
+    let mode = v.optional("mode", b.mode, search_mode);
     let filter = search_filter(&mut v, b.agent_id, b.memory_type, b.tags, b.metadata);
-    let (text, top_k, filter) = v.finish((text, top_k, filter))?;
-    let query = SearchQuery { text, filter, skip: 0, limit: top_k.unwrap_or(5), count_access: false };
+    let (text, top_k, mode, filter) = v.finish((text, top_k, mode, filter))?;
+    let query = SearchQuery {
+        text,
+        filter,
+        skip: 0,
+        limit: top_k.unwrap_or(5),
+        count_access: false,
+        mode: mode.unwrap_or_default(),
+    };
     let results = state.memory.search(&caller, query).await?;
     Ok(Reply::ok(MemorySearchResponse {
         results: results.hits.into_iter().map(MemorySearchHit::from).collect(),
@@ -842,7 +866,7 @@ pub async fn store_search(
     let filter = search_filter(&mut v, None, b.memory_type, b.tags, b.metadata);
     let (text, limit, skip, filter) = v.finish((text, limit, skip, filter))?;
     let (limit, skip) = (limit.unwrap_or(20), skip.unwrap_or(0));
-    let query = SearchQuery { text, filter, skip, limit, count_access: true };
+    let query = SearchQuery { text, filter, skip, limit, count_access: true, mode: SearchMode::Hybrid };
     let results = state.memory.search(&caller, query).await?;
     Ok(Reply::ok(StoreSearchResponse {
         entries: results

@@ -211,6 +211,7 @@ async fn search_fuses_both_retrievers_filters_and_counts_access() {
         skip: 0,
         limit: 1,
         count_access: true,
+        mode: SearchMode::Hybrid,
     };
     let r = m.service().search(&caller(Role::Owner), query).await.unwrap();
     // mem_c fails the tag filter; mem_b is in both rankings and wins.
