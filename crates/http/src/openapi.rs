@@ -108,6 +108,13 @@ const LINKS: &[Link] = &[
         "deleteMemoryEntry",
         &[("entry_id", "$response.body#{data}/id")],
     ),
+    (
+        "addMemoryDocuments",
+        "201",
+        "DeleteMemoryDocument",
+        "deleteMemoryDocument",
+        &[("document_id", "$response.body#{data}/documents/0/id")],
+    ),
     ("createApiKey", "201", "RevokeApiKey", "revokeApiKey", &[("key_id", "$response.body#{data}/id")]),
 ];
 

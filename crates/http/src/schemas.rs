@@ -66,6 +66,27 @@ pub fn memory_types_optional() -> impl Into<RefOr<Schema>> {
         .description(Some("Any of `semantic`, `episodic`, `procedural`; duplicates are dropped."))
 }
 
+/// A memory type, optional.
+pub fn memory_type_optional() -> impl Into<RefOr<Schema>> {
+    string_enum(MemoryType::ALL.iter().map(|m| m.as_str()), true)
+        .description(Some("`semantic` (default), `episodic` or `procedural`."))
+}
+
+/// Tags of a memory: up to 50 labels of 1–64 characters on one line.
+pub fn tags_optional() -> impl Into<RefOr<Schema>> {
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(64))
+                .pattern(Some(ONE_LINE)),
+        )
+        .max_items(Some(50))
+        .description(Some("Up to 50 labels of 1–64 characters; duplicates are dropped."))
+}
+
 /// The scopes of a new API key: at least one.
 pub fn scopes() -> impl Into<RefOr<Schema>> {
     ArrayBuilder::new()

@@ -269,6 +269,29 @@ impl MemoryStore {
     }
 }
 
+/// Records in a transaction that `$ids` (an iterator of `&String`) were deleted at `$version`,
+/// so that other processes' caches drop them; evaluates to `Result<(), diesel::result::Error>`.
+macro_rules! record_tombstones {
+    ($conn:expr, $tenant:expr, $version:expr, $ids:expr) => {{
+        let mut result = Ok(());
+        for id in $ids {
+            let inserted = diesel::insert_into(memory_tombstones::table)
+                .values((
+                    memory_tombstones::tenant_id.eq($tenant),
+                    memory_tombstones::seq.eq($version),
+                    memory_tombstones::entry_id.eq(id),
+                ))
+                .execute($conn)
+                .await;
+            if let Err(e) = inserted {
+                result = Err(e);
+                break;
+            }
+        }
+        result
+    }};
+}
+
 #[async_trait]
 impl MemoryRepository for MemoryStore {
     async fn insert(&self, entries: &[EmbeddedEntry], documents: &[MemoryDocument]) -> anyhow::Result<()> {
@@ -406,14 +429,7 @@ impl MemoryRepository for MemoryStore {
                 return Ok(false);
             }
             let version = bump_memory_version!(conn, tenant.as_str())?;
-            diesel::insert_into(memory_tombstones::table)
-                .values((
-                    memory_tombstones::tenant_id.eq(&tenant),
-                    memory_tombstones::seq.eq(version),
-                    memory_tombstones::entry_id.eq(&id),
-                ))
-                .execute(conn)
-                .await?;
+            record_tombstones!(conn, &tenant, version, std::iter::once(&id))?;
             Ok::<_, StoreError>(true)
         })?;
         Ok(deleted)
@@ -438,16 +454,7 @@ impl MemoryRepository for MemoryStore {
                 return Ok(false);
             }
             let version = bump_memory_version!(conn, tenant.as_str())?;
-            for chunk in &chunks {
-                diesel::insert_into(memory_tombstones::table)
-                    .values((
-                        memory_tombstones::tenant_id.eq(&tenant),
-                        memory_tombstones::seq.eq(version),
-                        memory_tombstones::entry_id.eq(chunk),
-                    ))
-                    .execute(conn)
-                    .await?;
-            }
+            record_tombstones!(conn, &tenant, version, &chunks)?;
             Ok::<_, StoreError>(true)
         })?;
         Ok(deleted)
@@ -463,9 +470,13 @@ impl MemoryRepository for MemoryStore {
         limit: usize,
     ) -> anyhow::Result<Vec<(MemoryId, f32)>> {
         let cache = self.synced(tenant, model_id).await?;
-        let large = cache.read().unwrap_or_else(PoisonError::into_inner).scope_size(filter) >= vectors::PARALLEL_FROM;
+        let large =
+            cache.read().unwrap_or_else(PoisonError::into_inner).scope_size(filter) >= vectors::PARALLEL_FROM;
         if !large {
-            return Ok(cache.read().unwrap_or_else(PoisonError::into_inner).nearest(query, filter, now, limit));
+            return Ok(cache
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .nearest(query, filter, now, limit));
         }
         // Milliseconds of work: off the request thread, which serves other requests meanwhile.
         let (query, filter) = (query.to_vec(), filter.clone());
@@ -603,16 +614,7 @@ impl MemoryRepository for MemoryStore {
                 diesel::delete(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq_any(absorbed)))
                     .execute(conn)
                     .await?;
-                for id in absorbed {
-                    diesel::insert_into(memory_tombstones::table)
-                        .values((
-                            memory_tombstones::tenant_id.eq(&tenant),
-                            memory_tombstones::seq.eq(version),
-                            memory_tombstones::entry_id.eq(id),
-                        ))
-                        .execute(conn)
-                        .await?;
-                }
+                record_tombstones!(conn, &tenant, version, absorbed)?;
             }
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
             Ok::<_, StoreError>(())

@@ -424,7 +424,10 @@ mod tests {
         let c = loaded(rows);
         let hits = c.nearest(&[0.0, 1.0], &MemoryFilter::default(), now(), 3);
         let ids: Vec<&str> = hits.iter().map(|(id, _)| id.as_str()).collect();
-        assert_eq!(ids, vec![format!("mem_{:06}", n - 1), format!("mem_{:06}", n - 2), format!("mem_{:06}", n - 3)]);
+        assert_eq!(
+            ids,
+            vec![format!("mem_{:06}", n - 1), format!("mem_{:06}", n - 2), format!("mem_{:06}", n - 3)]
+        );
         assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
     }
 

@@ -55,6 +55,8 @@ pub enum Expiry {
     At(DateTime<Utc>),
     /// This long after it is written.
     After(Duration),
+    /// At this instant or this long after it is written, whichever comes first.
+    Earliest(DateTime<Utc>, Duration),
 }
 
 /// A validated new entry.
@@ -348,6 +350,7 @@ impl MemoryService {
             expires_at: new.expiry.map(|e| match e {
                 Expiry::At(t) => t,
                 Expiry::After(d) => now + d,
+                Expiry::Earliest(t, d) => t.min(now + d),
             }),
         }
     }

@@ -44,10 +44,35 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
+/// The memory types, as the document names them.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryTypeName {
+    /// Facts and documents.
+    Semantic,
+    /// What happened in conversations.
+    Episodic,
+    /// How to do things.
+    Procedural,
+}
+
+/// The search modes, as the document names them.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchModeName {
+    /// Vectors and full text, fused.
+    Hybrid,
+    /// Vector similarity alone.
+    Vector,
+    /// Full text alone.
+    Lexical,
+}
+
 /// Most documents in one request.
 pub const MAX_DOCUMENTS: usize = 100;
-/// Most characters of one document (the 1 MiB body limit applies to the whole request).
-pub const MAX_DOCUMENT_CHARS: usize = 1_048_576;
+/// Most characters of one document (the 1 MiB body limit applies to the whole request); a
+/// longer text is sent as several documents.
+pub const MAX_DOCUMENT_CHARS: usize = 100_000;
 /// Most characters of a document title.
 pub const MAX_TITLE_CHARS: usize = 500;
 /// Most results a search may skip.
@@ -111,7 +136,7 @@ pub struct AddMemoryRequest {
     #[schema(extensions(("x-text" = json!("name"))))]
     pub agent_id: Option<String>,
     /// `semantic` (default), `episodic` or `procedural`.
-    #[schema(value_type = Option<String>, example = "semantic")]
+    #[schema(schema_with = crate::schemas::memory_type_optional, example = "semantic")]
     pub memory_type: Option<String>,
     /// With a key, the tenant's entry of the same type and key is replaced (its id kept).
     #[schema(min_length = 1, max_length = 256, extensions(("x-text" = json!("one-line"))))]
@@ -127,7 +152,7 @@ pub struct AddMemoryRequest {
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     /// Up to 50 labels of 1–64 characters.
-    #[schema(max_items = 50)]
+    #[schema(schema_with = crate::schemas::tags_optional)]
     pub tags: Option<Vec<String>>,
     /// 0–1 (default 0.5); weighs into search ranking.
     #[schema(minimum = 0.0, maximum = 1.0)]
@@ -135,7 +160,7 @@ pub struct AddMemoryRequest {
     /// When it expires (RFC 3339); expired entries never return.
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<String>,
-    /// Seconds until it expires (instead of `expires_at`).
+    /// Seconds until it expires (with `expires_at` too, the earlier applies).
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 315360000)]
     pub ttl_seconds: Option<JsonInt>,
 }
@@ -174,7 +199,11 @@ impl AddMemoryRequest {
             metadata: metadata.unwrap_or_default(),
             tags: tags.unwrap_or_default(),
             importance,
-            expiry: at.or(after),
+            // Both given: the first to come applies.
+            expiry: match (at, after) {
+                (Some(Expiry::At(t)), Some(Expiry::After(d))) => Some(Expiry::Earliest(t, d)),
+                (at, after) => at.or(after),
+            },
         })
     }
 }
@@ -270,7 +299,8 @@ pub async fn add(
 pub struct ListMemoryQuery {
     /// Only this agent's memories.
     pub agent_id: Option<String>,
-    /// Only this type.
+    /// Only this type: `semantic`, `episodic` or `procedural`.
+    #[param(value_type = Option<MemoryTypeName>)]
     pub memory_type: Option<String>,
     /// Page number, from 1 (default 1).
     #[param(minimum = 1, maximum = 4_294_967_295_i64)]
@@ -380,7 +410,7 @@ pub struct SearchMemoryRequest {
     #[schema(extensions(("x-text" = json!("name"))))]
     pub agent_id: Option<String>,
     /// Only this type.
-    #[schema(value_type = Option<String>, example = "semantic")]
+    #[schema(schema_with = crate::schemas::memory_type_optional, example = "semantic")]
     pub memory_type: Option<String>,
     /// What to find memories for: 1–32,000 characters, not blank.
     #[schema(required = true, value_type = String, min_length = 1, max_length = 32000,
@@ -390,13 +420,13 @@ pub struct SearchMemoryRequest {
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 100)]
     pub top_k: Option<JsonInt>,
     /// Only entries carrying all of these tags.
-    #[schema(max_items = 50)]
+    #[schema(schema_with = crate::schemas::tags_optional)]
     pub tags: Option<Vec<String>>,
     /// Only entries whose metadata has each of these keys with an equal value.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     /// `hybrid` (default: vectors and full text fused), `vector` or `lexical` alone.
-    #[schema(value_type = Option<String>, example = "hybrid")]
+    #[schema(value_type = Option<SearchModeName>, example = "hybrid")]
     pub mode: Option<String>,
 }
 
@@ -545,7 +575,7 @@ pub struct DocumentRequest {
     #[schema(required = true, value_type = String, min_length = 1, max_length = 500, extensions(("x-text" = json!("name"))))]
     pub title: Option<String>,
     /// The text; cut into chunks of about 256 tokens.
-    #[schema(required = true, value_type = String, min_length = 1, max_length = 1048576,
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 100000,
         extensions(("x-text" = json!("message"))))]
     pub content: Option<String>,
     /// Free-form object, copied onto each chunk.
@@ -786,7 +816,7 @@ pub async fn store_upsert(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct StoreSearchRequest {
     /// Only this type.
-    #[schema(value_type = Option<String>, example = "semantic")]
+    #[schema(schema_with = crate::schemas::memory_type_optional, example = "semantic")]
     pub memory_type: Option<String>,
     /// What to find entries for: 1–32,000 characters, not blank.
     #[schema(required = true, value_type = String, min_length = 1, max_length = 32000,
@@ -799,7 +829,7 @@ pub struct StoreSearchRequest {
     #[schema(value_type = Option<i64>, minimum = 0, maximum = 1000)]
     pub skip: Option<JsonInt>,
     /// Only entries carrying all of these tags.
-    #[schema(max_items = 50)]
+    #[schema(schema_with = crate::schemas::tags_optional)]
     pub tags: Option<Vec<String>>,
     /// Only entries whose metadata has each of these keys with an equal value.
     #[schema(value_type = Option<Object>)]
