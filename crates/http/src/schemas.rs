@@ -72,6 +72,18 @@ pub fn memory_type_optional() -> impl Into<RefOr<Schema>> {
         .description(Some("`semantic` (default), `episodic` or `procedural`."))
 }
 
+/// A memory type in a query string (absent rather than null when not wanted).
+pub fn memory_type_param() -> impl Into<RefOr<Schema>> {
+    string_enum(MemoryType::ALL.iter().map(|m| m.as_str()), false)
+        .description(Some("`semantic`, `episodic` or `procedural`."))
+}
+
+/// A search mode, optional.
+pub fn search_mode_optional() -> impl Into<RefOr<Schema>> {
+    string_enum(["hybrid", "vector", "lexical"], true)
+        .description(Some("`hybrid` (default: vectors and full text fused), `vector` or `lexical` alone."))
+}
+
 /// Tags of a memory: up to 50 labels of 1–64 characters on one line.
 pub fn tags_optional() -> impl Into<RefOr<Schema>> {
     ArrayBuilder::new()

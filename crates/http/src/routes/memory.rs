@@ -44,30 +44,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-/// The memory types, as the document names them.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MemoryTypeName {
-    /// Facts and documents.
-    Semantic,
-    /// What happened in conversations.
-    Episodic,
-    /// How to do things.
-    Procedural,
-}
-
-/// The search modes, as the document names them.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchModeName {
-    /// Vectors and full text, fused.
-    Hybrid,
-    /// Vector similarity alone.
-    Vector,
-    /// Full text alone.
-    Lexical,
-}
-
 /// Most documents in one request.
 pub const MAX_DOCUMENTS: usize = 100;
 /// Most characters of one document (the 1 MiB body limit applies to the whole request); a
@@ -300,7 +276,7 @@ pub struct ListMemoryQuery {
     /// Only this agent's memories.
     pub agent_id: Option<String>,
     /// Only this type: `semantic`, `episodic` or `procedural`.
-    #[param(value_type = Option<MemoryTypeName>)]
+    #[param(schema_with = crate::schemas::memory_type_param)]
     pub memory_type: Option<String>,
     /// Page number, from 1 (default 1).
     #[param(minimum = 1, maximum = 4_294_967_295_i64)]
@@ -426,7 +402,7 @@ pub struct SearchMemoryRequest {
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     /// `hybrid` (default: vectors and full text fused), `vector` or `lexical` alone.
-    #[schema(value_type = Option<SearchModeName>, example = "hybrid")]
+    #[schema(schema_with = crate::schemas::search_mode_optional, example = "hybrid")]
     pub mode: Option<String>,
 }
 
