@@ -107,6 +107,7 @@ pub(crate) struct NewEntryRow {
     #[diesel(treat_none_as_null = true)]
     expires_at: Option<DbTime>,
     embedding: Vec<u8>,
+    embedding_dim: i32,
     embedding_model: String,
     pub(crate) seq: i64,
 }
@@ -132,6 +133,7 @@ impl NewEntryRow {
             updated_at: m.updated_at.into(),
             expires_at: m.expires_at.map(DbTime),
             embedding: vector_bytes(&e.embedding.vector),
+            embedding_dim: i32::try_from(e.embedding.vector.len()).unwrap_or(i32::MAX),
             embedding_model: e.embedding.model_id.clone(),
             seq: 0,
         }
@@ -215,6 +217,7 @@ impl MemoryStore {
     ) -> anyhow::Result<Arc<std::sync::RwLock<vectors::TenantVectors>>> {
         let cache = self.cache.tenant(tenant.as_str(), model_id, self.dimension);
         let tenant_id = tenant.as_str();
+        let dimension = i32::try_from(self.dimension).unwrap_or(i32::MAX);
         let stored: Option<(i64, i64)> = with_conn!(self.db, conn => memory_scopes::table
             .filter(memory_scopes::tenant_id.eq(tenant_id))
             .select((memory_scopes::version, memory_scopes::reset_version))
@@ -232,6 +235,7 @@ impl MemoryStore {
                 let rows = with_conn!(self.db, conn => memory_entries::table
                     .filter(memory_entries::tenant_id.eq(tenant_id))
                     .filter(memory_entries::embedding_model.eq(model_id))
+                    .filter(memory_entries::embedding_dim.eq(dimension))
                     .select(VectorRow::as_select())
                     .load(conn)
                     .await)?;
@@ -242,6 +246,7 @@ impl MemoryStore {
                     .filter(memory_entries::tenant_id.eq(tenant_id))
                     .filter(memory_entries::seq.gt(since))
                     .filter(memory_entries::embedding_model.eq(model_id))
+                    .filter(memory_entries::embedding_dim.eq(dimension))
                     .select(VectorRow::as_select())
                     .load(conn)
                     .await?;
@@ -344,6 +349,7 @@ impl MemoryRepository for MemoryStore {
                     m::updated_at.eq(row.updated_at),
                     m::expires_at.eq(row.expires_at),
                     m::embedding.eq(&row.embedding),
+                    m::embedding_dim.eq(row.embedding_dim),
                     m::embedding_model.eq(&row.embedding_model),
                     m::seq.eq(row.seq),
                 ))
@@ -629,8 +635,9 @@ impl MemoryRepository for MemoryStore {
     ) -> anyhow::Result<Vec<(TenantId, MemoryId, String)>> {
         use memory_entries as m;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let dimension = i32::try_from(self.dimension).unwrap_or(i32::MAX);
         let rows: Vec<(String, String, String)> = with_conn!(self.db, conn => m::table
-            .filter(m::embedding_model.ne(model_id))
+            .filter(m::embedding_model.ne(model_id).or(m::embedding_dim.ne(dimension)))
             .order(m::id.asc())
             .limit(limit)
             .select((m::tenant_id, m::id, m::content))
@@ -643,14 +650,17 @@ impl MemoryRepository for MemoryStore {
     }
 
     async fn set_embeddings(&self, updates: &[(TenantId, MemoryId, Embedding)]) -> anyhow::Result<()> {
-        let updates: Vec<(String, String, Vec<u8>, String)> = updates
+        let updates: Vec<(String, String, Vec<u8>, i32, String)> = updates
             .iter()
-            .map(|(t, id, e)| (t.to_string(), id.to_string(), vector_bytes(&e.vector), e.model_id.clone()))
+            .map(|(t, id, e)| {
+                let dim = i32::try_from(e.vector.len()).unwrap_or(i32::MAX);
+                (t.to_string(), id.to_string(), vector_bytes(&e.vector), dim, e.model_id.clone())
+            })
             .collect();
         transaction!(self.db, conn => {
             use memory_entries as m;
             let mut versions: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
-            for (tenant, id, blob, model) in &updates {
+            for (tenant, id, blob, dim, model) in &updates {
                 let version = match versions.get(tenant) {
                     Some(v) => *v,
                     None => {
@@ -660,7 +670,12 @@ impl MemoryRepository for MemoryStore {
                     }
                 };
                 diesel::update(m::table.filter(m::tenant_id.eq(tenant)).filter(m::id.eq(id)))
-                    .set((m::embedding.eq(blob), m::embedding_model.eq(model), m::seq.eq(version)))
+                    .set((
+                        m::embedding.eq(blob),
+                        m::embedding_dim.eq(dim),
+                        m::embedding_model.eq(model),
+                        m::seq.eq(version),
+                    ))
                     .execute(conn)
                     .await?;
             }

@@ -267,6 +267,7 @@ diesel::table! {
         updated_at -> UtcTime,
         expires_at -> Nullable<UtcTime>,
         embedding -> Binary,
+        embedding_dim -> Integer,
         embedding_model -> Text,
         seq -> BigInt,
     }

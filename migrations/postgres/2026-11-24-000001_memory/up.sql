@@ -28,8 +28,9 @@ CREATE TABLE memory_entries (
     created_at       TIMESTAMPTZ      NOT NULL,
     updated_at       TIMESTAMPTZ      NOT NULL,
     expires_at       TIMESTAMPTZ,
-    -- Little-endian f32 values, unit length, made by `embedding_model`.
+    -- Little-endian f32 values (`embedding_dim` of them), unit length, made by `embedding_model`.
     embedding        BYTEA            NOT NULL,
+    embedding_dim    INTEGER          NOT NULL,
     embedding_model  TEXT             NOT NULL,
     -- The tenant's memory version of the transaction that last wrote the row.
     seq              BIGINT           NOT NULL,

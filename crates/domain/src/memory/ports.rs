@@ -106,8 +106,8 @@ pub trait MemoryRepository: Send + Sync {
     /// Applies consolidation's merges and stores its event, in one transaction.
     async fn consolidate(&self, tenant: &TenantId, merges: &[Merge], event: &Event) -> anyhow::Result<()>;
 
-    /// Up to `limit` entries (of any tenant) whose embedding is not of `model_id`, with their
-    /// content: the work list of `agentry memory reindex`.
+    /// Up to `limit` entries (of any tenant) whose embedding is not of `model_id` (or not of
+    /// the store's dimension), with their content: the work list of `agentry memory reindex`.
     async fn stale_embeddings(
         &self,
         model_id: &str,
