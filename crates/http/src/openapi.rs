@@ -237,6 +237,27 @@ fn add_components(doc: &mut Value, envelope: Envelope) {
         let schemas = c.entry("schemas").or_insert_with(|| json!({}));
         if let Some(s) = schemas.as_object_mut() {
             s.insert("Error".into(), error);
+            // Free-form metadata as the service checks it: any JSON, but no control characters
+            // in keys (one line) or strings (tab and line breaks allowed).
+            s.insert(
+                "MetadataValue".into(),
+                json!({"anyOf": [
+                    {"type": "string", "pattern": schemas::LONG_TEXT},
+                    {"type": ["number", "boolean", "null"]},
+                    {"type": "array", "items": {"$ref": "#/components/schemas/MetadataValue"}},
+                    {"type": "object", "propertyNames": {"pattern": schemas::ONE_LINE},
+                        "additionalProperties": {"$ref": "#/components/schemas/MetadataValue"}},
+                ]}),
+            );
+            s.insert(
+                "Metadata".into(),
+                json!({
+                    "type": ["object", "null"],
+                    "description": "A free-form object; keys are one line, strings hold no control characters but tab and line breaks.",
+                    "propertyNames": {"pattern": schemas::ONE_LINE},
+                    "additionalProperties": {"$ref": "#/components/schemas/MetadataValue"},
+                }),
+            );
         }
         let headers: Map<String, Value> = HEADERS
             .iter()

@@ -78,6 +78,11 @@ pub fn memory_type_param() -> impl Into<RefOr<Schema>> {
         .description(Some("`semantic`, `episodic` or `procedural`."))
 }
 
+/// Free-form metadata of a request (the `Metadata` component the document adds).
+pub fn metadata_optional() -> impl Into<RefOr<Schema>> {
+    utoipa::openapi::Ref::from_schema_name("Metadata")
+}
+
 /// A search mode, optional.
 pub fn search_mode_optional() -> impl Into<RefOr<Schema>> {
     string_enum(["hybrid", "vector", "lexical"], true)

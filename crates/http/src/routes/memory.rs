@@ -125,7 +125,7 @@ pub struct AddMemoryRequest {
     #[schema(min_length = 1, max_length = 100, extensions(("x-text" = json!("name"))))]
     pub source: Option<String>,
     /// Free-form object; search can filter on its top-level keys.
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = crate::schemas::metadata_optional)]
     pub metadata: Option<Value>,
     /// Up to 50 labels of 1–64 characters.
     #[schema(schema_with = crate::schemas::tags_optional)]
@@ -155,13 +155,6 @@ impl AddMemoryRequest {
         let source = v.optional("source", self.source, |s| memory::source(&s));
         let (tags, metadata) = filters(&mut v, self.tags, self.metadata);
         let importance = v.optional("importance_score", self.importance_score, memory::importance);
-        if self.expires_at.is_some() && self.ttl_seconds.is_some() {
-            v.push(FieldError::new(
-                "ttl_seconds",
-                FieldErrorKind::InvalidValue,
-                "give expires_at or ttl_seconds, not both",
-            ));
-        }
         let at = v.optional("expires_at", self.expires_at, expires_at);
         let after = v.optional("ttl_seconds", self.ttl_seconds, ttl);
         let (agent_id, memory_type, key, content, source, tags, metadata, importance, at, after) =
@@ -274,6 +267,7 @@ pub async fn add(
 #[into_params(parameter_in = Query)]
 pub struct ListMemoryQuery {
     /// Only this agent's memories.
+    #[param(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$")]
     pub agent_id: Option<String>,
     /// Only this type: `semantic`, `episodic` or `procedural`.
     #[param(schema_with = crate::schemas::memory_type_param)]
@@ -399,7 +393,7 @@ pub struct SearchMemoryRequest {
     #[schema(schema_with = crate::schemas::tags_optional)]
     pub tags: Option<Vec<String>>,
     /// Only entries whose metadata has each of these keys with an equal value.
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = crate::schemas::metadata_optional)]
     pub metadata: Option<Value>,
     /// `hybrid` (default: vectors and full text fused), `vector` or `lexical` alone.
     #[schema(schema_with = crate::schemas::search_mode_optional, example = "hybrid")]
@@ -555,7 +549,7 @@ pub struct DocumentRequest {
         extensions(("x-text" = json!("message"))))]
     pub content: Option<String>,
     /// Free-form object, copied onto each chunk.
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = crate::schemas::metadata_optional)]
     pub metadata: Option<Value>,
 }
 
@@ -808,7 +802,7 @@ pub struct StoreSearchRequest {
     #[schema(schema_with = crate::schemas::tags_optional)]
     pub tags: Option<Vec<String>>,
     /// Only entries whose metadata has each of these keys with an equal value.
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = crate::schemas::metadata_optional)]
     pub metadata: Option<Value>,
 }
 
