@@ -200,7 +200,8 @@ LUA
         read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/search.lua" "$base/api/v1/memory/search")
         report "$1" "search ${size}" "$rps" "$p50" "$p99" "$err" "$h_rps"
     done
-    python3 scripts/memory_quality.py "$base" "$1 $(curl -fs "$base/readyz" | json_field '["embedding"]["provider"]')" >>"$workdir/quality.txt"
+    python3 scripts/memory_quality.py "$base" "$1 $(curl -fs "$base/readyz" | json_field '["embedding"]["provider"]')" "$token" \
+        >>"$workdir/quality.txt"
     stop_server
 }
 
@@ -227,7 +228,8 @@ fi
 
 memory_quality_hashing() {
     AGENTRY_EMBEDDING_PROVIDER=hashing start_server "sqlite://$workdir/hashing.db"
-    python3 scripts/memory_quality.py "$base" "sqlite hashing" >>"$workdir/quality.txt"
+    read -r token _ < <(new_tenant "sqlite://$workdir/hashing.db" 1)
+    python3 scripts/memory_quality.py "$base" "sqlite hashing" "$token" >>"$workdir/quality.txt"
     stop_server
 }
 

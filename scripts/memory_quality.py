@@ -4,7 +4,10 @@ crates/server/tests/data/memory_recall.json (60 facts, 60 paraphrased questions,
 content word with their fact), through the HTTP API of a running service, for each search
 mode (hybrid, vector alone, lexical alone).
 
-    memory_quality.py BASE_URL LABEL     prints one line per mode: "LABEL mode recall@5 recall@1"
+    memory_quality.py BASE_URL LABEL [TOKEN]
+        prints one line per mode: "LABEL mode recall@5 recall@1". With TOKEN (of a tenant whose
+        plan does not limit the ~250 calls, as make bench makes), it works in that tenant;
+        without, it registers an account.
 """
 import json
 import sys
@@ -32,9 +35,12 @@ def call(method, path, body=None, token=None, form=None):
         return json.loads(r.read() or b"null")
 
 
-email = f"quality-{uuid.uuid4().hex}@example.com"
-call("POST", "/api/v1/auth/register", {"email": email, "password": "correct horse battery", "full_name": "Q"})
-token = call("POST", "/api/v1/auth/login", form={"username": email, "password": "correct horse battery"})["access_token"]
+if len(sys.argv) > 3:
+    token = sys.argv[3]
+else:
+    email = f"quality-{uuid.uuid4().hex}@example.com"
+    call("POST", "/api/v1/auth/register", {"email": email, "password": "correct horse battery", "full_name": "Q"})
+    token = call("POST", "/api/v1/auth/login", form={"username": email, "password": "correct horse battery"})["access_token"]
 agent = call("POST", "/api/v1/agents", {"name": "quality"}, token)["id"]
 ids = {}
 for fact in data["facts"]:
