@@ -23,7 +23,7 @@ use crate::ids::{AgentId, DocumentId, IdGenerator, MemoryId, SessionId, TenantId
 use crate::pagination::Page;
 use crate::tenancy::Permission;
 use crate::time::Clock;
-use crate::validation::ValidationErrors;
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
 /// Why a memory operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -363,7 +363,17 @@ impl MemoryService {
     pub async fn add(&self, caller: &Principal, new: NewMemory) -> Result<MemoryEntry, MemoryError> {
         caller.require(Permission::MemoryWrite)?;
         self.require_agent(&caller.tenant_id, new.agent_id.as_ref()).await?;
-        let entry = self.entry(&caller.tenant_id, new, self.deps.clock.now());
+        let now = self.deps.clock.now();
+        let entry = self.entry(&caller.tenant_id, new, now);
+        if entry.is_expired(now) {
+            // It could never be read: refused, as an API key's past expiry is.
+            return Err(ValidationErrors::one(FieldError::new(
+                "expires_at",
+                FieldErrorKind::OutOfRange,
+                "expires_at must be in the future",
+            ))
+            .into());
+        }
         let embedding = self.embed_one(&entry.content).await?;
         let embedded = EmbeddedEntry { entry, embedding };
         if embedded.entry.key.is_some() {

@@ -185,18 +185,30 @@ async fn documents_are_chunked_searchable_and_deleted_with_their_chunks() {
 
 #[tokio::test]
 async fn an_expired_entry_never_returns() {
-    let app = spawn_with(|c| c.embedding_provider = agentry_server::config::EmbeddingProvider::Hashing).await;
-    let token = app.access_token("ada@example.com").await;
-    let gone = add(
-        &app,
-        &token,
-        json!({"content": "the old wifi password is hunter2", "expires_at": "2020-01-01T00:00:00Z"}),
-    )
+    let app = crate::helpers::spawn_with_clock(|c| {
+        c.embedding_provider = agentry_server::config::EmbeddingProvider::Hashing;
+    })
     .await;
+    let token = app.access_token("ada@example.com").await;
+    let r = app
+        .post_json_with_token(
+            "/api/v1/memory",
+            &token,
+            &json!({"content": "x", "expires_at": "2020-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(r.status(), 422, "an entry that could never be read is refused");
+    let gone =
+        add(&app, &token, json!({"content": "the old wifi password is hunter2", "ttl_seconds": 60})).await;
     let kept =
         add(&app, &token, json!({"content": "the new wifi password is swordfish", "ttl_seconds": 3600}))
             .await;
     assert!(kept["expires_at"].is_string());
+    assert_eq!(
+        search(&app, &token, json!({"query": "old wifi password hunter2", "top_k": 100})).await.len(),
+        2
+    );
+    app.clock().advance(chrono::Duration::seconds(120));
     let hits = search(&app, &token, json!({"query": "old wifi password hunter2", "top_k": 100})).await;
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0]["id"], kept["id"]);
