@@ -361,6 +361,15 @@ impl MemoryService {
     /// # Errors
     /// [`MemoryError::AgentNotFound`], [`MemoryError::Forbidden`], [`MemoryError::Embedding`].
     pub async fn add(&self, caller: &Principal, new: NewMemory) -> Result<MemoryEntry, MemoryError> {
+        self.put(caller, new).await.map(|(entry, _)| entry)
+    }
+
+    /// Like [`MemoryService::add`], and says whether the entry is new (`false`: an entry of the
+    /// same type and key was replaced, keeping its id).
+    ///
+    /// # Errors
+    /// As [`MemoryService::add`].
+    pub async fn put(&self, caller: &Principal, new: NewMemory) -> Result<(MemoryEntry, bool), MemoryError> {
         caller.require(Permission::MemoryWrite)?;
         self.require_agent(&caller.tenant_id, new.agent_id.as_ref()).await?;
         let now = self.deps.clock.now();
@@ -377,14 +386,16 @@ impl MemoryService {
         let embedding = self.embed_one(&entry.content).await?;
         let embedded = EmbeddedEntry { entry, embedding };
         if embedded.entry.key.is_some() {
-            return Ok(self.deps.memories.upsert_keyed(&embedded).await?);
+            let stored = self.deps.memories.upsert_keyed(&embedded).await?;
+            let created = stored.id == embedded.entry.id;
+            return Ok((stored, created));
         }
         if let Err(e) = self.deps.memories.insert(std::slice::from_ref(&embedded), &[]).await {
             // A failed foreign key: the agent was deleted meanwhile.
             self.require_agent(&caller.tenant_id, embedded.entry.agent_id.as_ref()).await?;
             return Err(e.into());
         }
-        Ok(embedded.entry)
+        Ok((embedded.entry, true))
     }
 
     /// One unexpired entry of the caller's tenant.

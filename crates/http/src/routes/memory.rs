@@ -776,10 +776,8 @@ pub async fn store_upsert(
     body: JsonBody<AddMemoryRequest>,
 ) -> Result<Reply<MemoryEntryResponse>, ApiError> {
     let new = body.0.try_into_domain(false)?;
-    let before = state.clock.now();
-    let entry = state.memory.add(&caller, new).await?;
-    // An entry created by this call was created no earlier than the call.
-    if entry.created_at >= before { Ok(Reply::created(entry.into())) } else { Ok(Reply::ok(entry.into())) }
+    let (entry, created) = state.memory.put(&caller, new).await?;
+    if created { Ok(Reply::created(entry.into())) } else { Ok(Reply::ok(entry.into())) }
 }
 
 /// A Variant B search.

@@ -98,11 +98,14 @@ async fn a_key_keeps_one_entry_under_concurrent_writes_and_search_counts_access_
                 async move {
                     let body = json!({"memory_type": "semantic", "key": "favourite-colour", "content": format!("favourite colour, version {i}"), "tags": [format!("v{i}")]});
                     let r = app.post_json_with_token("/api/v1/memory-stores/entries", token, &body).await;
-                    assert!([200, 201].contains(&r.status().as_u16()), "{}", r.status());
-                    r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned()
+                    let status = r.status().as_u16();
+                    assert!([200, 201].contains(&status), "{status}");
+                    (status, r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned())
                 }
             });
-            let ids: std::collections::HashSet<String> = futures_util::future::join_all(writes).await.into_iter().collect();
+            let answers = futures_util::future::join_all(writes).await;
+            assert_eq!(answers.iter().filter(|(status, _)| *status == 201).count(), 1, "one write created it");
+            let ids: std::collections::HashSet<String> = answers.into_iter().map(|(_, id)| id).collect();
             assert_eq!(ids.len(), 1, "every write answered the one entry");
             let id = ids.into_iter().next().unwrap();
             let list = json_with_status(app.get_with_token("/api/v1/memory", &token).await, 200).await;
