@@ -64,6 +64,8 @@ async fn main() -> anyhow::Result<()> {
         seed ^= seed >> 27;
         seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
     };
+    // Ids unique across runs, so a second fill adds to the first.
+    let run = format!("{:x}", now.timestamp_micros());
     let started = std::time::Instant::now();
     for batch in 0..count.div_ceil(1000) {
         let n = 1000.min(count - batch * 1000);
@@ -76,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
             normalize(&mut vector);
             entries.push(EmbeddedEntry {
                 entry: MemoryEntry {
-                    id: MemoryId::from_string(format!("mem_fill{batch:04}{i:04}{}", next() % 100_000)),
+                    id: MemoryId::from_string(format!("mem_fill{run}_{batch:04}{i:04}")),
                     tenant_id: TenantId::from_string(tenant.clone()),
                     agent_id: Some(AgentId::from_string(agent.clone())),
                     document_id: None,

@@ -198,6 +198,18 @@ fn types_list(types: &[MemoryType]) -> String {
     }
 }
 
+/// The tenant column as an expression no index serves (`tenant_id || ''`), for lookups of a
+/// list of ids within a tenant. Without statistics SQLite guesses that an equality on an
+/// index's first column matches 10 rows, fewer than a 100-id `IN` list of unique lookups, and
+/// so walked every entry of the tenant (reading each row's embedding) to find a page of
+/// search results. Written this way, both databases look the ids up by their unique index and
+/// check the tenant on the rows found.
+macro_rules! tenant_not_indexed {
+    ($column:expr) => {
+        $column.concat("")
+    };
+}
+
 const SQLITE_LEXICAL: &str = "SELECT e.id AS id FROM memory_fts JOIN memory_entries e ON e.pk = memory_fts.rowid \
      WHERE memory_fts MATCH ?1 AND e.tenant_id = ?2 AND (?3 = '' OR e.agent_id = ?3) \
      AND (e.expires_at IS NULL OR e.expires_at > ?4) AND (?5 = '' OR instr(?5, ',' || e.memory_type || ',') > 0) \
@@ -378,7 +390,7 @@ impl MemoryRepository for MemoryStore {
         }
         let ids: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
         let rows: Vec<EntryRow> = with_conn!(self.db, conn => memory_entries::table
-            .filter(memory_entries::tenant_id.eq(tenant.as_str()))
+            .filter(tenant_not_indexed!(memory_entries::tenant_id).eq(tenant.as_str()))
             .filter(memory_entries::id.eq_any(&ids))
             .select(EntryRow::as_select())
             .load(conn)
@@ -564,7 +576,7 @@ impl MemoryRepository for MemoryStore {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         transaction!(self.db, conn => {
             use memory_entries as m;
-            diesel::update(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq_any(&ids)))
+            diesel::update(m::table.filter(tenant_not_indexed!(m::tenant_id).eq(&tenant)).filter(m::id.eq_any(&ids)))
                 .set(m::access_count.eq(m::access_count + 1))
                 .execute(conn)
                 .await?;
@@ -617,7 +629,7 @@ impl MemoryRepository for MemoryStore {
                     .set((m::tags.eq(tags), m::access_count.eq(access_count), m::updated_at.eq(updated_at), m::seq.eq(version)))
                     .execute(conn)
                     .await?;
-                diesel::delete(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq_any(absorbed)))
+                diesel::delete(m::table.filter(tenant_not_indexed!(m::tenant_id).eq(&tenant)).filter(m::id.eq_any(absorbed)))
                     .execute(conn)
                     .await?;
                 record_tombstones!(conn, &tenant, version, absorbed)?;
