@@ -88,7 +88,9 @@ struct ClaimedRow {
     attempts: i64,
 }
 
-/// The claim statement. The kinds are filled in as quoted names of [`JobKind`]s (constants of
+/// The claim statement: the due jobs chosen once, in a materialised CTE (as a subquery of the
+/// `UPDATE`, PostgreSQL may choose again for each row and, seeing the rows it has just leased
+/// as taken, claim more than the limit). The kinds are filled in as quoted names of [`JobKind`]s (constants of
 /// this crate, never input); `lock` is PostgreSQL's row locking. Placeholders are numbered so
 /// both backends read them (`$n` on PostgreSQL, `?n` on SQLite).
 fn claim_sql(kinds: &[JobKind], placeholder: char, lock: &str) -> String {
@@ -99,10 +101,10 @@ fn claim_sql(kinds: &[JobKind], placeholder: char, lock: &str) -> String {
         now = p(3)
     );
     format!(
-        "UPDATE jobs SET status = '{RUNNING}', lease_token = {token}, lease_until = {until}, \
+        "WITH chosen AS MATERIALIZED (SELECT id FROM jobs WHERE kind IN ({kinds}) AND {due} ORDER BY run_at LIMIT {limit} {lock}) \
+         UPDATE jobs SET status = '{RUNNING}', lease_token = {token}, lease_until = {until}, \
          attempts = attempts + 1, updated_at = {now} \
-         WHERE id IN (SELECT id FROM jobs WHERE kind IN ({kinds}) AND {due} ORDER BY run_at LIMIT {limit} {lock}) \
-         AND {due} \
+         WHERE id IN (SELECT id FROM chosen) AND {due} \
          RETURNING id, kind, payload, attempts",
         token = p(1),
         until = p(2),

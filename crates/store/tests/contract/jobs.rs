@@ -9,6 +9,7 @@ crate::contract!(
     a_job_waits_for_its_time_and_its_retry,
     an_expired_lease_is_claimed_again_and_the_late_worker_is_ignored,
     concurrent_workers_never_share_a_job,
+    a_claim_takes_no_more_than_its_limit,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -114,4 +115,15 @@ async fn concurrent_workers_never_share_a_job(db: Database) {
     let total = all.len();
     all.dedup();
     assert_eq!((total, all.len()), (40, 40), "each job claimed exactly once");
+}
+
+async fn a_claim_takes_no_more_than_its_limit(db: Database) {
+    let queue = JobStore::new(db.clone());
+    for i in 0..3 {
+        queue.enqueue(&job(&format!("job_{i}"), t0())).await.unwrap();
+    }
+    let l1 = lease("l1", t0() + Duration::seconds(60));
+    assert_eq!(queue.claim(&[JobKind::Mail], &l1, t0(), 1).await.unwrap().len(), 1);
+    let l2 = lease("l2", t0() + Duration::seconds(60));
+    assert_eq!(queue.claim(&[JobKind::Mail], &l2, t0(), 5).await.unwrap().len(), 2, "the rest were left");
 }
