@@ -34,7 +34,8 @@ run: model
 migrate:
 	$(CARGO) run --release -- migrate
 
-test: model
+# The tests use the embedding model and the Python venv (Standard Webhooks verification).
+test: model venv
 	$(CARGO) test --workspace --all-features --locked
 
 fmt:

@@ -43,6 +43,12 @@ impl Secrets for RingSecrets {
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
+    fn random_bytes(&self, len: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; len];
+        self.fill(&mut bytes);
+        bytes
+    }
+
     fn random_alphanumeric(&self, len: usize) -> String {
         // Rejection sampling: 62 does not divide 256, so bytes >= 248 are thrown away to keep
         // every character equally likely.

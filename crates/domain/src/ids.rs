@@ -134,6 +134,16 @@ id_type!(
     JobId,
     "job"
 );
+id_type!(
+    /// Identifies a webhook subscription.
+    WebhookId,
+    "whk"
+);
+id_type!(
+    /// Identifies one delivery of an event to a webhook subscription.
+    DeliveryId,
+    "dlv"
+);
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,7 @@
 //! - [`jobs`]: durable background work with leases and retries.
 //! - [`mail`]: the e-mail port; [`ratelimit`]: fixed-window quotas over a counting port.
 //! - [`validation`]: the field-level error type every value object reports with.
+//! - [`webhooks`]: subscriptions, signed deliveries with retries, the delivery log.
 
 pub mod agents;
 pub mod billing;
@@ -29,3 +30,4 @@ pub mod secrets;
 pub mod tenancy;
 pub mod time;
 pub mod validation;
+pub mod webhooks;

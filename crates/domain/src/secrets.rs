@@ -35,6 +35,9 @@ pub trait Secrets: Send + Sync {
     /// A new secret with at least 256 bits of entropy, URL-safe, without padding.
     fn random_token(&self) -> String;
 
+    /// `len` random bytes (key material, such as a webhook signing secret).
+    fn random_bytes(&self, len: usize) -> Vec<u8>;
+
     /// `len` random characters from `[0-9A-Za-z]`.
     fn random_alphanumeric(&self, len: usize) -> String;
 

@@ -14,6 +14,7 @@ use agentry_domain::identity::{
 };
 use agentry_domain::memory::{EmbedError, MemoryError};
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
+use agentry_domain::webhooks::WebhookError;
 use serde_json::{Value, json};
 
 use crate::settings::{Envelope, HttpSettings};
@@ -435,6 +436,19 @@ impl From<MemoryError> for ApiError {
                 }
             }
             MemoryError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<WebhookError> for ApiError {
+    fn from(e: WebhookError) -> Self {
+        match e {
+            WebhookError::Forbidden(f) => f.into(),
+            WebhookError::Invalid(v) => v.into(),
+            WebhookError::NotFound => Self::not_found("no such webhook"),
+            WebhookError::DeliveryNotFound => Self::not_found("no such delivery"),
+            e @ WebhookError::AttemptInProgress => Self::new(ErrorCode::Conflict, e.to_string()),
+            WebhookError::Unexpected(e) => Self::internal(e),
         }
     }
 }

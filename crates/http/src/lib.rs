@@ -30,6 +30,7 @@ use agentry_domain::memory::MemoryService;
 use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
 use agentry_domain::time::Clock;
+use agentry_domain::webhooks::WebhookService;
 use async_trait::async_trait;
 
 pub use error::{ApiError, ErrorCode};
@@ -86,6 +87,8 @@ pub struct AppState {
     pub memory: MemoryService,
     /// Credits and purchases.
     pub billing: BillingService,
+    /// Outbound webhooks.
+    pub webhooks: WebhookService,
     /// Rate limiting.
     pub limiter: RateLimiter,
     /// Rate-limit settings.
@@ -114,6 +117,9 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::agents::configure)
         .configure(routes::memory::configure)
         .configure(routes::billing::configure)
+        // After every route with a static segment under /webhooks (trigger calls and
+        // integration receivers join before it), so none is taken for a subscription id.
+        .configure(routes::webhooks::configure)
         .service(web::resource("/openapi.json").route(web::get().to(openapi::openapi_json)));
 }
 

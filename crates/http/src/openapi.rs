@@ -20,7 +20,7 @@ use actix_web::{HttpResponse, web};
 use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
-use crate::routes::{agents, api_keys, auth, billing, health, memory, recovery};
+use crate::routes::{agents, api_keys, auth, billing, health, memory, recovery, webhooks};
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
 
@@ -44,6 +44,8 @@ use crate::settings::{Envelope, HttpSettings};
         memory::delete_document, memory::consolidate, memory::store_upsert, memory::store_search,
         memory::store_get, memory::store_delete,
         billing::overview, billing::ledger, billing::purchase,
+        webhooks::list, webhooks::create, webhooks::get, webhooks::update, webhooks::delete,
+        webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
         health::healthz, health::readyz, health::metrics,
     ),
     tags(
@@ -52,6 +54,7 @@ use crate::settings::{Envelope, HttpSettings};
         (name = "agents", description = "Agents and chat"),
         (name = "memory", description = "Memory: Variant A (`/memory`) and Variant B (`/memory-stores/entries`)"),
         (name = "billing", description = "Plan, credits, ledger and purchases"),
+        (name = "webhooks", description = "Outbound webhook subscriptions, signed deliveries, the delivery log"),
         (name = "operations", description = "Health and readiness"),
     )
 )]
@@ -115,6 +118,17 @@ const LINKS: &[Link] = &[
         "deleteMemoryDocument",
         &[("document_id", "$response.body#{data}/documents/0/id")],
     ),
+    ("createWebhook", "201", "GetWebhook", "getWebhook", &[("webhook_id", "$response.body#{data}/id")]),
+    ("createWebhook", "201", "UpdateWebhook", "updateWebhook", &[("webhook_id", "$response.body#{data}/id")]),
+    ("createWebhook", "201", "TestWebhook", "testWebhook", &[("webhook_id", "$response.body#{data}/id")]),
+    (
+        "createWebhook",
+        "201",
+        "ListWebhookDeliveries",
+        "listWebhookDeliveries",
+        &[("webhook_id", "$response.body#{data}/id")],
+    ),
+    ("createWebhook", "201", "DeleteWebhook", "deleteWebhook", &[("webhook_id", "$response.body#{data}/id")]),
     ("createApiKey", "201", "RevokeApiKey", "revokeApiKey", &[("key_id", "$response.body#{data}/id")]),
 ];
 

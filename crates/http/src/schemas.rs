@@ -7,7 +7,9 @@
 //! at least one character that is not white space where a value is trimmed.
 
 use agentry_domain::agents::{AgentStatus, AgentType, MemoryType};
+use agentry_domain::events::EventType;
 use agentry_domain::tenancy::Scope;
+use agentry_domain::webhooks::EventSelector;
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::{RefOr, Schema};
 
@@ -110,4 +112,35 @@ pub fn scopes() -> impl Into<RefOr<Schema>> {
         .items(string_enum(Scope::all().map(Scope::as_str), false))
         .min_items(Some(1))
         .description(Some("At least one scope; a key's rights are its scopes intersected with your role."))
+}
+
+/// Event names a webhook subscription lists: 1–32 of the catalogue's types, the aliases
+/// `agent.message` and `workflow.completed`, or `*`.
+pub fn webhook_events() -> impl Into<RefOr<Schema>> {
+    ArrayBuilder::new()
+        .items(string_enum(EventSelector::names(), false))
+        .min_items(Some(1))
+        .max_items(Some(32))
+        .description(Some("Event types, the aliases `agent.message` and `workflow.completed`, or `*`."))
+}
+
+/// [`webhook_events`], optional.
+pub fn webhook_events_optional() -> impl Into<RefOr<Schema>> {
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(string_enum(EventSelector::names(), false))
+        .min_items(Some(1))
+        .max_items(Some(32))
+        .description(Some("Event types, the aliases `agent.message` and `workflow.completed`, or `*`."))
+}
+
+/// The status a subscription may be set to.
+pub fn webhook_status_patch() -> impl Into<RefOr<Schema>> {
+    string_enum(["active", "disabled"], true)
+        .description(Some("`active` resumes a failed or disabled subscription; `disabled` pauses it."))
+}
+
+/// One event type of the catalogue.
+pub fn event_type() -> impl Into<RefOr<Schema>> {
+    string_enum(EventType::ALL.iter().map(|t| t.as_str()), false)
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::web;
-use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingSecrets};
+use agentry_auth::{
+    AesGcmCipher, Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets,
+};
 use agentry_domain::agents::{AgentService, ChatModel, ChatService, ChatServiceDeps, ChatSettings};
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::identity::{
@@ -21,6 +23,7 @@ use agentry_domain::memory::ranking::RankingSettings;
 use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemorySettings};
 use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
+use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
 use agentry_embed::{
     HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
 };
@@ -29,7 +32,7 @@ use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
-    DbRateCounter, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, redact,
+    DbRateCounter, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, WebhookStore, redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -40,7 +43,7 @@ use crate::config::{Config, EmbeddingProvider, LlmProvider, PaymentProviderKind}
 use crate::keys;
 use crate::metrics::{MeteredModel, PrometheusMetrics};
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
-use crate::workers::{spawn_hold_sweeper, spawn_job_worker};
+use crate::workers::{spawn_hold_sweeper, spawn_job_worker, spawn_webhook_workers};
 
 /// Opens the database described by `config`.
 ///
@@ -200,6 +203,50 @@ pub fn memory_service(
     )
 }
 
+/// The webhook service: subscriptions and deliveries in `store`, secrets sealed with the
+/// service's secret key, sent through the outbound guard.
+///
+/// # Errors
+/// When the secret key is invalid or cannot be read or written, or the HTTP client cannot be
+/// built.
+pub fn webhook_service(
+    config: &Config,
+    store: Arc<WebhookStore>,
+    secrets: Arc<RingSecrets>,
+    ids: Arc<dyn IdGenerator>,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<WebhookService> {
+    use secrecy::ExposeSecret as _;
+    let key = keys::secret_key(config.secret_key.as_ref(), &config.data_dir)?;
+    let sender = agentry_outbound::WebhookClient::new(agentry_outbound::OutboundSettings {
+        allow_private: config.webhook_allow_private,
+        timeout: Duration::from_secs(config.webhook_timeout_secs),
+        max_response_bytes: agentry_domain::webhooks::model::RESPONSE_BODY_BYTES,
+        user_agent: format!("Agentry-Webhooks/{}", env!("CARGO_PKG_VERSION")),
+    })?;
+    let seconds = |s: u64| chrono::Duration::seconds(i64::try_from(s).unwrap_or(60));
+    Ok(WebhookService::new(
+        WebhookServiceDeps {
+            webhooks: store,
+            cipher: Arc::new(AesGcmCipher::new(key.expose_secret())?),
+            sender: Arc::new(sender),
+            hmac: Arc::new(RingHmac),
+            secrets,
+            ids,
+            clock,
+        },
+        WebhookSettings {
+            allow_insecure: config.webhook_allow_insecure,
+            schedule: config.webhook_schedule()?,
+            // The job lease, but always long enough for a batch's attempts (sent together) to
+            // time out and be recorded.
+            lease: seconds(config.job_lease_secs).max(seconds(config.webhook_timeout_secs) + seconds(5)),
+            batch: config.webhook_concurrency,
+            ..WebhookSettings::default()
+        },
+    ))
+}
+
 /// The services and the background work over `db`.
 pub struct Services {
     /// What the HTTP handlers call.
@@ -236,11 +283,13 @@ pub fn build_services(
         config.password_hash_concurrency.unwrap_or_else(cpus),
     )?);
     let accounts_repo = Arc::new(AccountStore::new(db.clone()));
-    let secrets = Arc::new(RingSecrets::new());
+    let secrets: Arc<RingSecrets> = Arc::new(RingSecrets::new());
     let ids: Arc<dyn IdGenerator> = Arc::new(UlidIds::default());
     let job_store = Arc::new(JobStore::new(db.clone()));
     let job_queue: Arc<dyn JobQueue> = job_store.clone();
-    let metrics = Arc::new(PrometheusMetrics::new(db.clone(), vec![job_store], clock.clone()));
+    let webhook_store = Arc::new(WebhookStore::new(db.clone()));
+    let metrics =
+        Arc::new(PrometheusMetrics::new(db.clone(), vec![job_store, webhook_store.clone()], clock.clone()));
 
     let accounts = AccountService::new(
         AccountServiceDeps {
@@ -273,7 +322,7 @@ pub fn build_services(
             mailer: build_mailer(config)?,
             jobs: job_queue.clone(),
             sessions: accounts.clone(),
-            secrets,
+            secrets: secrets.clone(),
             ids: ids.clone(),
             clock: clock.clone(),
         },
@@ -329,6 +378,7 @@ pub fn build_services(
         failed_auth_per_ip: Quota::per_minute(config.auth_failures_per_minute),
         trusted_proxies: config.trusted_proxy_addrs()?,
     };
+    let webhooks = webhook_service(config, webhook_store, secrets.clone(), ids.clone(), clock.clone())?;
     let handlers: Vec<Arc<dyn JobHandler>> = vec![Arc::new(recovery.clone())];
     let jobs = JobRunner::new(
         job_queue,
@@ -355,6 +405,7 @@ pub fn build_services(
         chat,
         memory,
         billing,
+        webhooks,
         limiter: RateLimiter::new(counter, clock.clone()),
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
@@ -501,8 +552,13 @@ impl Application {
                 Duration::from_millis(config.job_poll_interval_ms),
                 stopped.clone(),
             ),
-            spawn_hold_sweeper(services.state.billing.clone(), config.llm_timeout_secs, stopped),
+            spawn_hold_sweeper(services.state.billing.clone(), config.llm_timeout_secs, stopped.clone()),
         ];
+        workers.extend(spawn_webhook_workers(
+            services.state.webhooks.clone(),
+            Duration::from_millis(config.webhook_poll_interval_ms),
+            stopped,
+        ));
         let state = web::Data::new(services.state);
         let mut metrics_addr = None;
         if let Some(bind) = &config.metrics_bind {

@@ -188,6 +188,23 @@ pub struct Config {
     /// How long a worker holds a claimed job before another instance may take it over, in
     /// seconds.
     pub job_lease_secs: u64,
+    /// The key that seals secrets needed in clear later (webhook signing secrets), 32 bytes
+    /// as base64 (standard or URL-safe) or 64 hex digits. Unset: generated once into
+    /// `<data_dir>/secret-key`. Every instance of one database needs the same key.
+    #[serde(skip_serializing)]
+    pub secret_key: Option<SecretString>,
+    /// Accept `http://` webhook URLs (development, tests).
+    pub webhook_allow_insecure: bool,
+    /// Allow webhook deliveries to loopback, private, link-local and other internal addresses.
+    pub webhook_allow_private: bool,
+    /// Seconds before each delivery attempt, comma-separated; their number is the attempt limit.
+    pub webhook_retry_schedule: String,
+    /// Longest a delivery attempt may take, in seconds.
+    pub webhook_timeout_secs: u64,
+    /// How often the webhook workers look for new events and due deliveries, in milliseconds.
+    pub webhook_poll_interval_ms: u64,
+    /// Deliveries attempted at once by one instance.
+    pub webhook_concurrency: u32,
     /// Log filter, e.g. `info` or `agentry=debug,info`.
     pub log: String,
     /// `text` or `json`.
@@ -248,6 +265,13 @@ impl Default for Config {
             mail_max_attempts: 10,
             job_poll_interval_ms: 250,
             job_lease_secs: 60,
+            secret_key: None,
+            webhook_allow_insecure: false,
+            webhook_allow_private: false,
+            webhook_retry_schedule: "0,60,300,1800,7200".into(),
+            webhook_timeout_secs: 15,
+            webhook_poll_interval_ms: 200,
+            webhook_concurrency: 32,
             log: "info".into(),
             log_format: LogFormat::Text,
         }
@@ -299,6 +323,16 @@ impl Config {
         anyhow::ensure!(self.mail_max_attempts >= 1, "AGENTRY_MAIL_MAX_ATTEMPTS must be at least 1");
         anyhow::ensure!(self.job_poll_interval_ms >= 10, "AGENTRY_JOB_POLL_INTERVAL_MS must be at least 10");
         anyhow::ensure!(self.job_lease_secs >= 1, "AGENTRY_JOB_LEASE_SECS must be at least 1");
+        self.webhook_schedule()?;
+        anyhow::ensure!(self.webhook_timeout_secs >= 1, "AGENTRY_WEBHOOK_TIMEOUT_SECS must be at least 1");
+        anyhow::ensure!(
+            self.webhook_poll_interval_ms >= 10,
+            "AGENTRY_WEBHOOK_POLL_INTERVAL_MS must be at least 10"
+        );
+        anyhow::ensure!(
+            (1..=1000).contains(&self.webhook_concurrency),
+            "AGENTRY_WEBHOOK_CONCURRENCY must be from 1 to 1000"
+        );
         if let Some(url) = &self.public_url {
             let parsed = url::Url::parse(url)
                 .map_err(|e| anyhow::anyhow!("AGENTRY_PUBLIC_URL {url:?} is not a URL: {e}"))?;
@@ -348,6 +382,15 @@ impl Config {
                 s.parse().map_err(|_| anyhow::anyhow!("AGENTRY_TRUSTED_PROXIES: {s:?} is not an IP address"))
             })
             .collect()
+    }
+
+    /// The webhook retry schedule.
+    ///
+    /// # Errors
+    /// When `AGENTRY_WEBHOOK_RETRY_SCHEDULE` does not parse.
+    pub fn webhook_schedule(&self) -> anyhow::Result<agentry_domain::webhooks::RetrySchedule> {
+        agentry_domain::webhooks::RetrySchedule::parse(&self.webhook_retry_schedule)
+            .map_err(|e| anyhow::anyhow!("AGENTRY_WEBHOOK_RETRY_SCHEDULE: {e}"))
     }
 
     /// The model agents use when their config names none.

@@ -1,5 +1,5 @@
-//! The JWT signing key: from configuration, or generated once and kept in the data directory
-//! so tokens survive a restart.
+//! The service's keys — the JWT signing key and the key that seals stored secrets — from
+//! configuration, or generated once and kept in the data directory so they survive a restart.
 
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write as _};
@@ -12,6 +12,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
 
 const KEY_FILE: &str = "jwt-secret";
+const SECRET_KEY_FILE: &str = "secret-key";
 
 /// The key to sign access tokens with.
 ///
@@ -28,25 +29,61 @@ pub fn jwt_key(configured: Option<&SecretString>, data_dir: &Path) -> anyhow::Re
         );
         return Ok(SecretSlice::from(bytes));
     }
+    generated_key(data_dir, KEY_FILE, 64, 32)
+}
+
+/// The key that seals secrets needed in clear later (webhook signing secrets): 32 bytes.
+///
+/// # Errors
+/// When the configured key is not 32 bytes of base64 or hex, or the key file cannot be read or
+/// written.
+pub fn secret_key(configured: Option<&SecretString>, data_dir: &Path) -> anyhow::Result<SecretSlice<u8>> {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    if let Some(configured) = configured {
+        let text = configured.expose_secret().trim();
+        let decoded = decode_hex(text)
+            .or_else(|| STANDARD.decode(text).ok())
+            .or_else(|| URL_SAFE.decode(text).ok())
+            .or_else(|| URL_SAFE_NO_PAD.decode(text).ok());
+        return match decoded {
+            Some(key) if key.len() == 32 => Ok(SecretSlice::from(key)),
+            _ => anyhow::bail!(
+                "AGENTRY_SECRET_KEY must be 32 bytes as base64 or 64 hex digits (e.g. `openssl rand -base64 32`)"
+            ),
+        };
+    }
+    let key = generated_key(data_dir, SECRET_KEY_FILE, 32, 32)?;
+    anyhow::ensure!(key.expose_secret().len() == 32, "{SECRET_KEY_FILE} must hold exactly 32 bytes");
+    Ok(key)
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok()).collect()
+}
+
+/// A key of `len` random bytes kept in `data_dir/file` (0600), made by the first of several
+/// starting instances (`create_new`), read by the others and by every later start.
+fn generated_key(data_dir: &Path, file: &str, len: usize, min_len: usize) -> anyhow::Result<SecretSlice<u8>> {
     create_private_dir(data_dir)?;
-    let path = data_dir.join(KEY_FILE);
-    let mut key = [0u8; 64];
+    let path = data_dir.join(file);
+    let mut key = vec![0u8; len];
     RingSecrets::new().fill(&mut key);
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    // `create_new` makes the first of several starting instances the one that writes the key;
-    // the others read it.
     match options.open(&path) {
         Ok(mut file) => {
-            file.write_all(URL_SAFE_NO_PAD.encode(key).as_bytes())
+            file.write_all(URL_SAFE_NO_PAD.encode(&key).as_bytes())
                 .and_then(|()| file.sync_all())
                 .with_context(|| format!("writing {}", path.display()))?;
-            tracing::info!(path = %path.display(), "generated a JWT signing key");
-            Ok(SecretSlice::from(key.to_vec()))
+            tracing::info!(path = %path.display(), "generated a key");
+            Ok(SecretSlice::from(key))
         }
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => read_key(&path),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => read_key(&path, min_len),
         Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
     }
 }
@@ -67,12 +104,12 @@ pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     builder.create(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
-fn read_key(path: &Path) -> anyhow::Result<SecretSlice<u8>> {
+fn read_key(path: &Path, min_len: usize) -> anyhow::Result<SecretSlice<u8>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let key = URL_SAFE_NO_PAD
         .decode(text.trim())
         .with_context(|| format!("{} does not hold a base64url key", path.display()))?;
-    anyhow::ensure!(key.len() >= 32, "{} holds a key shorter than 32 bytes", path.display());
+    anyhow::ensure!(key.len() >= min_len, "{} holds a key shorter than {min_len} bytes", path.display());
     Ok(SecretSlice::from(key))
 }
 
@@ -106,5 +143,20 @@ mod tests {
         let ok = jwt_key(Some(&SecretString::from("x".repeat(32))), dir.path()).unwrap();
         assert_eq!(ok.expose_secret().len(), 32);
         assert!(!dir.path().join(KEY_FILE).exists(), "nothing written when configured");
+    }
+
+    #[test]
+    fn the_secret_key_is_32_bytes_configured_or_generated() {
+        let dir = tempfile::tempdir().unwrap();
+        let generated = secret_key(None, dir.path()).unwrap();
+        assert_eq!(generated.expose_secret().len(), 32);
+        assert_eq!(secret_key(None, dir.path()).unwrap().expose_secret(), generated.expose_secret());
+        let hex = SecretString::from("ab".repeat(32));
+        assert_eq!(secret_key(Some(&hex), dir.path()).unwrap().expose_secret(), &[0xab; 32]);
+        let b64 = SecretString::from("AQ".repeat(21) + "AQ==");
+        assert!(secret_key(Some(&b64), dir.path()).is_err(), "31 bytes are refused");
+        let b64 = SecretString::from(base64::engine::general_purpose::STANDARD.encode([1u8; 32]));
+        assert_eq!(secret_key(Some(&b64), dir.path()).unwrap().expose_secret(), &[1; 32]);
+        assert!(secret_key(Some(&SecretString::from("not a key")), dir.path()).is_err());
     }
 }

@@ -3,11 +3,13 @@
 //! `agentry_domain::jobs`), so a worker that dies loses nothing: another claims the row when
 //! its lease ends.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_domain::billing::BillingService;
 use agentry_domain::jobs::JobRunner;
-use tokio::sync::watch;
+use agentry_domain::webhooks::WebhookService;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 /// Runs due jobs until `stop` turns true, looking every `poll`. A batch that started is
@@ -62,4 +64,73 @@ pub fn spawn_hold_sweeper(
             }
         }
     })
+}
+
+/// The two loops of outbound webhooks, until `stop` turns true:
+///
+/// - the dispatcher turns new outbox events into deliveries and, when it made some, wakes the
+///   sender at once (so the first attempt follows the commit by about half a poll interval);
+/// - the sender claims due deliveries and attempts them concurrently; a batch that started
+///   is finished (its attempts recorded) before the loop looks at `stop` again, so SIGTERM
+///   lets in-flight attempts finish.
+///
+/// Both only poll rows, so any number of instances can run them on one database.
+pub fn spawn_webhook_workers(
+    webhooks: WebhookService,
+    poll: Duration,
+    stop: watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let wake = Arc::new(Notify::new());
+    let dispatcher = {
+        let (webhooks, wake, mut stop) = (webhooks.clone(), wake.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                if *stop.borrow() {
+                    return;
+                }
+                let full = match webhooks.dispatch().await {
+                    Ok(d) => {
+                        if d.deliveries > 0 {
+                            wake.notify_one();
+                        }
+                        d.events >= webhooks.settings().dispatch_batch as usize
+                    }
+                    Err(e) => {
+                        tracing::error!(error = ?e, "dispatching events to webhooks failed");
+                        false
+                    }
+                };
+                if full {
+                    // A full batch: more events are waiting.
+                    continue;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(poll) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        })
+    };
+    let sender = {
+        let mut stop = stop;
+        tokio::spawn(async move {
+            loop {
+                if *stop.borrow() {
+                    return;
+                }
+                match webhooks.deliver_due().await {
+                    Ok(0) => {}
+                    // More may be due: look again at once.
+                    Ok(_) => continue,
+                    Err(e) => tracing::error!(error = ?e, "claiming webhook deliveries failed"),
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(poll) => {}
+                    () = wake.notified() => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        })
+    };
+    vec![dispatcher, sender]
 }

@@ -44,7 +44,7 @@ impl EventRow {
         events.iter().map(Self::from_domain).collect()
     }
 
-    fn into_domain(self) -> anyhow::Result<Event> {
+    pub(crate) fn into_domain(self) -> anyhow::Result<Event> {
         Ok(Event {
             id: EventId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),

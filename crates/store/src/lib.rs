@@ -28,6 +28,7 @@ mod statements;
 pub mod test_support;
 pub mod types;
 mod vectors;
+mod webhooks;
 
 pub use accounts::AccountStore;
 pub use agents::AgentStore;
@@ -41,3 +42,4 @@ pub use memory::MemoryStore;
 pub use one_time_tokens::OneTimeTokenStore;
 pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;
+pub use webhooks::WebhookStore;

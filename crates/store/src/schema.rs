@@ -207,6 +207,71 @@ diesel::table! {
         event_type -> Text,
         data -> Json,
         created_at -> UtcTime,
+        dispatched_at -> Nullable<UtcTime>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    webhook_subscriptions (id) {
+        id -> Text,
+        tenant_id -> Text,
+        url -> Text,
+        events -> Json,
+        description -> Nullable<Text>,
+        metadata -> Json,
+        status -> Text,
+        secret_sealed -> Text,
+        previous_secret_sealed -> Nullable<Text>,
+        previous_secret_until -> Nullable<UtcTime>,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    webhook_deliveries (id) {
+        id -> Text,
+        tenant_id -> Text,
+        subscription_id -> Text,
+        event_id -> Text,
+        event_type -> Text,
+        payload -> Text,
+        is_test -> Bool,
+        status -> Text,
+        attempts -> BigInt,
+        next_attempt_at -> Nullable<UtcTime>,
+        lease_token -> Nullable<Text>,
+        lease_until -> Nullable<UtcTime>,
+        response_status -> Nullable<BigInt>,
+        response_time_ms -> Nullable<BigInt>,
+        error -> Nullable<Text>,
+        delivered_at -> Nullable<UtcTime>,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    webhook_attempts (delivery_id, attempt) {
+        delivery_id -> Text,
+        attempt -> BigInt,
+        tenant_id -> Text,
+        started_at -> UtcTime,
+        succeeded -> Bool,
+        response_status -> Nullable<BigInt>,
+        response_time_ms -> BigInt,
+        error_kind -> Nullable<Text>,
+        error -> Nullable<Text>,
+        response_body -> Nullable<Text>,
     }
 }
 
@@ -313,4 +378,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     memory_entries,
     memory_scopes,
     memory_tombstones,
+    webhook_subscriptions,
+    webhook_deliveries,
+    webhook_attempts,
 );

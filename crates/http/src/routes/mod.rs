@@ -9,3 +9,4 @@ pub mod health;
 pub mod memory;
 pub mod pages;
 pub mod recovery;
+pub mod webhooks;

@@ -16,3 +16,4 @@ mod metrics;
 mod operations;
 mod recovery;
 mod sessions;
+mod webhooks;

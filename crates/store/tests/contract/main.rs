@@ -15,3 +15,4 @@ mod memory;
 mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;
+mod webhooks;

@@ -1,0 +1,203 @@
+//! What webhooks need from outside: storage, a cipher for secrets at rest, and an HTTP sender.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::model::{
+    Attempt, AttemptErrorKind, Delivery, DeliveryStatus, NewDelivery, SealedSecret, Subscription,
+    SubscriptionStatus,
+};
+use crate::ids::{DeliveryId, EventId, TenantId, WebhookId};
+use crate::jobs::Lease;
+
+/// A delivery a worker (or a request) holds under a lease, with what sending it needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedDelivery {
+    /// The delivery.
+    pub id: DeliveryId,
+    /// The event (`webhook-id`).
+    pub event_id: EventId,
+    /// The body to send.
+    pub payload: String,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+    /// A test delivery.
+    pub test: bool,
+    /// The subscription it goes to (URL, secrets).
+    pub subscription: Subscription,
+    /// The lease under which its outcome is recorded.
+    pub lease: Lease,
+}
+
+/// What an attempt changes: the attempt for the log, the delivery's new state, and perhaps the
+/// subscription's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    /// The attempt, as the log keeps it.
+    pub attempt: Attempt,
+    /// The delivery's status after it.
+    pub status: DeliveryStatus,
+    /// When the next attempt is due (a pending delivery).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The status the subscription moves to, if it is still `active`.
+    pub subscription_status: Option<SubscriptionStatus>,
+}
+
+/// What one fan-out pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Dispatched {
+    /// Outbox events marked dispatched.
+    pub events: usize,
+    /// Delivery rows created.
+    pub deliveries: usize,
+}
+
+/// Subscriptions, deliveries and the delivery log, always within a tenant (except the
+/// workers' claims, which span tenants).
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait WebhookRepository: Send + Sync {
+    /// Stores a new subscription.
+    async fn insert(&self, subscription: &Subscription) -> anyhow::Result<()>;
+
+    /// The tenant's subscription with this id.
+    async fn get(&self, tenant: &TenantId, id: &WebhookId) -> anyhow::Result<Option<Subscription>>;
+
+    /// The tenant's subscriptions, oldest first.
+    async fn list(&self, tenant: &TenantId) -> anyhow::Result<Vec<Subscription>>;
+
+    /// Replaces a subscription's changeable fields (URL, events, description, metadata, status,
+    /// secrets, `updated_at`); `false` when it no longer exists.
+    async fn update(&self, subscription: &Subscription) -> anyhow::Result<bool>;
+
+    /// Deletes a subscription with its deliveries; `false` when absent.
+    async fn delete(&self, tenant: &TenantId, id: &WebhookId) -> anyhow::Result<bool>;
+
+    /// Fan-out: takes up to `limit` outbox events not yet dispatched, creates one delivery per
+    /// matching `active` subscription of the event's tenant (due at `now`), and marks the events
+    /// dispatched, in one transaction. MUST never create two deliveries for one (event,
+    /// subscription) pair, also when several instances dispatch at once.
+    async fn dispatch(&self, now: DateTime<Utc>, limit: u32) -> anyhow::Result<Dispatched>;
+
+    /// Stores a delivery already claimed under `lease` as its first attempt (a test delivery,
+    /// sent by the request that made it).
+    async fn insert_claimed(&self, delivery: &NewDelivery, lease: &Lease) -> anyhow::Result<()>;
+
+    /// Claims up to `limit` pending deliveries of `active` subscriptions that are due at `now`
+    /// and not held under an unexpired lease, writing `lease` and counting an attempt on each.
+    /// MUST never hand one delivery to two holders of unexpired leases, also across processes.
+    async fn claim_due(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> anyhow::Result<Vec<ClaimedDelivery>>;
+
+    /// Claims one delivery of the tenant's subscription for an attempt now, whatever its status,
+    /// unless it is held under an unexpired lease; `None` when absent or held.
+    async fn claim_one(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        delivery: &DeliveryId,
+        lease: &Lease,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<ClaimedDelivery>>;
+
+    /// Records an attempt's outcome, only if the delivery still carries `lease`, in one
+    /// transaction: the attempt in the log, the delivery's state, and the subscription's status
+    /// when the settlement moves it (only from `active`). `false` when the lease was lost.
+    async fn settle(
+        &self,
+        delivery: &DeliveryId,
+        lease: &Lease,
+        settlement: &Settlement,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
+
+    /// The subscription's deliveries, newest first, at most `limit`.
+    async fn deliveries(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        limit: u32,
+    ) -> anyhow::Result<Vec<Delivery>>;
+
+    /// One delivery of the tenant's subscription.
+    async fn delivery(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        id: &DeliveryId,
+    ) -> anyhow::Result<Option<Delivery>>;
+
+    /// The attempts of one delivery of the tenant, first first.
+    async fn attempts(&self, tenant: &TenantId, delivery: &DeliveryId) -> anyhow::Result<Vec<Attempt>>;
+}
+
+/// Seals secrets that must be used in clear later (signing secrets) for storage: authenticated
+/// encryption, bound to `context` (the owning row's id) so a sealed value moved to another row
+/// does not open.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+pub trait SecretCipher: Send + Sync {
+    /// Seals `plaintext`.
+    ///
+    /// # Errors
+    /// When the cipher fails (it does not with a valid key).
+    fn seal(&self, context: &str, plaintext: &str) -> anyhow::Result<SealedSecret>;
+
+    /// Opens a sealed secret.
+    ///
+    /// # Errors
+    /// When it was sealed with another key or context, or was altered.
+    fn open(&self, context: &str, sealed: &SealedSecret) -> anyhow::Result<String>;
+}
+
+/// A POST to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundPost {
+    /// Where.
+    pub url: String,
+    /// Headers besides those the sender adds itself (`User-Agent`).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// A receiver's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundAnswer {
+    /// Its status (redirects are answers too: never followed).
+    pub status: u16,
+    /// The start of its body, at most [`RESPONSE_BODY_BYTES`](super::model::RESPONSE_BODY_BYTES).
+    pub body: Vec<u8>,
+    /// How long it took.
+    pub elapsed_ms: u64,
+}
+
+/// A POST that got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct OutboundFailure {
+    /// What failed.
+    pub kind: AttemptErrorKind,
+    /// Why, readably (never holding a secret).
+    pub message: String,
+    /// How long it took to fail.
+    pub elapsed_ms: u64,
+}
+
+/// Sends webhook requests through the outbound guard.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait WebhookSender: Send + Sync {
+    /// Whether `url` may be sent to, judged without resolving its host (an address literal,
+    /// `localhost`); a refusal says why.
+    ///
+    /// # Errors
+    /// The reason, for the API's error.
+    fn check_url(&self, url: &str) -> Result<(), String>;
+
+    /// Sends one POST. The guard checks every address the host resolves to.
+    async fn post(&self, post: OutboundPost) -> Result<OutboundAnswer, OutboundFailure>;
+}

@@ -1,0 +1,643 @@
+//! The webhook service: subscriptions and their operations (test, retry, rotation, the
+//! delivery log) for requests, and the two steps the background workers repeat — fan-out of
+//! outbox events into deliveries, and attempts of due deliveries.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value, json};
+
+use super::model::{
+    Attempt, AttemptErrorKind, Delivery, DeliveryStatus, NewDelivery, PreviousSecret, RESPONSE_BODY_BYTES,
+    Subscription, SubscriptionStatus,
+};
+use super::ports::{
+    ClaimedDelivery, Dispatched, OutboundFailure, OutboundPost, SecretCipher, Settlement, WebhookRepository,
+    WebhookSender,
+};
+use super::schedule::RetrySchedule;
+use super::signing::{Hmac, new_secret, sign};
+use crate::events::{API_VERSION, EventType};
+use crate::identity::{Forbidden, Principal};
+use crate::ids::{DeliveryId, EventId, IdGenerator, WebhookId};
+use crate::jobs::Lease;
+use crate::patch::Patch;
+use crate::secrets::Secrets;
+use crate::tenancy::Permission;
+use crate::time::Clock;
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
+
+/// Why a webhook operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The caller lacks the right.
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
+    /// Invalid input.
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
+    /// No such subscription in the caller's tenant.
+    #[error("no such webhook")]
+    NotFound,
+    /// No such delivery of that subscription.
+    #[error("no such delivery")]
+    DeliveryNotFound,
+    /// Another attempt of the delivery is in progress.
+    #[error("an attempt of this delivery is in progress; try again when it has finished")]
+    AttemptInProgress,
+    /// Storage or the cipher failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// A validated new subscription.
+#[derive(Debug, Clone)]
+pub struct NewSubscription {
+    /// Where to send.
+    pub url: String,
+    /// Event names (checked).
+    pub events: Vec<String>,
+    /// A secret of the user's; absent: one is generated.
+    pub secret: Option<SecretString>,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Free-form object.
+    pub metadata: Map<String, Value>,
+}
+
+/// A validated change of a subscription.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriptionPatch {
+    /// A new URL.
+    pub url: Option<String>,
+    /// New event names (checked).
+    pub events: Option<Vec<String>>,
+    /// A new description, or none.
+    pub description: Patch<String>,
+    /// New metadata.
+    pub metadata: Option<Map<String, Value>>,
+    /// `active` (to resume a failed or disabled subscription) or `disabled` (to pause it).
+    pub status: Option<SubscriptionStatus>,
+}
+
+/// What `POST /webhooks/{id}/test` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestReport {
+    /// The delivery made for it.
+    pub delivery_id: DeliveryId,
+    /// Whether the receiver accepted it.
+    pub success: bool,
+    /// The receiver's status (0 when it did not answer).
+    pub response_status: u16,
+    /// How long it took.
+    pub response_time_ms: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// Settings of webhooks.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Whether `http://` URLs are accepted.
+    pub allow_insecure: bool,
+    /// Delays before each attempt; their number is the attempt limit.
+    pub schedule: RetrySchedule,
+    /// How long a claim holds a delivery (longer than the send timeout).
+    pub lease: Duration,
+    /// Most deliveries claimed, and sent at once, per pass.
+    pub batch: u32,
+    /// Most outbox events fanned out per pass.
+    pub dispatch_batch: u32,
+    /// How long a rotated-out secret keeps signing.
+    pub rotation_overlap: Duration,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        Self {
+            allow_insecure: false,
+            schedule: RetrySchedule::default(),
+            lease: Duration::seconds(60),
+            batch: 32,
+            dispatch_batch: 200,
+            rotation_overlap: Duration::hours(24),
+        }
+    }
+}
+
+/// The ports webhooks use.
+#[derive(Clone)]
+pub struct WebhookServiceDeps {
+    /// Subscriptions and deliveries.
+    pub webhooks: Arc<dyn WebhookRepository>,
+    /// Secrets at rest.
+    pub cipher: Arc<dyn SecretCipher>,
+    /// The guarded HTTP client.
+    pub sender: Arc<dyn WebhookSender>,
+    /// Signatures.
+    pub hmac: Arc<dyn Hmac>,
+    /// Randomness (generated secrets, jitter).
+    pub secrets: Arc<dyn Secrets>,
+    /// Identifiers.
+    pub ids: Arc<dyn IdGenerator>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for WebhookServiceDeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookServiceDeps { .. }")
+    }
+}
+
+/// The webhook service.
+#[derive(Clone, Debug)]
+pub struct WebhookService {
+    deps: WebhookServiceDeps,
+    settings: WebhookSettings,
+}
+
+/// The queue name of deliveries in metrics.
+pub const DELIVERY_QUEUE: &str = "webhook_deliveries";
+
+impl WebhookService {
+    /// A service over `deps`.
+    pub fn new(deps: WebhookServiceDeps, settings: WebhookSettings) -> Self {
+        Self { deps, settings }
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> &WebhookSettings {
+        &self.settings
+    }
+
+    /// Checks a URL for a subscription: its form, then whether the sender may contact it.
+    ///
+    /// # Errors
+    /// A validation error naming `url`.
+    pub fn check_url(&self, raw: &str) -> Result<String, FieldError> {
+        let url = super::model::check_url(raw, self.settings.allow_insecure)?;
+        self.deps
+            .sender
+            .check_url(url.as_str())
+            .map_err(|reason| FieldError::new("url", FieldErrorKind::InvalidValue, reason))?;
+        Ok(raw.to_owned())
+    }
+
+    /// Subscribes; returns the subscription and its signing secret in clear (shown once here,
+    /// and in the subscription's own answers as the spec's `signing_secret`).
+    ///
+    /// # Errors
+    /// [`WebhookError::Forbidden`], [`WebhookError::Invalid`] (the URL's target refused).
+    pub async fn create(
+        &self,
+        caller: &Principal,
+        new: NewSubscription,
+    ) -> Result<(Subscription, String), WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        let url = self.check_url(&new.url).map_err(ValidationErrors::one)?;
+        let now = self.deps.clock.now();
+        let id = WebhookId::generate(self.deps.ids.as_ref());
+        let secret = match new.secret {
+            Some(given) => given.expose_secret().to_owned(),
+            None => new_secret(self.deps.secrets.as_ref()),
+        };
+        let subscription = Subscription {
+            secret: self.deps.cipher.seal(id.as_str(), &secret)?,
+            id,
+            tenant_id: caller.tenant_id.clone(),
+            url,
+            events: new.events,
+            description: new.description,
+            metadata: new.metadata,
+            status: SubscriptionStatus::Active,
+            previous_secret: None,
+            created_at: now,
+            updated_at: now,
+        };
+        self.deps.webhooks.insert(&subscription).await?;
+        Ok((subscription, secret))
+    }
+
+    /// The caller's tenant's subscriptions.
+    ///
+    /// # Errors
+    /// [`WebhookError::Forbidden`].
+    pub async fn list(&self, caller: &Principal) -> Result<Vec<Subscription>, WebhookError> {
+        caller.require(Permission::WebhooksRead)?;
+        Ok(self.deps.webhooks.list(&caller.tenant_id).await?)
+    }
+
+    /// One subscription of the caller's tenant.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn get(&self, caller: &Principal, id: &WebhookId) -> Result<Subscription, WebhookError> {
+        caller.require(Permission::WebhooksRead)?;
+        self.find(caller, id).await
+    }
+
+    /// The signing secret of a subscription, in clear (for its owners' answers).
+    ///
+    /// # Errors
+    /// When the secret does not open (the secret key changed).
+    pub fn secret_of(&self, subscription: &Subscription) -> Result<String, WebhookError> {
+        Ok(self.deps.cipher.open(subscription.id.as_str(), &subscription.secret)?)
+    }
+
+    async fn find(&self, caller: &Principal, id: &WebhookId) -> Result<Subscription, WebhookError> {
+        self.deps.webhooks.get(&caller.tenant_id, id).await?.ok_or(WebhookError::NotFound)
+    }
+
+    /// Changes a subscription. Setting `status` to `active` resumes one that `failed` or was
+    /// `disabled`: deliveries waiting for it are sent again, and new events create deliveries.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`], [`WebhookError::Invalid`].
+    pub async fn update(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        patch: SubscriptionPatch,
+    ) -> Result<Subscription, WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        let url =
+            patch.url.as_deref().map(|u| self.check_url(u)).transpose().map_err(ValidationErrors::one)?;
+        let mut s = self.find(caller, id).await?;
+        if let Some(url) = url {
+            s.url = url;
+        }
+        if let Some(events) = patch.events {
+            s.events = events;
+        }
+        s.description = patch.description.apply_to(s.description.take());
+        if let Some(metadata) = patch.metadata {
+            s.metadata = metadata;
+        }
+        if let Some(status) = patch.status {
+            s.status = status;
+        }
+        s.updated_at = self.deps.clock.now();
+        if !self.deps.webhooks.update(&s).await? {
+            return Err(WebhookError::NotFound);
+        }
+        Ok(s)
+    }
+
+    /// Deletes a subscription and its delivery log.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn delete(&self, caller: &Principal, id: &WebhookId) -> Result<(), WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        if self.deps.webhooks.delete(&caller.tenant_id, id).await? {
+            Ok(())
+        } else {
+            Err(WebhookError::NotFound)
+        }
+    }
+
+    /// Gives a subscription a new generated secret; the old one keeps signing alongside for
+    /// [`WebhookSettings::rotation_overlap`]. Returns the subscription and the new secret.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn rotate_secret(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+    ) -> Result<(Subscription, String), WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        let mut s = self.find(caller, id).await?;
+        let now = self.deps.clock.now();
+        let secret = new_secret(self.deps.secrets.as_ref());
+        let old = std::mem::replace(&mut s.secret, self.deps.cipher.seal(s.id.as_str(), &secret)?);
+        s.previous_secret = Some(PreviousSecret { secret: old, until: now + self.settings.rotation_overlap });
+        s.updated_at = now;
+        if !self.deps.webhooks.update(&s).await? {
+            return Err(WebhookError::NotFound);
+        }
+        Ok((s, secret))
+    }
+
+    /// Sends one signed test event of `event_type` now and reports the receiver's answer. The
+    /// test is a delivery of its own in the log; it is not retried and never changes the
+    /// subscription's status.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn test(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        event_type: EventType,
+    ) -> Result<TestReport, WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        let subscription = self.find(caller, id).await?;
+        let now = self.deps.clock.now();
+        let event_id = EventId::generate(self.deps.ids.as_ref());
+        let envelope = json!({
+            "id": event_id,
+            "type": event_type.as_str(),
+            "created_at": crate::time::rfc3339::format(&now),
+            "data": {"test": true, "message": format!("A test {event_type} event from Agentry.")},
+            "tenant_id": caller.tenant_id,
+            "api_version": API_VERSION,
+        });
+        let delivery = NewDelivery {
+            id: DeliveryId::generate(self.deps.ids.as_ref()),
+            tenant_id: caller.tenant_id.clone(),
+            subscription_id: subscription.id.clone(),
+            event_id: event_id.clone(),
+            event_type: event_type.as_str().to_owned(),
+            payload: envelope.to_string(),
+            test: true,
+            created_at: now,
+        };
+        let lease = self.new_lease(now);
+        self.deps.webhooks.insert_claimed(&delivery, &lease).await?;
+        let claimed = ClaimedDelivery {
+            id: delivery.id.clone(),
+            event_id,
+            payload: delivery.payload,
+            attempt: 1,
+            test: true,
+            subscription,
+            lease,
+        };
+        let settlement = self.attempt(&claimed).await;
+        self.settle(&claimed, &settlement).await?;
+        let a = settlement.attempt;
+        Ok(TestReport {
+            delivery_id: delivery.id,
+            success: a.succeeded,
+            response_status: a.response_status.unwrap_or(0),
+            response_time_ms: a.response_time_ms,
+            error: a.error,
+        })
+    }
+
+    /// The subscription's deliveries, newest first.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn deliveries(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        limit: u32,
+    ) -> Result<Vec<Delivery>, WebhookError> {
+        caller.require(Permission::WebhooksRead)?;
+        let subscription = self.find(caller, id).await?;
+        Ok(self.deps.webhooks.deliveries(&caller.tenant_id, &subscription.id, limit).await?)
+    }
+
+    /// One delivery's attempts.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::DeliveryNotFound`], [`WebhookError::Forbidden`].
+    pub async fn attempts(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        delivery: &DeliveryId,
+    ) -> Result<(Delivery, Vec<Attempt>), WebhookError> {
+        caller.require(Permission::WebhooksRead)?;
+        let subscription = self.find(caller, id).await?;
+        let d = self
+            .deps
+            .webhooks
+            .delivery(&caller.tenant_id, &subscription.id, delivery)
+            .await?
+            .ok_or(WebhookError::DeliveryNotFound)?;
+        let attempts = self.deps.webhooks.attempts(&caller.tenant_id, &d.id).await?;
+        Ok((d, attempts))
+    }
+
+    /// Makes a new attempt of a delivery now, whatever its status (a `failed` one too, and to a
+    /// subscription that is not active: the caller asks for it), and returns the delivery after
+    /// it. A failed manual attempt schedules nothing further.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::DeliveryNotFound`],
+    /// [`WebhookError::AttemptInProgress`], [`WebhookError::Forbidden`].
+    pub async fn retry(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        delivery: &DeliveryId,
+    ) -> Result<Delivery, WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        let subscription = self.find(caller, id).await?;
+        let now = self.deps.clock.now();
+        let lease = self.new_lease(now);
+        let Some(mut claimed) =
+            self.deps.webhooks.claim_one(&caller.tenant_id, &subscription.id, delivery, &lease, now).await?
+        else {
+            return match self.deps.webhooks.delivery(&caller.tenant_id, &subscription.id, delivery).await? {
+                Some(_) => Err(WebhookError::AttemptInProgress),
+                None => Err(WebhookError::DeliveryNotFound),
+            };
+        };
+        // A manual attempt is a last word: never followed by scheduled ones, never failing
+        // the subscription.
+        claimed.test = true;
+        let settlement = self.attempt(&claimed).await;
+        self.settle(&claimed, &settlement).await?;
+        self.deps
+            .webhooks
+            .delivery(&caller.tenant_id, &subscription.id, delivery)
+            .await?
+            .ok_or(WebhookError::DeliveryNotFound)
+    }
+
+    /// One fan-out pass over the outbox.
+    ///
+    /// # Errors
+    /// When storage fails.
+    pub async fn dispatch(&self) -> anyhow::Result<Dispatched> {
+        self.deps.webhooks.dispatch(self.deps.clock.now(), self.settings.dispatch_batch).await
+    }
+
+    /// Claims one batch of due deliveries and attempts them all at once; returns how many.
+    ///
+    /// # Errors
+    /// When claiming fails; a failing attempt is recorded, not returned.
+    pub async fn deliver_due(&self) -> anyhow::Result<usize> {
+        let now = self.deps.clock.now();
+        let lease = self.new_lease(now);
+        let claimed = self.deps.webhooks.claim_due(&lease, now, self.settings.batch).await?;
+        let runs = claimed.iter().map(|c| async move {
+            let settlement = self.attempt(c).await;
+            if let Err(e) = self.settle(c, &settlement).await {
+                // The lease runs out and another pass tries again: at least once.
+                tracing::error!(delivery_id = %c.id, error = ?e, "recording a delivery attempt failed");
+            }
+        });
+        futures_util::future::join_all(runs).await;
+        Ok(claimed.len())
+    }
+
+    fn new_lease(&self, now: DateTime<Utc>) -> Lease {
+        Lease { token: self.deps.ids.generate("lease"), until: now + self.settings.lease }
+    }
+
+    async fn settle(&self, claimed: &ClaimedDelivery, settlement: &Settlement) -> anyhow::Result<()> {
+        let held =
+            self.deps.webhooks.settle(&claimed.id, &claimed.lease, settlement, self.deps.clock.now()).await?;
+        let outcome = if !held {
+            tracing::warn!(delivery_id = %claimed.id, "delivery was taken over by another worker; outcome dropped");
+            "lost_lease"
+        } else {
+            match settlement.status {
+                DeliveryStatus::Delivered => "delivered",
+                DeliveryStatus::Pending => "retry",
+                DeliveryStatus::Failed => "failed",
+            }
+        };
+        crate::metrics::queue_outcome(DELIVERY_QUEUE, outcome);
+        Ok(())
+    }
+
+    /// Signs and sends one attempt, and decides what it changes.
+    async fn attempt(&self, claimed: &ClaimedDelivery) -> Settlement {
+        let started_at = self.deps.clock.now();
+        let result = match self.signatures(claimed, started_at) {
+            Ok(headers) => {
+                let mut headers = headers;
+                headers.push(("Content-Type".into(), "application/json".into()));
+                let post = OutboundPost {
+                    url: claimed.subscription.url.clone(),
+                    headers,
+                    body: claimed.payload.as_bytes().to_vec(),
+                };
+                self.deps.sender.post(post).await
+            }
+            Err(failure) => Err(failure),
+        };
+        let attempt = match result {
+            Ok(answer) => {
+                let succeeded = (200..300).contains(&answer.status);
+                let body = &answer.body[..answer.body.len().min(RESPONSE_BODY_BYTES)];
+                Attempt {
+                    number: claimed.attempt,
+                    started_at,
+                    response_status: Some(answer.status),
+                    response_time_ms: answer.elapsed_ms,
+                    succeeded,
+                    error_kind: (!succeeded).then_some(AttemptErrorKind::HttpStatus),
+                    error: (!succeeded).then(|| status_error(answer.status)),
+                    response_body: Some(String::from_utf8_lossy(body).into_owned()),
+                }
+            }
+            Err(failure) => Attempt {
+                number: claimed.attempt,
+                started_at,
+                response_status: None,
+                response_time_ms: failure.elapsed_ms,
+                succeeded: false,
+                error_kind: Some(failure.kind),
+                error: Some(failure.message),
+                response_body: None,
+            },
+        };
+        if !attempt.succeeded {
+            tracing::info!(
+                delivery_id = %claimed.id, webhook_id = %claimed.subscription.id, attempt = claimed.attempt,
+                error = attempt.error.as_deref().unwrap_or(""), "webhook delivery attempt failed"
+            );
+        }
+        self.decide(claimed, attempt)
+    }
+
+    /// What an attempt's result changes.
+    fn decide(&self, claimed: &ClaimedDelivery, attempt: Attempt) -> Settlement {
+        let now = self.deps.clock.now();
+        if attempt.succeeded {
+            return Settlement {
+                attempt,
+                status: DeliveryStatus::Delivered,
+                next_attempt_at: None,
+                subscription_status: None,
+            };
+        }
+        if attempt.response_status == Some(410) {
+            // The receiver says the endpoint is gone for good.
+            let subscription_status = (!claimed.test).then_some(SubscriptionStatus::Disabled);
+            return Settlement {
+                attempt,
+                status: DeliveryStatus::Failed,
+                next_attempt_at: None,
+                subscription_status,
+            };
+        }
+        if claimed.test {
+            return Settlement {
+                attempt,
+                status: DeliveryStatus::Failed,
+                next_attempt_at: None,
+                subscription_status: None,
+            };
+        }
+        let jitter =
+            f64::from(u16::from_le_bytes(self.deps.secrets.random_bytes(2).try_into().unwrap_or([0, 0])))
+                / 65536.0;
+        match self.settings.schedule.next_after_failure(claimed.attempt, now, jitter) {
+            Some(at) => Settlement {
+                attempt,
+                status: DeliveryStatus::Pending,
+                next_attempt_at: Some(at),
+                subscription_status: None,
+            },
+            None => Settlement {
+                attempt,
+                status: DeliveryStatus::Failed,
+                next_attempt_at: None,
+                subscription_status: Some(SubscriptionStatus::Failed),
+            },
+        }
+    }
+
+    /// The signature headers of an attempt at `now`: with the current secret, and with the
+    /// previous one while it still signs.
+    fn signatures(
+        &self,
+        claimed: &ClaimedDelivery,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, String)>, OutboundFailure> {
+        let s = &claimed.subscription;
+        let open = |sealed| {
+            self.deps.cipher.open(s.id.as_str(), sealed).map_err(|e| OutboundFailure {
+                kind: AttemptErrorKind::Secret,
+                message: format!(
+                    "the signing secret could not be opened (was AGENTRY_SECRET_KEY changed?): {e}"
+                ),
+                elapsed_ms: 0,
+            })
+        };
+        let mut secrets = vec![open(&s.secret)?];
+        if let Some(previous) = s.previous_secret.as_ref().filter(|p| p.until > now) {
+            secrets.push(open(&previous.secret)?);
+        }
+        let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        let headers = sign(
+            self.deps.hmac.as_ref(),
+            &refs,
+            claimed.event_id.as_str(),
+            now.timestamp(),
+            claimed.payload.as_bytes(),
+        );
+        Ok(headers.into_pairs())
+    }
+}
+
+fn status_error(status: u16) -> String {
+    match status {
+        300..=399 => format!("the receiver answered {status} (a redirect; redirects are not followed)"),
+        _ => format!("the receiver answered {status}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

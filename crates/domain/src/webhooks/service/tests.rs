@@ -1,0 +1,321 @@
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Mutex;
+
+use chrono::TimeZone;
+
+use super::*;
+use crate::identity::Credential;
+use crate::ids::{MockIdGenerator, TenantId, UserId};
+use crate::secrets::MockSecrets;
+use crate::tenancy::{Plan, Role};
+use crate::time::MockClock;
+use crate::webhooks::model::SealedSecret;
+use crate::webhooks::{MockSecretCipher, MockWebhookRepository, MockWebhookSender, OutboundAnswer};
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
+}
+
+fn caller(role: Role) -> Principal {
+    Principal {
+        user_id: UserId::from_string("usr_1"),
+        tenant_id: crate::ids::TenantId::from_string("ten_1"),
+        plan: Plan::Starter,
+        role,
+        credential: Credential::AccessToken,
+    }
+}
+
+fn subscription() -> Subscription {
+    Subscription {
+        id: WebhookId::from_string("whk_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        url: "https://hooks.example.com/in".into(),
+        events: vec!["*".into()],
+        description: None,
+        metadata: Map::new(),
+        status: SubscriptionStatus::Active,
+        secret: SealedSecret("sealed:whsec_AAEC".into()),
+        previous_secret: None,
+        created_at: t0(),
+        updated_at: t0(),
+    }
+}
+
+fn claimed(attempt: u32) -> ClaimedDelivery {
+    ClaimedDelivery {
+        id: DeliveryId::from_string("dlv_1"),
+        event_id: EventId::from_string("evt_1"),
+        payload: r#"{"id":"evt_1"}"#.into(),
+        attempt,
+        test: false,
+        subscription: subscription(),
+        lease: Lease { token: "lease_1".into(), until: t0() + Duration::seconds(60) },
+    }
+}
+
+struct Mocks {
+    webhooks: MockWebhookRepository,
+    sender: MockWebhookSender,
+    cipher: MockSecretCipher,
+}
+
+impl Mocks {
+    fn new() -> Self {
+        let mut cipher = MockSecretCipher::new();
+        cipher.expect_seal().returning(|_, plain| Ok(SealedSecret(format!("sealed:{plain}"))));
+        cipher.expect_open().returning(|_, sealed| Ok(sealed.0.trim_start_matches("sealed:").to_owned()));
+        Self { webhooks: MockWebhookRepository::new(), sender: MockWebhookSender::new(), cipher }
+    }
+
+    fn service(self) -> WebhookService {
+        let mut ids = MockIdGenerator::new();
+        ids.expect_generate().returning(|p| format!("{p}_1"));
+        let mut clock = MockClock::new();
+        clock.expect_now().returning(t0);
+        let mut secrets = MockSecrets::new();
+        secrets.expect_random_bytes().returning(|n| vec![0; n]);
+        WebhookService::new(
+            WebhookServiceDeps {
+                webhooks: Arc::new(self.webhooks),
+                cipher: Arc::new(self.cipher),
+                sender: Arc::new(self.sender),
+                hmac: Arc::new(ZeroHmac),
+                secrets: Arc::new(secrets),
+                ids: Arc::new(ids),
+                clock: Arc::new(clock),
+            },
+            WebhookSettings::default(),
+        )
+    }
+}
+
+struct ZeroHmac;
+impl Hmac for ZeroHmac {
+    fn sha256(&self, _: &[u8], _: &[u8]) -> [u8; 32] {
+        [0; 32]
+    }
+}
+
+fn new_subscription(url: &str) -> NewSubscription {
+    NewSubscription {
+        url: url.into(),
+        events: vec!["agent.created".into()],
+        secret: None,
+        description: None,
+        metadata: Map::new(),
+    }
+}
+
+#[tokio::test]
+async fn subscribing_generates_a_secret_and_stores_it_sealed_to_the_subscription() {
+    let mut m = Mocks::new();
+    m.sender.expect_check_url().returning(|_| Ok(()));
+    m.webhooks
+        .expect_insert()
+        .withf(|s| s.secret.0 == format!("sealed:whsec_{}", "A".repeat(43) + "=") && s.id.as_str() == "whk_1")
+        .times(1)
+        .returning(|_| Ok(()));
+    let (s, secret) =
+        m.service().create(&caller(Role::Owner), new_subscription("https://x.example/in")).await.unwrap();
+    assert!(secret.starts_with("whsec_"));
+    assert_eq!(s.status, SubscriptionStatus::Active);
+}
+
+#[tokio::test]
+async fn a_url_the_sender_refuses_is_a_validation_error_and_nothing_is_stored() {
+    let mut m = Mocks::new();
+    m.sender.expect_check_url().returning(|_| Err("127.0.0.1 is a loopback address".into()));
+    m.webhooks.expect_insert().never();
+    let err =
+        m.service().create(&caller(Role::Owner), new_subscription("https://127.0.0.1/in")).await.unwrap_err();
+    let WebhookError::Invalid(errors) = err else { panic!("{err:?}") };
+    assert_eq!(errors.0[0].field, "url");
+    assert!(errors.0[0].message.contains("loopback"));
+}
+
+#[tokio::test]
+async fn a_viewer_cannot_subscribe() {
+    let m = Mocks::new();
+    let err = m
+        .service()
+        .create(&caller(Role::Viewer), new_subscription("https://x.example/in"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WebhookError::Forbidden(_)));
+}
+
+/// A delivery pass whose one claimed delivery gets `answer`; returns what was settled.
+async fn settle_after(attempt: u32, answer: Result<OutboundAnswer, OutboundFailure>) -> Settlement {
+    let mut m = Mocks::new();
+    m.webhooks.expect_claim_due().times(1).returning(move |_, _, _| Ok(vec![claimed(attempt)]));
+    let seen = Arc::new(Mutex::new(None));
+    let sink = seen.clone();
+    m.webhooks.expect_settle().times(1).returning(move |_, lease, s, _| {
+        assert_eq!(lease.token, "lease_1");
+        *sink.lock().unwrap() = Some(s.clone());
+        Ok(true)
+    });
+    m.sender.expect_post().times(1).returning(move |post| {
+        let names: Vec<&str> = post.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"X-Service-Signature") && names.contains(&"webhook-signature"));
+        assert_eq!(post.body, br#"{"id":"evt_1"}"#);
+        answer.clone()
+    });
+    assert_eq!(m.service().deliver_due().await.unwrap(), 1);
+    seen.lock().unwrap().take().unwrap()
+}
+
+fn answer(status: u16) -> Result<OutboundAnswer, OutboundFailure> {
+    Ok(OutboundAnswer { status, body: vec![b'x'; 2000], elapsed_ms: 12 })
+}
+
+#[tokio::test]
+async fn a_2xx_answer_delivers() {
+    let s = settle_after(1, answer(204)).await;
+    assert_eq!(s.status, DeliveryStatus::Delivered);
+    assert!(s.attempt.succeeded);
+    assert_eq!(s.attempt.response_body.as_ref().map(String::len), Some(RESPONSE_BODY_BYTES));
+    assert_eq!(s.subscription_status, None);
+}
+
+#[tokio::test]
+async fn a_failure_before_the_last_attempt_schedules_the_next_one() {
+    let s = settle_after(2, answer(500)).await;
+    assert_eq!(s.status, DeliveryStatus::Pending);
+    // Attempt 3 comes 5 minutes after attempt 2 (plus jitter, 0 with these mocks).
+    assert_eq!(s.next_attempt_at, Some(t0() + Duration::seconds(300)));
+    assert_eq!(s.attempt.error_kind, Some(AttemptErrorKind::HttpStatus));
+    let s = settle_after(1, answer(302)).await;
+    assert!(s.attempt.error.unwrap().contains("redirect"));
+}
+
+#[tokio::test]
+async fn the_fifth_failure_fails_the_delivery_and_the_subscription() {
+    let failure = Err(OutboundFailure {
+        kind: AttemptErrorKind::Timeout,
+        message: "no answer in 15 s".into(),
+        elapsed_ms: 15_000,
+    });
+    let s = settle_after(5, failure).await;
+    assert_eq!(s.status, DeliveryStatus::Failed);
+    assert_eq!(s.subscription_status, Some(SubscriptionStatus::Failed));
+    assert_eq!(s.attempt.error_kind, Some(AttemptErrorKind::Timeout));
+    assert_eq!(s.attempt.response_status, None);
+}
+
+#[tokio::test]
+async fn gone_disables_the_subscription_at_once() {
+    let s = settle_after(1, answer(410)).await;
+    assert_eq!(s.status, DeliveryStatus::Failed);
+    assert_eq!(s.subscription_status, Some(SubscriptionStatus::Disabled));
+}
+
+#[tokio::test]
+async fn a_rotated_out_secret_signs_alongside_until_its_time_is_up() {
+    let mut m = Mocks::new();
+    let mut with_previous = claimed(1);
+    with_previous.subscription.previous_secret = Some(PreviousSecret {
+        secret: SealedSecret("sealed:old-secret-0123456".into()),
+        until: t0() + Duration::hours(1),
+    });
+    let mut expired = claimed(1);
+    expired.subscription.previous_secret =
+        Some(PreviousSecret { secret: SealedSecret("sealed:old-secret-0123456".into()), until: t0() });
+    m.webhooks
+        .expect_claim_due()
+        .times(1)
+        .returning(move |_, _, _| Ok(vec![with_previous.clone(), expired.clone()]));
+    m.webhooks.expect_settle().times(2).returning(|_, _, _, _| Ok(true));
+    let counts = Arc::new(Mutex::new(Vec::new()));
+    let sink = counts.clone();
+    m.sender.expect_post().times(2).returning(move |post| {
+        let header =
+            |name: &str| post.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap();
+        sink.lock().unwrap().push((
+            header("X-Service-Signature").matches("v1=").count(),
+            header("webhook-signature").split(' ').count(),
+        ));
+        answer(200)
+    });
+    m.service().deliver_due().await.unwrap();
+    let mut counts = counts.lock().unwrap().clone();
+    counts.sort_unstable();
+    assert_eq!(counts, [(1, 1), (2, 2)]);
+}
+
+#[tokio::test]
+async fn a_test_event_is_sent_now_and_never_changes_the_subscription() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(Some(subscription())));
+    m.webhooks
+        .expect_insert_claimed()
+        .withf(|d, lease| d.test && d.event_type == "agent.created" && lease.token == "lease_1")
+        .times(1)
+        .returning(|_, _| Ok(()));
+    m.sender.expect_post().times(1).returning(|post| {
+        let body: Value = serde_json::from_slice(&post.body).unwrap();
+        assert_eq!(body["type"], "agent.created");
+        assert_eq!(body["data"]["test"], true);
+        assert_eq!(body["api_version"], API_VERSION);
+        answer(410)
+    });
+    m.webhooks
+        .expect_settle()
+        .withf(|_, _, s, _| s.status == DeliveryStatus::Failed && s.subscription_status.is_none())
+        .times(1)
+        .returning(|_, _, _, _| Ok(true));
+    let report = m
+        .service()
+        .test(&caller(Role::Owner), &WebhookId::from_string("whk_1"), EventType::AgentCreated)
+        .await
+        .unwrap();
+    assert!(!report.success);
+    assert_eq!(report.response_status, 410);
+}
+
+#[tokio::test]
+async fn retrying_a_delivery_in_flight_is_a_conflict_and_an_unknown_one_not_found() {
+    for exists in [true, false] {
+        let mut m = Mocks::new();
+        m.webhooks.expect_get().returning(|_, _| Ok(Some(subscription())));
+        m.webhooks.expect_claim_one().returning(|_, _, _, _, _| Ok(None));
+        m.webhooks.expect_delivery().returning(move |_, _, _| {
+            Ok(exists.then(|| Delivery {
+                id: DeliveryId::from_string("dlv_1"),
+                tenant_id: TenantId::from_string("ten_1"),
+                subscription_id: WebhookId::from_string("whk_1"),
+                event_id: EventId::from_string("evt_1"),
+                event_type: "agent.created".into(),
+                status: DeliveryStatus::Pending,
+                attempts: 1,
+                next_attempt_at: Some(t0()),
+                response_status: None,
+                response_time_ms: None,
+                error: None,
+                delivered_at: None,
+                test: false,
+                created_at: t0(),
+            }))
+        });
+        let err = m
+            .service()
+            .retry(&caller(Role::Owner), &WebhookId::from_string("whk_1"), &DeliveryId::from_string("dlv_1"))
+            .await
+            .unwrap_err();
+        if exists {
+            assert!(matches!(err, WebhookError::AttemptInProgress), "{err:?}");
+        } else {
+            assert!(matches!(err, WebhookError::DeliveryNotFound), "{err:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn another_tenants_subscription_is_not_found() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().withf(|t, _| t.as_str() == "ten_1").returning(|_, _| Ok(None));
+    let err = m.service().get(&caller(Role::Owner), &WebhookId::from_string("whk_2")).await.unwrap_err();
+    assert!(matches!(err, WebhookError::NotFound));
+}

@@ -1,0 +1,697 @@
+//! [`WebhookRepository`]: subscriptions, the fan-out of the outbox into deliveries, deliveries
+//! claimed with leases, and the delivery log.
+//!
+//! Fan-out and claims follow the job table's rules (see [`crate::jobs`]): on PostgreSQL the
+//! rows taken are locked `FOR UPDATE SKIP LOCKED`, so several instances take disjoint ones
+//! without waiting; SQLite runs one write transaction at a time, so the same statements suffice
+//! there. A unique index on (event, subscription) makes a second delivery of one pair
+//! impossible whatever the workers do, and every outcome is applied only under the lease it
+//! was claimed with.
+
+use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
+use agentry_domain::jobs::Lease;
+use agentry_domain::metrics::{Backlog, QueueBacklog};
+use agentry_domain::webhooks::{
+    Attempt, AttemptErrorKind, ClaimedDelivery, DELIVERY_QUEUE, Delivery, DeliveryStatus, Dispatched,
+    NewDelivery, PreviousSecret, SealedSecret, Settlement, Subscription, SubscriptionStatus,
+    WebhookRepository, wants,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde_json::{Map, Value};
+
+use crate::database::{Backend, Database, StoreError};
+use crate::events::EventRow;
+use crate::schema::{events, webhook_attempts, webhook_deliveries, webhook_subscriptions};
+use crate::types::{DbJsonAs, DbTime};
+
+/// Webhooks in the database.
+#[derive(Debug, Clone)]
+pub struct WebhookStore {
+    db: Database,
+}
+
+impl WebhookStore {
+    /// A repository over `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    /// Deliveries of every tenant in each status, for tests and benchmarks.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn count_deliveries(&self, status: DeliveryStatus) -> anyhow::Result<i64> {
+        let status = status.as_str();
+        Ok(with_conn!(self.db, conn => webhook_deliveries::table
+            .filter(webhook_deliveries::status.eq(status))
+            .count()
+            .get_result(conn)
+            .await)?)
+    }
+}
+
+const PENDING: &str = "pending";
+const ACTIVE: &str = "active";
+
+#[derive(Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = webhook_subscriptions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+#[diesel(treat_none_as_null = true)]
+struct SubscriptionRow {
+    id: String,
+    tenant_id: String,
+    url: String,
+    events: DbJsonAs<Vec<String>>,
+    description: Option<String>,
+    metadata: DbJsonAs<Map<String, Value>>,
+    status: String,
+    secret_sealed: String,
+    previous_secret_sealed: Option<String>,
+    previous_secret_until: Option<DbTime>,
+    created_at: DbTime,
+    updated_at: DbTime,
+}
+
+impl SubscriptionRow {
+    fn from_domain(s: &Subscription) -> Self {
+        Self {
+            id: s.id.to_string(),
+            tenant_id: s.tenant_id.to_string(),
+            url: s.url.clone(),
+            events: DbJsonAs(s.events.clone()),
+            description: s.description.clone(),
+            metadata: DbJsonAs(s.metadata.clone()),
+            status: s.status.as_str().to_owned(),
+            secret_sealed: s.secret.0.clone(),
+            previous_secret_sealed: s.previous_secret.as_ref().map(|p| p.secret.0.clone()),
+            previous_secret_until: s.previous_secret.as_ref().map(|p| DbTime(p.until)),
+            created_at: DbTime(s.created_at),
+            updated_at: DbTime(s.updated_at),
+        }
+    }
+
+    fn into_domain(self) -> anyhow::Result<Subscription> {
+        let previous_secret = match (self.previous_secret_sealed, self.previous_secret_until) {
+            (Some(secret), Some(until)) => {
+                Some(PreviousSecret { secret: SealedSecret(secret), until: until.0 })
+            }
+            _ => None,
+        };
+        Ok(Subscription {
+            status: SubscriptionStatus::parse(&self.status)
+                .ok_or_else(|| anyhow::anyhow!("stored subscription status {:?} is unknown", self.status))?,
+            id: WebhookId::from_string(self.id),
+            tenant_id: TenantId::from_string(self.tenant_id),
+            url: self.url,
+            events: self.events.0,
+            description: self.description,
+            metadata: self.metadata.0,
+            secret: SealedSecret(self.secret_sealed),
+            previous_secret,
+            created_at: self.created_at.0,
+            updated_at: self.updated_at.0,
+        })
+    }
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = webhook_deliveries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct DeliveryRow {
+    id: String,
+    tenant_id: String,
+    subscription_id: String,
+    event_id: String,
+    event_type: String,
+    is_test: bool,
+    status: String,
+    attempts: i64,
+    next_attempt_at: Option<DbTime>,
+    response_status: Option<i64>,
+    response_time_ms: Option<i64>,
+    error: Option<String>,
+    delivered_at: Option<DbTime>,
+    created_at: DbTime,
+}
+
+impl DeliveryRow {
+    fn into_domain(self) -> anyhow::Result<Delivery> {
+        let status = DeliveryStatus::parse(&self.status)
+            .ok_or_else(|| anyhow::anyhow!("stored delivery status {:?} is unknown", self.status))?;
+        Ok(Delivery {
+            id: DeliveryId::from_string(self.id),
+            tenant_id: TenantId::from_string(self.tenant_id),
+            subscription_id: WebhookId::from_string(self.subscription_id),
+            event_id: EventId::from_string(self.event_id),
+            event_type: self.event_type,
+            // Only a pending delivery has a next attempt.
+            next_attempt_at: self.next_attempt_at.filter(|_| status == DeliveryStatus::Pending).map(|t| t.0),
+            status,
+            attempts: u32::try_from(self.attempts).unwrap_or(0),
+            response_status: self.response_status.and_then(|s| u16::try_from(s).ok()),
+            response_time_ms: self.response_time_ms.and_then(|ms| u64::try_from(ms).ok()),
+            error: self.error,
+            delivered_at: self.delivered_at.map(|t| t.0),
+            test: self.is_test,
+            created_at: self.created_at.0,
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = webhook_deliveries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct NewDeliveryRow {
+    id: String,
+    tenant_id: String,
+    subscription_id: String,
+    event_id: String,
+    event_type: String,
+    payload: String,
+    is_test: bool,
+    status: &'static str,
+    attempts: i64,
+    next_attempt_at: Option<DbTime>,
+    lease_token: Option<String>,
+    lease_until: Option<DbTime>,
+    created_at: DbTime,
+    updated_at: DbTime,
+}
+
+impl NewDeliveryRow {
+    fn new(d: &NewDelivery, lease: Option<&Lease>) -> Self {
+        Self {
+            id: d.id.to_string(),
+            tenant_id: d.tenant_id.to_string(),
+            subscription_id: d.subscription_id.to_string(),
+            event_id: d.event_id.to_string(),
+            event_type: d.event_type.clone(),
+            payload: d.payload.clone(),
+            is_test: d.test,
+            status: PENDING,
+            attempts: i64::from(lease.is_some()),
+            next_attempt_at: Some(DbTime(d.created_at)),
+            lease_token: lease.map(|l| l.token.clone()),
+            lease_until: lease.map(|l| DbTime(l.until)),
+            created_at: DbTime(d.created_at),
+            updated_at: DbTime(d.created_at),
+        }
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = webhook_attempts, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct AttemptRow {
+    delivery_id: String,
+    attempt: i64,
+    tenant_id: String,
+    started_at: DbTime,
+    succeeded: bool,
+    response_status: Option<i64>,
+    response_time_ms: i64,
+    error_kind: Option<String>,
+    error: Option<String>,
+    response_body: Option<String>,
+}
+
+impl AttemptRow {
+    fn into_domain(self) -> Attempt {
+        Attempt {
+            number: u32::try_from(self.attempt).unwrap_or(0),
+            started_at: self.started_at.0,
+            response_status: self.response_status.and_then(|s| u16::try_from(s).ok()),
+            response_time_ms: u64::try_from(self.response_time_ms).unwrap_or(0),
+            succeeded: self.succeeded,
+            error_kind: self.error_kind.as_deref().and_then(AttemptErrorKind::parse),
+            error: self.error,
+            response_body: self.response_body,
+        }
+    }
+}
+
+/// A delivery as a claim returns it.
+#[derive(QueryableByName)]
+struct ClaimedRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    id: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    subscription_id: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    event_id: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    payload: String,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    attempts: i64,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    is_test: bool,
+}
+
+/// An outbox event as fan-out reads it.
+#[derive(QueryableByName)]
+struct PendingEventRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    id: String,
+}
+
+const CLAIMED_COLUMNS: &str = "id, subscription_id, event_id, payload, attempts, is_test";
+
+/// The claim of due deliveries. Placeholders are numbered so both backends read them (`$n` on
+/// PostgreSQL, `?n` on SQLite); `lock` is PostgreSQL's row locking. The due rows are chosen
+/// once, in a materialised CTE: as a subquery of the `UPDATE`, PostgreSQL may run the choice
+/// again for each row and, seeing the rows it has just leased as taken, choose more than the
+/// limit. The outer `WHERE` repeats the condition, so a row another worker claimed between the
+/// two is skipped.
+fn claim_due_sql(placeholder: char, lock: &str) -> String {
+    let p = |n: u8| format!("{placeholder}{n}");
+    let free = format!("(lease_until IS NULL OR lease_until < {now})", now = p(3));
+    format!(
+        "WITH chosen AS MATERIALIZED (SELECT id FROM webhook_deliveries WHERE status = '{PENDING}' \
+           AND next_attempt_at <= {now} AND {free} \
+           AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE status = '{ACTIVE}') \
+           ORDER BY next_attempt_at LIMIT {limit} {lock}) \
+         UPDATE webhook_deliveries SET lease_token = {token}, lease_until = {until}, \
+         attempts = attempts + 1, updated_at = {now} \
+         WHERE id IN (SELECT id FROM chosen) AND status = '{PENDING}' AND {free} \
+         RETURNING {CLAIMED_COLUMNS}",
+        token = p(1),
+        until = p(2),
+        now = p(3),
+        limit = p(4),
+    )
+}
+
+/// The claim of one delivery for a manual attempt: any status, unless held.
+fn claim_one_sql(placeholder: char) -> String {
+    let p = |n: u8| format!("{placeholder}{n}");
+    format!(
+        "UPDATE webhook_deliveries SET lease_token = {token}, lease_until = {until}, \
+         attempts = attempts + 1, updated_at = {now}, status = '{PENDING}', next_attempt_at = {now} \
+         WHERE id = {id} AND tenant_id = {tenant} AND subscription_id = {sub} \
+         AND (lease_until IS NULL OR lease_until < {now}) \
+         RETURNING {CLAIMED_COLUMNS}",
+        token = p(1),
+        until = p(2),
+        now = p(3),
+        id = p(4),
+        tenant = p(5),
+        sub = p(6),
+    )
+}
+
+/// Undispatched outbox events, oldest first (a plain `SELECT … FOR UPDATE`: chosen once).
+fn pending_events_sql(placeholder: char, lock: &str) -> String {
+    format!("SELECT id FROM events WHERE dispatched_at IS NULL ORDER BY id LIMIT {placeholder}1 {lock}")
+}
+
+/// Inside a transaction (`$conn` a connection of either backend): the claimed rows with
+/// their subscriptions (each read once), as [`ClaimedDelivery`]s held under `$lease`.
+/// Evaluates to `Result<Vec<ClaimedDelivery>, StoreError>`.
+macro_rules! pair_with_subscriptions {
+    ($conn:expr, $rows:expr, $lease:expr) => {{
+        let rows: Vec<ClaimedRow> = $rows;
+        let lease: &Lease = &$lease;
+        let mut subscriptions: std::collections::HashMap<String, Subscription> =
+            std::collections::HashMap::new();
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut failed = None;
+        for r in rows {
+            if !subscriptions.contains_key(&r.subscription_id) {
+                let row: Result<SubscriptionRow, diesel::result::Error> = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::id.eq(r.subscription_id.as_str()))
+                    .select(SubscriptionRow::as_select())
+                    .first($conn)
+                    .await;
+                match row
+                    .map_err(StoreError::from)
+                    .and_then(|row| row.into_domain().map_err(|e| StoreError::Encode(e.to_string())))
+                {
+                    Ok(s) => {
+                        subscriptions.insert(r.subscription_id.clone(), s);
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            if let Some(subscription) = subscriptions.get(&r.subscription_id) {
+                claimed.push(ClaimedDelivery {
+                    id: DeliveryId::from_string(r.id),
+                    event_id: EventId::from_string(r.event_id),
+                    payload: r.payload,
+                    attempt: u32::try_from(r.attempts).unwrap_or(u32::MAX),
+                    test: r.is_test,
+                    subscription: subscription.clone(),
+                    lease: lease.clone(),
+                });
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(claimed),
+        }
+    }};
+}
+
+/// The id of the delivery of an event to a subscription: made of both, so that the pair's
+/// uniqueness and the key's are one and the same (a conflict on either is the same pair).
+fn pair_id(event: &str, subscription: &str) -> String {
+    let event = event.strip_prefix("evt_").unwrap_or(event);
+    let subscription = subscription.strip_prefix("whk_").unwrap_or(subscription);
+    format!("{}_{event}.{subscription}", DeliveryId::PREFIX)
+}
+
+#[async_trait]
+impl WebhookRepository for WebhookStore {
+    async fn insert(&self, subscription: &Subscription) -> anyhow::Result<()> {
+        let row = SubscriptionRow::from_domain(subscription);
+        transaction!(self.db, conn => Ok(diesel::insert_into(webhook_subscriptions::table).values(&row).execute(conn).await?))?;
+        Ok(())
+    }
+
+    async fn get(&self, tenant: &TenantId, id: &WebhookId) -> anyhow::Result<Option<Subscription>> {
+        let row: Option<SubscriptionRow> = with_conn!(self.db, conn => webhook_subscriptions::table
+            .filter(webhook_subscriptions::tenant_id.eq(tenant.as_str()))
+            .filter(webhook_subscriptions::id.eq(id.as_str()))
+            .select(SubscriptionRow::as_select())
+            .first(conn)
+            .await
+            .optional())?;
+        row.map(SubscriptionRow::into_domain).transpose()
+    }
+
+    async fn list(&self, tenant: &TenantId) -> anyhow::Result<Vec<Subscription>> {
+        let rows: Vec<SubscriptionRow> = with_conn!(self.db, conn => webhook_subscriptions::table
+            .filter(webhook_subscriptions::tenant_id.eq(tenant.as_str()))
+            .order(webhook_subscriptions::id.asc())
+            .select(SubscriptionRow::as_select())
+            .load(conn)
+            .await)?;
+        rows.into_iter().map(SubscriptionRow::into_domain).collect()
+    }
+
+    async fn update(&self, subscription: &Subscription) -> anyhow::Result<bool> {
+        let row = SubscriptionRow::from_domain(subscription);
+        let n = transaction!(self.db, conn => Ok(diesel::update(webhook_subscriptions::table
+            .filter(webhook_subscriptions::tenant_id.eq(row.tenant_id.clone()))
+            .filter(webhook_subscriptions::id.eq(row.id.clone())))
+            .set((
+                webhook_subscriptions::url.eq(row.url),
+                webhook_subscriptions::events.eq(row.events),
+                webhook_subscriptions::description.eq(row.description),
+                webhook_subscriptions::metadata.eq(row.metadata),
+                webhook_subscriptions::status.eq(row.status),
+                webhook_subscriptions::secret_sealed.eq(row.secret_sealed),
+                webhook_subscriptions::previous_secret_sealed.eq(row.previous_secret_sealed),
+                webhook_subscriptions::previous_secret_until.eq(row.previous_secret_until),
+                webhook_subscriptions::updated_at.eq(row.updated_at),
+            ))
+            .execute(conn)
+            .await?))?;
+        Ok(n == 1)
+    }
+
+    async fn delete(&self, tenant: &TenantId, id: &WebhookId) -> anyhow::Result<bool> {
+        let (tenant, id) = (tenant.to_string(), id.to_string());
+        let n = transaction!(self.db, conn => Ok(diesel::delete(webhook_subscriptions::table
+            .filter(webhook_subscriptions::tenant_id.eq(tenant))
+            .filter(webhook_subscriptions::id.eq(id)))
+            .execute(conn)
+            .await?))?;
+        Ok(n == 1)
+    }
+
+    async fn dispatch(&self, now: DateTime<Utc>, limit: u32) -> anyhow::Result<Dispatched> {
+        use diesel::sql_types::BigInt;
+        let sql = match self.db.backend() {
+            Backend::Postgres => pending_events_sql('$', "FOR UPDATE SKIP LOCKED"),
+            Backend::Sqlite => pending_events_sql('?', ""),
+        };
+        let limit = i64::from(limit);
+        let now = DbTime(now);
+        let dispatched = transaction!(self.db, conn => {
+            let pending: Vec<PendingEventRow> = diesel::sql_query(sql).bind::<BigInt, _>(limit).load(conn).await?;
+            let mut report = Dispatched::default();
+            // Each tenant's active subscriptions, read once per pass.
+            let mut subscriptions: std::collections::HashMap<String, Vec<(String, Vec<String>)>> =
+                std::collections::HashMap::new();
+            for PendingEventRow { id } in pending {
+                let event: EventRow = events::table
+                    .filter(events::id.eq(id.as_str()))
+                    .select(EventRow::as_select())
+                    .first(conn)
+                    .await?;
+                let event = event.into_domain().map_err(|e| StoreError::Encode(e.to_string()))?;
+                let tenant = event.tenant_id.to_string();
+                if !subscriptions.contains_key(&tenant) {
+                    let rows: Vec<(String, DbJsonAs<Vec<String>>)> = webhook_subscriptions::table
+                        .filter(webhook_subscriptions::tenant_id.eq(tenant.as_str()))
+                        .filter(webhook_subscriptions::status.eq(ACTIVE))
+                        .select((webhook_subscriptions::id, webhook_subscriptions::events))
+                        .load(conn)
+                        .await?;
+                    subscriptions.insert(tenant.clone(), rows.into_iter().map(|(id, e)| (id, e.0)).collect());
+                }
+                let wanted = subscriptions.get(&tenant).map(Vec::as_slice).unwrap_or_default();
+                let event_type = event.event_type();
+                let targets: Vec<&String> =
+                    wanted.iter().filter(|(_, names)| wants(names, event_type)).map(|(id, _)| id).collect();
+                if !targets.is_empty() {
+                    let payload = event.envelope().map_err(|e| StoreError::Encode(e.to_string()))?.to_string();
+                    for subscription in targets {
+                        let row = NewDeliveryRow {
+                            id: pair_id(event.id.as_str(), subscription),
+                            tenant_id: tenant.clone(),
+                            subscription_id: subscription.clone(),
+                            event_id: event.id.to_string(),
+                            event_type: event_type.as_str().to_owned(),
+                            payload: payload.clone(),
+                            is_test: false,
+                            status: PENDING,
+                            attempts: 0,
+                            next_attempt_at: Some(now),
+                            lease_token: None,
+                            lease_until: None,
+                            created_at: now,
+                            updated_at: now,
+                        };
+                        report.deliveries += diesel::insert_into(webhook_deliveries::table)
+                            .values(&row)
+                            .on_conflict_do_nothing()
+                            .execute(conn)
+                            .await?;
+                    }
+                }
+                diesel::update(events::table.filter(events::id.eq(id.as_str())))
+                    .set(events::dispatched_at.eq(Some(now)))
+                    .execute(conn)
+                    .await?;
+                report.events += 1;
+            }
+            Ok(report)
+        })?;
+        Ok(dispatched)
+    }
+
+    async fn insert_claimed(&self, delivery: &NewDelivery, lease: &Lease) -> anyhow::Result<()> {
+        let row = NewDeliveryRow::new(delivery, Some(lease));
+        transaction!(self.db, conn => Ok(diesel::insert_into(webhook_deliveries::table).values(&row).execute(conn).await?))?;
+        Ok(())
+    }
+
+    async fn claim_due(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> anyhow::Result<Vec<ClaimedDelivery>> {
+        use diesel::sql_types::{BigInt, Text};
+
+        use crate::types::UtcTime;
+        let sql = match self.db.backend() {
+            Backend::Postgres => claim_due_sql('$', "FOR UPDATE SKIP LOCKED"),
+            Backend::Sqlite => claim_due_sql('?', ""),
+        };
+        let held = lease.clone();
+        let (token, until, now, limit) =
+            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit));
+        let claimed = transaction!(self.db, conn => {
+            let rows: Vec<ClaimedRow> = diesel::sql_query(sql)
+                .bind::<Text, _>(token)
+                .bind::<UtcTime, _>(until)
+                .bind::<UtcTime, _>(now)
+                .bind::<BigInt, _>(limit)
+                .load(conn)
+                .await?;
+            pair_with_subscriptions!(conn, rows, held)
+        })?;
+        Ok(claimed)
+    }
+
+    async fn claim_one(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        delivery: &DeliveryId,
+        lease: &Lease,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<ClaimedDelivery>> {
+        use diesel::sql_types::Text;
+
+        use crate::types::UtcTime;
+        let sql = match self.db.backend() {
+            Backend::Postgres => claim_one_sql('$'),
+            Backend::Sqlite => claim_one_sql('?'),
+        };
+        let held = lease.clone();
+        let (token, until, now) = (lease.token.clone(), DbTime(lease.until), DbTime(now));
+        let (id, tenant, subscription) = (delivery.to_string(), tenant.to_string(), subscription.to_string());
+        let mut claimed = transaction!(self.db, conn => {
+            let rows: Vec<ClaimedRow> = diesel::sql_query(sql)
+                .bind::<Text, _>(token)
+                .bind::<UtcTime, _>(until)
+                .bind::<UtcTime, _>(now)
+                .bind::<Text, _>(id)
+                .bind::<Text, _>(tenant)
+                .bind::<Text, _>(subscription)
+                .load(conn)
+                .await?;
+            pair_with_subscriptions!(conn, rows, held)
+        })?;
+        Ok(claimed.pop())
+    }
+
+    async fn settle(
+        &self,
+        delivery: &DeliveryId,
+        lease: &Lease,
+        settlement: &Settlement,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        let (id, token, s, now) =
+            (delivery.to_string(), lease.token.clone(), settlement.clone(), DbTime(now));
+        let held = transaction!(self.db, conn => {
+            let a = &s.attempt;
+            let delivered = s.status == DeliveryStatus::Delivered;
+            let changed = diesel::update(webhook_deliveries::table
+                .filter(webhook_deliveries::id.eq(id.as_str()))
+                .filter(webhook_deliveries::lease_token.eq(token.as_str())))
+                .set((
+                    webhook_deliveries::status.eq(s.status.as_str()),
+                    webhook_deliveries::next_attempt_at.eq(s.next_attempt_at.map(DbTime)),
+                    webhook_deliveries::lease_token.eq(None::<String>),
+                    webhook_deliveries::lease_until.eq(None::<DbTime>),
+                    webhook_deliveries::response_status.eq(a.response_status.map(i64::from)),
+                    webhook_deliveries::response_time_ms.eq(Some(i64::try_from(a.response_time_ms).unwrap_or(i64::MAX))),
+                    webhook_deliveries::error.eq(a.error.clone()),
+                    webhook_deliveries::delivered_at.eq(delivered.then_some(now)),
+                    webhook_deliveries::updated_at.eq(now),
+                ))
+                .execute(conn)
+                .await?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            let tenant: String = webhook_deliveries::table
+                .filter(webhook_deliveries::id.eq(id.as_str()))
+                .select(webhook_deliveries::tenant_id)
+                .first(conn)
+                .await?;
+            let row = AttemptRow {
+                delivery_id: id.clone(),
+                attempt: i64::from(a.number),
+                tenant_id: tenant,
+                started_at: DbTime(a.started_at),
+                succeeded: a.succeeded,
+                response_status: a.response_status.map(i64::from),
+                response_time_ms: i64::try_from(a.response_time_ms).unwrap_or(i64::MAX),
+                error_kind: a.error_kind.map(|k| k.as_str().to_owned()),
+                error: a.error.clone(),
+                response_body: a.response_body.clone(),
+            };
+            diesel::insert_into(webhook_attempts::table).values(&row).on_conflict_do_nothing().execute(conn).await?;
+            if let Some(status) = s.subscription_status {
+                let of_delivery =
+                    webhook_deliveries::table.filter(webhook_deliveries::id.eq(id.as_str())).select(webhook_deliveries::subscription_id);
+                diesel::update(webhook_subscriptions::table
+                    .filter(webhook_subscriptions::id.eq_any(of_delivery))
+                    .filter(webhook_subscriptions::status.eq(ACTIVE)))
+                    .set((webhook_subscriptions::status.eq(status.as_str()), webhook_subscriptions::updated_at.eq(now)))
+                    .execute(conn)
+                    .await?;
+            }
+            Ok(true)
+        })?;
+        Ok(held)
+    }
+
+    async fn deliveries(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        limit: u32,
+    ) -> anyhow::Result<Vec<Delivery>> {
+        let rows: Vec<DeliveryRow> = with_conn!(self.db, conn => webhook_deliveries::table
+            .filter(webhook_deliveries::tenant_id.eq(tenant.as_str()))
+            .filter(webhook_deliveries::subscription_id.eq(subscription.as_str()))
+            .order((webhook_deliveries::created_at.desc(), webhook_deliveries::id.desc()))
+            .limit(i64::from(limit))
+            .select(DeliveryRow::as_select())
+            .load(conn)
+            .await)?;
+        rows.into_iter().map(DeliveryRow::into_domain).collect()
+    }
+
+    async fn delivery(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        id: &DeliveryId,
+    ) -> anyhow::Result<Option<Delivery>> {
+        let row: Option<DeliveryRow> = with_conn!(self.db, conn => webhook_deliveries::table
+            .filter(webhook_deliveries::tenant_id.eq(tenant.as_str()))
+            .filter(webhook_deliveries::subscription_id.eq(subscription.as_str()))
+            .filter(webhook_deliveries::id.eq(id.as_str()))
+            .select(DeliveryRow::as_select())
+            .first(conn)
+            .await
+            .optional())?;
+        row.map(DeliveryRow::into_domain).transpose()
+    }
+
+    async fn attempts(&self, tenant: &TenantId, delivery: &DeliveryId) -> anyhow::Result<Vec<Attempt>> {
+        let rows: Vec<AttemptRow> = with_conn!(self.db, conn => webhook_attempts::table
+            .filter(webhook_attempts::tenant_id.eq(tenant.as_str()))
+            .filter(webhook_attempts::delivery_id.eq(delivery.as_str()))
+            .order(webhook_attempts::attempt.asc())
+            .select(AttemptRow::as_select())
+            .load(conn)
+            .await)?;
+        Ok(rows.into_iter().map(AttemptRow::into_domain).collect())
+    }
+}
+
+#[async_trait]
+impl QueueBacklog for WebhookStore {
+    async fn backlog(&self, now: DateTime<Utc>) -> anyhow::Result<Vec<Backlog>> {
+        let (depth, oldest): (i64, Option<DbTime>) = with_conn!(self.db, conn => {
+            let pending = webhook_deliveries::table.filter(webhook_deliveries::status.eq(PENDING));
+            let depth = pending.count().get_result(conn).await?;
+            let oldest = pending
+                .filter(webhook_deliveries::next_attempt_at.le(DbTime(now)))
+                .order(webhook_deliveries::next_attempt_at.asc())
+                .select(webhook_deliveries::next_attempt_at)
+                .first::<Option<DbTime>>(conn)
+                .await
+                .optional()?
+                .flatten();
+            Ok::<_, diesel::result::Error>((depth, oldest))
+        })?;
+        let age = oldest.map_or(0.0, |t| (now - t.0).num_milliseconds().max(0) as f64 / 1000.0);
+        Ok(vec![Backlog {
+            queue: DELIVERY_QUEUE,
+            depth: u64::try_from(depth).unwrap_or(0),
+            oldest_age_secs: age,
+        }])
+    }
+}

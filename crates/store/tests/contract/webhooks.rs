@@ -1,0 +1,318 @@
+use agentry_domain::agents::AgentRepository;
+use agentry_domain::events::EventType;
+use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
+use agentry_domain::jobs::Lease;
+use agentry_domain::webhooks::{
+    Attempt, AttemptErrorKind, DeliveryStatus, NewDelivery, SealedSecret, Settlement, Subscription,
+    SubscriptionStatus, WebhookRepository,
+};
+use agentry_store::{Database, WebhookStore};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::Map;
+
+use crate::harness::event;
+
+crate::contract!(
+    fan_out_makes_one_delivery_per_matching_active_subscription,
+    concurrent_dispatchers_never_make_a_pair_twice,
+    a_claimed_delivery_is_settled_only_under_its_lease,
+    the_last_failure_fails_the_subscription_and_its_deliveries_wait,
+    a_manual_claim_takes_any_delivery_not_in_flight,
+    another_tenants_subscriptions_and_deliveries_are_invisible,
+);
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).unwrap()
+}
+
+fn subscription(id: &str, tenant: &str, events: &[&str]) -> Subscription {
+    Subscription {
+        id: WebhookId::from_string(id),
+        tenant_id: TenantId::from_string(tenant),
+        url: "https://hooks.example.com/in".into(),
+        events: events.iter().map(|e| (*e).to_owned()).collect(),
+        description: Some("ops".into()),
+        metadata: Map::new(),
+        status: SubscriptionStatus::Active,
+        secret: SealedSecret(format!("v1.sealed-{id}")),
+        previous_secret: None,
+        created_at: t0(),
+        updated_at: t0(),
+    }
+}
+
+fn lease(token: &str, until: DateTime<Utc>) -> Lease {
+    Lease { token: token.into(), until }
+}
+
+fn attempt(number: u32, status: Option<u16>) -> Attempt {
+    let succeeded = status.is_some_and(|s| (200..300).contains(&s));
+    Attempt {
+        number,
+        started_at: t0(),
+        response_status: status,
+        response_time_ms: 12,
+        succeeded,
+        error_kind: (!succeeded).then_some(AttemptErrorKind::HttpStatus),
+        error: (!succeeded).then(|| "the receiver answered 500".into()),
+        response_body: Some("ok".into()),
+    }
+}
+
+/// Two tenants with accounts, and an agent-created event for each in the outbox (written as
+/// the agent store writes them: with their change).
+async fn setup(db: &Database) -> WebhookStore {
+    let agents = super::agents::setup(db).await;
+    agents
+        .create(&super::agents::agent("agt_1", "ten_1"), &event("evt_1", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
+    agents
+        .create(&super::agents::agent("agt_2", "ten_2"), &event("evt_2", "ten_2", EventType::AgentCreated))
+        .await
+        .unwrap();
+    WebhookStore::new(db.clone())
+}
+
+/// [`setup`], then `whk_1` of `ten_1` listening to everything, and one event of `ten_1`
+/// dispatched to it.
+async fn subscribed_with_one_delivery(db: &Database) -> (WebhookStore, agentry_store::AgentStore) {
+    let store = setup(db).await;
+    store.dispatch(t0(), 100).await.unwrap();
+    store.insert(&subscription("whk_1", "ten_1", &["*"])).await.unwrap();
+    let agents = agentry_store::AgentStore::new(db.clone());
+    agents
+        .create(&super::agents::agent("agt_3", "ten_1"), &event("evt_3", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
+    assert_eq!(store.dispatch(t0(), 100).await.unwrap().deliveries, 1);
+    (store, agents)
+}
+
+async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Database) {
+    let store = setup(&db).await;
+    // Events written before the first subscription existed were dispatched to nobody.
+    store.dispatch(t0(), 100).await.unwrap();
+    store.insert(&subscription("whk_all", "ten_1", &["*"])).await.unwrap();
+    store.insert(&subscription("whk_created", "ten_1", &["agent.created"])).await.unwrap();
+    store.insert(&subscription("whk_updated", "ten_1", &["agent.updated"])).await.unwrap();
+    let mut paused = subscription("whk_paused", "ten_1", &["*"]);
+    paused.status = SubscriptionStatus::Disabled;
+    store.insert(&paused).await.unwrap();
+    let agents = agentry_store::AgentStore::new(db.clone());
+    agents
+        .create(&super::agents::agent("agt_3", "ten_1"), &event("evt_3", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
+    agents
+        .create(&super::agents::agent("agt_4", "ten_2"), &event("evt_4", "ten_2", EventType::AgentCreated))
+        .await
+        .unwrap();
+    let report = store.dispatch(t0(), 100).await.unwrap();
+    assert_eq!((report.events, report.deliveries), (2, 2), "ten_1's event to `*` and `agent.created`");
+    assert_eq!(store.dispatch(t0(), 100).await.unwrap().events, 0, "dispatched once");
+    let tenant = TenantId::from_string("ten_1");
+    for (id, expected) in [("whk_all", 1), ("whk_created", 1), ("whk_updated", 0), ("whk_paused", 0)] {
+        let deliveries = store.deliveries(&tenant, &WebhookId::from_string(id), 10).await.unwrap();
+        assert_eq!(deliveries.len(), expected, "{id}");
+        if let Some(d) = deliveries.first() {
+            assert_eq!(
+                (d.event_id.as_str(), d.event_type.as_str(), d.status),
+                ("evt_3", "agent.created", DeliveryStatus::Pending)
+            );
+            assert_eq!(d.next_attempt_at, Some(t0()));
+        }
+    }
+    // The body is the event's envelope, the same bytes for every attempt.
+    let claimed = store.claim_due(&lease("l1", t0() + Duration::seconds(60)), t0(), 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let body: serde_json::Value = serde_json::from_str(&claimed[0].payload).unwrap();
+    assert_eq!(
+        (body["id"].as_str(), body["type"].as_str(), body["tenant_id"].as_str()),
+        (Some("evt_3"), Some("agent.created"), Some("ten_1"))
+    );
+    assert_eq!(claimed[0].attempt, 1);
+    assert_eq!(claimed[0].subscription.secret.0, format!("v1.sealed-{}", claimed[0].subscription.id));
+}
+
+async fn concurrent_dispatchers_never_make_a_pair_twice(db: Database) {
+    let store = setup(&db).await;
+    store.dispatch(t0(), 100).await.unwrap();
+    store.insert(&subscription("whk_all", "ten_1", &["*"])).await.unwrap();
+    let agents = agentry_store::AgentStore::new(db.clone());
+    for i in 0..60 {
+        let id = format!("agt_x{i:02}");
+        agents
+            .create(
+                &super::agents::agent(&id, "ten_1"),
+                &event(&format!("evt_x{i:02}"), "ten_1", EventType::AgentCreated),
+            )
+            .await
+            .unwrap();
+    }
+    // Four dispatchers at once, in small batches, as several instances would run them.
+    let runs = (0..4).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut made = 0;
+            loop {
+                let report = store.dispatch(t0(), 7).await.unwrap();
+                made += report.deliveries;
+                if report.events == 0 {
+                    return made;
+                }
+            }
+        })
+    });
+    let made: usize = futures_util::future::join_all(runs).await.into_iter().map(Result::unwrap).sum();
+    assert_eq!(made, 60);
+    let deliveries = store
+        .deliveries(&TenantId::from_string("ten_1"), &WebhookId::from_string("whk_all"), 100)
+        .await
+        .unwrap();
+    let events: std::collections::HashSet<_> = deliveries.iter().map(|d| d.event_id.clone()).collect();
+    assert_eq!((deliveries.len(), events.len()), (60, 60));
+}
+
+async fn a_claimed_delivery_is_settled_only_under_its_lease(db: Database) {
+    let (store, _) = subscribed_with_one_delivery(&db).await;
+    let first = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim_due(&first, t0(), 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(store.claim_due(&lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held");
+    // The lease expires; another worker takes it over (attempt 2); the first one's late
+    // outcome is dropped.
+    let later = t0() + Duration::seconds(31);
+    let second = lease("l2", later + Duration::seconds(30));
+    let again = store.claim_due(&second, later, 10).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempt, 2);
+    let retry = Settlement {
+        attempt: attempt(1, Some(500)),
+        status: DeliveryStatus::Pending,
+        next_attempt_at: Some(later + Duration::seconds(60)),
+        subscription_status: None,
+    };
+    assert!(!store.settle(&claimed[0].id, &first, &retry, later).await.unwrap(), "not its lease any more");
+    let delivered = Settlement {
+        attempt: attempt(2, Some(204)),
+        status: DeliveryStatus::Delivered,
+        next_attempt_at: None,
+        subscription_status: None,
+    };
+    assert!(store.settle(&again[0].id, &second, &delivered, later).await.unwrap());
+    let tenant = TenantId::from_string("ten_1");
+    let d = store.delivery(&tenant, &WebhookId::from_string("whk_1"), &again[0].id).await.unwrap().unwrap();
+    assert_eq!(
+        (d.status, d.attempts, d.response_status, d.delivered_at),
+        (DeliveryStatus::Delivered, 2, Some(204), Some(later))
+    );
+    assert_eq!(d.next_attempt_at, None);
+    let log = store.attempts(&tenant, &d.id).await.unwrap();
+    assert_eq!(log, vec![attempt(2, Some(204))], "only the attempt recorded under a held lease");
+    assert!(
+        store.claim_due(&lease("l3", later), later + Duration::hours(1), 10).await.unwrap().is_empty(),
+        "delivered"
+    );
+}
+
+async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Database) {
+    let (store, agents) = subscribed_with_one_delivery(&db).await;
+    agents
+        .create(&super::agents::agent("agt_4", "ten_1"), &event("evt_4", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
+    store.dispatch(t0(), 100).await.unwrap();
+    let l1 = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim_due(&l1, t0(), 1).await.unwrap();
+    assert_eq!(claimed.len(), 1, "no more than the limit");
+    let failed = Settlement {
+        attempt: attempt(5, Some(500)),
+        status: DeliveryStatus::Failed,
+        next_attempt_at: None,
+        subscription_status: Some(SubscriptionStatus::Failed),
+    };
+    assert!(store.settle(&claimed[0].id, &l1, &failed, t0()).await.unwrap());
+    let tenant = TenantId::from_string("ten_1");
+    let mut s = store.get(&tenant, &WebhookId::from_string("whk_1")).await.unwrap().unwrap();
+    assert_eq!(s.status, SubscriptionStatus::Failed);
+    // The other delivery waits while the subscription is failed, and new events make none.
+    assert!(store.claim_due(&lease("l2", t0() + Duration::seconds(30)), t0(), 10).await.unwrap().is_empty());
+    agents
+        .create(&super::agents::agent("agt_5", "ten_1"), &event("evt_5", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
+    assert_eq!(store.dispatch(t0(), 100).await.unwrap().deliveries, 0);
+    // Active again: the waiting delivery goes out.
+    s.status = SubscriptionStatus::Active;
+    assert!(store.update(&s).await.unwrap());
+    let resumed = store.claim_due(&lease("l3", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_ne!(resumed[0].id, claimed[0].id);
+}
+
+async fn a_manual_claim_takes_any_delivery_not_in_flight(db: Database) {
+    let store = setup(&db).await;
+    store.insert(&subscription("whk_1", "ten_1", &["*"])).await.unwrap();
+    let tenant = TenantId::from_string("ten_1");
+    let test = NewDelivery {
+        id: DeliveryId::from_string("dlv_test"),
+        tenant_id: tenant.clone(),
+        subscription_id: WebhookId::from_string("whk_1"),
+        event_id: EventId::from_string("evt_test"),
+        event_type: "agent.created".into(),
+        payload: "{}".into(),
+        test: true,
+        created_at: t0(),
+    };
+    let held = lease("l1", t0() + Duration::seconds(30));
+    store.insert_claimed(&test, &held).await.unwrap();
+    let sub = WebhookId::from_string("whk_1");
+    assert!(store.claim_due(&lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held by its request");
+    assert!(
+        store.claim_one(&tenant, &sub, &test.id, &lease("l2", t0()), t0()).await.unwrap().is_none(),
+        "in flight"
+    );
+    let failed = Settlement {
+        attempt: attempt(1, Some(500)),
+        status: DeliveryStatus::Failed,
+        next_attempt_at: None,
+        subscription_status: None,
+    };
+    assert!(store.settle(&test.id, &held, &failed, t0()).await.unwrap());
+    let d = store.delivery(&tenant, &sub, &test.id).await.unwrap().unwrap();
+    assert!(d.test);
+    assert_eq!((d.status, d.attempts), (DeliveryStatus::Failed, 1));
+    let again = store
+        .claim_one(&tenant, &sub, &test.id, &lease("l3", t0() + Duration::seconds(30)), t0())
+        .await
+        .unwrap();
+    assert_eq!(again.map(|c| c.attempt), Some(2), "a failed delivery may be retried by hand");
+    let other = TenantId::from_string("ten_2");
+    assert!(
+        store
+            .claim_one(&other, &sub, &test.id, &lease("l4", t0()), t0() + Duration::hours(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn another_tenants_subscriptions_and_deliveries_are_invisible(db: Database) {
+    let (store, _) = subscribed_with_one_delivery(&db).await;
+    let (mine, theirs) = (TenantId::from_string("ten_1"), TenantId::from_string("ten_2"));
+    let id = WebhookId::from_string("whk_1");
+    let delivery = store.deliveries(&mine, &id, 10).await.unwrap().remove(0);
+    assert!(store.get(&theirs, &id).await.unwrap().is_none());
+    assert!(store.list(&theirs).await.unwrap().is_empty());
+    assert!(store.deliveries(&theirs, &id, 10).await.unwrap().is_empty());
+    assert!(store.delivery(&theirs, &id, &delivery.id).await.unwrap().is_none());
+    assert!(store.attempts(&theirs, &delivery.id).await.unwrap().is_empty());
+    let mut stolen = subscription("whk_1", "ten_2", &["*"]);
+    stolen.url = "https://evil.example.com/".into();
+    assert!(!store.update(&stolen).await.unwrap());
+    assert!(!store.delete(&theirs, &id).await.unwrap());
+    assert_eq!(store.get(&mine, &id).await.unwrap().unwrap().url, "https://hooks.example.com/in");
+    assert!(store.delete(&mine, &id).await.unwrap());
+    assert!(store.deliveries(&mine, &id, 10).await.unwrap().is_empty(), "deleted with its subscription");
+}
