@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
 
-.PHONY: help model run test bench-memory lint fmt deny bench timing conformance readme browser e2e ci migrate venv
+.PHONY: help model run test bench-memory bench-webhooks lint fmt deny bench timing conformance readme browser e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) (once)"
@@ -15,6 +15,7 @@ help:
 	@echo "make lint         - rustfmt check, clippy -D warnings, cargo deny"
 	@echo "make fmt          - format the code"
 	@echo "make bench        - load benchmarks and enumeration timing of the release build (SQLite, PostgreSQL)"
+	@echo "make bench-webhooks - only webhooks: deliveries per second and commit-to-arrival latency"
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
 	@echo "make timing       - only the enumeration timing (forgot-password, magic-link)"
 	@echo "make conformance  - OpenAPI validation and schemathesis against a live release server"
@@ -56,6 +57,11 @@ bench: model
 bench-memory: model
 	cargo build --release --locked --quiet
 	bash scripts/bench.sh memory
+
+# Only the webhook part of the benchmark: deliveries per second and commit-to-arrival latency.
+bench-webhooks:
+	cargo build --release --locked --quiet
+	bash scripts/bench.sh webhooks
 
 # The Python tools of the test side (schemathesis, openapi-spec-validator, selenium), pinned.
 venv: $(VENV)/.installed

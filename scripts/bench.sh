@@ -30,8 +30,9 @@ workdir=$(mktemp -d)
 # The real embedding model for memory (make model fetches it).
 export AGENTRY_EMBEDDING_MODEL_DIR="${AGENTRY_EMBEDDING_MODEL_DIR:-$PWD/data/models/all-MiniLM-L6-v2}"
 bash scripts/fetch-model.sh "$AGENTRY_EMBEDDING_MODEL_DIR" >/dev/null
-cargo build --release --locked --quiet --example memory_fill
+cargo build --release --locked --quiet --example memory_fill --example webhook_sink
 fill=target/release/examples/memory_fill
+sink=target/release/examples/webhook_sink
 server_pid=""
 cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
@@ -59,7 +60,7 @@ json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 # the service rather than the limiter), buys it credits for the chats and creates agents.
 # Prints "token agent".
 new_tenant() { # $1 = database URL, $2 = agents to create
-    local email="bench-$RANDOM$RANDOM$RANDOM@example.com" token tenant agent
+    local email="bench-$RANDOM$RANDOM$RANDOM@example.com" token tenant agent=""
     curl -fs -X POST "$base/api/v1/auth/register" -H 'content-type: application/json' \
         -d "{\"email\":\"$email\",\"password\":\"correct horse battery\",\"full_name\":\"Bench\",\"company\":\"Bench\"}" >/dev/null
     token=$(curl -fs -X POST "$base/api/v1/auth/login" --data-urlencode "username=$email" \
@@ -205,6 +206,40 @@ LUA
     stop_server
 }
 
+# Webhook deliveries end to end: agents are created (one `agent.created` event each) while a
+# local receiver (examples/webhook_sink.rs) notes when each event arrives. Paced (one client
+# creating agents one after another): the latency from the event's commit to its arrival.
+# Burst (64 clients): deliveries per second, events written until the receiver has them all.
+bench_webhooks() { # name url
+    AGENTRY_WEBHOOK_ALLOW_PRIVATE=true AGENTRY_WEBHOOK_ALLOW_INSECURE=true start_server "$2"
+    local token sink_port=$((port + 1)) mode sink_pid
+    read -r token _ < <(new_tenant "$2" 0)
+    curl -fs -X POST "$base/api/v1/webhooks" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+        -d "{\"url\": \"http://127.0.0.1:$sink_port/hook\", \"events\": [\"agent.created\"]}" >/dev/null
+    cat >"$workdir/agent.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"name": "hook bench"}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+    for mode in paced burst; do
+        "$sink" "$sink_port" 3 >"$workdir/sink.txt" &
+        sink_pid=$!
+        sleep 0.3
+        if [ "$mode" = paced ]; then
+            threads=1 connections=1 duration=5s run_wrk -H "Authorization: Bearer $token" -s "$workdir/agent.lua" \
+                "$base/api/v1/agents" >/dev/null
+        else
+            duration=5s run_wrk -H "Authorization: Bearer $token" -s "$workdir/agent.lua" "$base/api/v1/agents" >/dev/null
+        fi
+        wait "$sink_pid"
+        local deliveries events rate p50 p99
+        read -r deliveries events rate p50 p99 <"$workdir/sink.txt"
+        printf '%-10s %-24s %10s %10s %10s %20s\n' "$1" "webhooks ($mode)" "$rate/s" "${p50}ms" "${p99}ms" \
+            "$events events, $deliveries sent"
+    done
+    stop_server
+}
+
 fresh_pg() {
     local admin_url="${pg_url%/*}/postgres" db_name="${pg_url##*/}"
     psql "$admin_url" -q -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" -c "CREATE DATABASE $db_name"
@@ -239,6 +274,17 @@ print_quality() {
     cat "$workdir/quality.txt"
 }
 
+if [ "${1:-}" = "webhooks" ]; then
+    echo "webhook deliveries, commit to arrival at a local receiver; $(nproc) CPUs"
+    printf '%-10s %-24s %10s %10s %10s %20s\n' backend route "delivered" p50 p99 ""
+    bench_webhooks sqlite "sqlite://$workdir/webhooks.db"
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        bench_webhooks postgres "$pg_url"
+    fi
+    exit 0
+fi
+
 if [ "${1:-}" = "memory" ]; then
     echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
     printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
@@ -267,4 +313,11 @@ if [ -n "$pg_url" ]; then
     bench_memory postgres "$pg_url"
 fi
 print_quality
+echo
+echo "webhook deliveries, commit to arrival at a local receiver"
+bench_webhooks sqlite "sqlite://$workdir/webhooks.db"
+if [ -n "$pg_url" ]; then
+    fresh_pg
+    bench_webhooks postgres "$pg_url"
+fi
 enumeration_timing

@@ -19,7 +19,8 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# start <envelope>: serves a fresh SQLite database; sets PORT and DIR.
+# start <envelope>: serves a fresh SQLite database; sets PORT and DIR. Webhooks may only go to
+# 127.0.0.1: whatever URLs the generated requests subscribe, nothing leaves this machine.
 start() {
     DIR="$WORK/$1"
     mkdir -p "$DIR"
@@ -27,7 +28,9 @@ start() {
     # exec: $! is then the service itself, which the cleanup can stop (not a subshell).
     (cd "$DIR" && AGENTRY_BIND="127.0.0.1:$PORT" AGENTRY_API_ENVELOPE="$1" \
         AGENTRY_AUTH_RATE_PER_MINUTE=1000000 AGENTRY_AUTH_FAILURES_PER_MINUTE=1000000 \
-        AGENTRY_PAYMENT_PROVIDER=manual AGENTRY_LOG=warn exec "$BIN" >"$DIR/service.log" 2>&1) &
+        AGENTRY_PAYMENT_PROVIDER=manual AGENTRY_LOG=warn \
+        AGENTRY_WEBHOOK_ALLOWED_HOSTS=127.0.0.1 AGENTRY_WEBHOOK_ALLOW_PRIVATE=true AGENTRY_WEBHOOK_ALLOW_INSECURE=true \
+        exec "$BIN" >"$DIR/service.log" 2>&1) &
     PIDS+=($!)
     for _ in $(seq 1 100); do
         curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && return 0

@@ -13,7 +13,9 @@ trap cleanup EXIT
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # exec: $! is then the service itself, which the cleanup can stop (not a subshell).
-(cd "$WORK" && AGENTRY_BIND="127.0.0.1:$PORT" AGENTRY_LOG=warn exec "$BIN" >"$WORK/service.log" 2>&1) &
+# The README subscribes a webhook to hooks.example.com and deletes it before any event: the
+# allow-list keeps every other host out, and no delivery is ever attempted.
+(cd "$WORK" && AGENTRY_BIND="127.0.0.1:$PORT" AGENTRY_LOG=warn AGENTRY_WEBHOOK_ALLOWED_HOSTS=hooks.example.com exec "$BIN" >"$WORK/service.log" 2>&1) &
 PID=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 

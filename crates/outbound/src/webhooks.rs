@@ -7,19 +7,42 @@ use async_trait::async_trait;
 
 use crate::{GuardedClient, OutboundError, OutboundErrorKind, OutboundRequest, OutboundSettings};
 
-/// Sends webhook deliveries through [`GuardedClient`].
+/// Sends webhook deliveries through [`GuardedClient`], optionally only to an allow-list of
+/// hosts (an installation that restricts egress; the conformance run, which must not reach
+/// beyond this machine).
 #[derive(Debug, Clone)]
 pub struct WebhookClient {
     client: GuardedClient,
+    allowed_hosts: Vec<String>,
 }
 
 impl WebhookClient {
-    /// A sender with `settings`.
+    /// A sender with `settings`, to any host (`allowed_hosts` empty) or only to those listed.
     ///
     /// # Errors
     /// When the HTTP client cannot be built.
-    pub fn new(settings: OutboundSettings) -> Result<Self, OutboundError> {
-        Ok(Self { client: GuardedClient::new(settings)? })
+    pub fn new(settings: OutboundSettings, allowed_hosts: Vec<String>) -> Result<Self, OutboundError> {
+        let allowed_hosts = allowed_hosts
+            .into_iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        Ok(Self { client: GuardedClient::new(settings)?, allowed_hosts })
+    }
+
+    /// Refuses a host outside the allow-list, when there is one.
+    fn check_allowed(&self, url: &url::Url) -> Result<(), String> {
+        let host = url
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        if self.allowed_hosts.is_empty() || self.allowed_hosts.contains(&host) {
+            Ok(())
+        } else {
+            Err(format!("{host} is not among the hosts AGENTRY_WEBHOOK_ALLOWED_HOSTS allows"))
+        }
     }
 }
 
@@ -46,6 +69,7 @@ fn attempt_kind(kind: OutboundErrorKind) -> AttemptErrorKind {
 impl WebhookSender for WebhookClient {
     fn check_url(&self, url: &str) -> Result<(), String> {
         let parsed = self.client.check_url(url).map_err(|e| e.message)?;
+        self.check_allowed(&parsed)?;
         if !self.client.settings().allow_private && parsed.host_str().is_some_and(is_local_name) {
             return Err(format!(
                 "{} names this machine (loopback); set AGENTRY_WEBHOOK_ALLOW_PRIVATE=true to allow private targets",
@@ -82,7 +106,23 @@ impl WebhookSender for WebhookClient {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    #[test]
+    fn an_allow_list_admits_only_its_hosts() {
+        let settings = OutboundSettings { allow_private: true, ..OutboundSettings::default() };
+        let open = WebhookClient::new(settings.clone(), Vec::new()).unwrap();
+        assert!(open.check_url("http://127.0.0.1:9/").is_ok());
+        let listed =
+            WebhookClient::new(settings, vec!["127.0.0.1".into(), " Hooks.Example.com ".into()]).unwrap();
+        assert!(listed.check_url("http://127.0.0.1:9/hook").is_ok());
+        assert!(listed.check_url("https://hooks.example.com/in").is_ok());
+        let refused = listed.check_url("https://other.example.com/in").unwrap_err();
+        assert!(refused.contains("AGENTRY_WEBHOOK_ALLOWED_HOSTS"), "{refused}");
+        assert!(listed.check_url("http://[::1]:9/").is_err());
+    }
 
     #[test]
     fn local_names_are_judged_without_resolving() {

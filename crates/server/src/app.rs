@@ -218,12 +218,15 @@ pub fn webhook_service(
 ) -> anyhow::Result<WebhookService> {
     use secrecy::ExposeSecret as _;
     let key = keys::secret_key(config.secret_key.as_ref(), &config.data_dir)?;
-    let sender = agentry_outbound::WebhookClient::new(agentry_outbound::OutboundSettings {
-        allow_private: config.webhook_allow_private,
-        timeout: Duration::from_secs(config.webhook_timeout_secs),
-        max_response_bytes: agentry_domain::webhooks::model::RESPONSE_BODY_BYTES,
-        user_agent: format!("Agentry-Webhooks/{}", env!("CARGO_PKG_VERSION")),
-    })?;
+    let sender = agentry_outbound::WebhookClient::new(
+        agentry_outbound::OutboundSettings {
+            allow_private: config.webhook_allow_private,
+            timeout: Duration::from_secs(config.webhook_timeout_secs),
+            max_response_bytes: agentry_domain::webhooks::model::RESPONSE_BODY_BYTES,
+            user_agent: format!("Agentry-Webhooks/{}", env!("CARGO_PKG_VERSION")),
+        },
+        config.webhook_allowed_hosts.split(',').map(str::to_owned).collect(),
+    )?;
     let seconds = |s: u64| chrono::Duration::seconds(i64::try_from(s).unwrap_or(60));
     Ok(WebhookService::new(
         WebhookServiceDeps {

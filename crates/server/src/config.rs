@@ -197,6 +197,8 @@ pub struct Config {
     pub webhook_allow_insecure: bool,
     /// Allow webhook deliveries to loopback, private, link-local and other internal addresses.
     pub webhook_allow_private: bool,
+    /// When set, the only hosts webhooks may be sent to (comma-separated names or addresses).
+    pub webhook_allowed_hosts: String,
     /// Seconds before each delivery attempt, comma-separated; their number is the attempt limit.
     pub webhook_retry_schedule: String,
     /// Longest a delivery attempt may take, in seconds.
@@ -268,6 +270,7 @@ impl Default for Config {
             secret_key: None,
             webhook_allow_insecure: false,
             webhook_allow_private: false,
+            webhook_allowed_hosts: String::new(),
             webhook_retry_schedule: "0,60,300,1800,7200".into(),
             webhook_timeout_secs: 15,
             webhook_poll_interval_ms: 200,

@@ -433,7 +433,7 @@ impl WebhookRepository for WebhookStore {
             let pending: Vec<PendingEventRow> = diesel::sql_query(sql).bind::<BigInt, _>(limit).load(conn).await?;
             let mut report = Dispatched::default();
             // Each tenant's active subscriptions, read once per pass.
-            let mut subscriptions: std::collections::HashMap<String, Vec<(String, Vec<String>)>> =
+            let mut subscriptions: std::collections::HashMap<String, Vec<(String, Vec<String>, DateTime<Utc>)>> =
                 std::collections::HashMap::new();
             for PendingEventRow { id } in pending {
                 let event: EventRow = events::table
@@ -444,18 +444,23 @@ impl WebhookRepository for WebhookStore {
                 let event = event.into_domain().map_err(|e| StoreError::Encode(e.to_string()))?;
                 let tenant = event.tenant_id.to_string();
                 if !subscriptions.contains_key(&tenant) {
-                    let rows: Vec<(String, DbJsonAs<Vec<String>>)> = webhook_subscriptions::table
+                    let rows: Vec<(String, DbJsonAs<Vec<String>>, DbTime)> = webhook_subscriptions::table
                         .filter(webhook_subscriptions::tenant_id.eq(tenant.as_str()))
                         .filter(webhook_subscriptions::status.eq(ACTIVE))
-                        .select((webhook_subscriptions::id, webhook_subscriptions::events))
+                        .select((webhook_subscriptions::id, webhook_subscriptions::events, webhook_subscriptions::created_at))
                         .load(conn)
                         .await?;
-                    subscriptions.insert(tenant.clone(), rows.into_iter().map(|(id, e)| (id, e.0)).collect());
+                    subscriptions.insert(tenant.clone(), rows.into_iter().map(|(id, e, at)| (id, e.0, at.0)).collect());
                 }
                 let wanted = subscriptions.get(&tenant).map(Vec::as_slice).unwrap_or_default();
                 let event_type = event.event_type();
-                let targets: Vec<&String> =
-                    wanted.iter().filter(|(_, names)| wants(names, event_type)).map(|(id, _)| id).collect();
+                // A subscription receives the events of its tenant from its creation on, not
+                // those that happened before it existed and were still waiting for fan-out.
+                let targets: Vec<&String> = wanted
+                    .iter()
+                    .filter(|(_, names, since)| *since <= event.created_at && wants(names, event_type))
+                    .map(|(id, _, _)| id)
+                    .collect();
                 if !targets.is_empty() {
                     let payload = event.envelope().map_err(|e| StoreError::Encode(e.to_string()))?.to_string();
                     for subscription in targets {

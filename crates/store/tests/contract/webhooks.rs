@@ -36,7 +36,9 @@ fn subscription(id: &str, tenant: &str, events: &[&str]) -> Subscription {
         status: SubscriptionStatus::Active,
         secret: SealedSecret(format!("v1.sealed-{id}")),
         previous_secret: None,
-        created_at: t0(),
+        // Before the sample events (2026-11-03): a subscription receives events from its
+        // creation on.
+        created_at: Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap(),
         updated_at: t0(),
     }
 }
@@ -96,6 +98,9 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
     store.insert(&subscription("whk_all", "ten_1", &["*"])).await.unwrap();
     store.insert(&subscription("whk_created", "ten_1", &["agent.created"])).await.unwrap();
     store.insert(&subscription("whk_updated", "ten_1", &["agent.updated"])).await.unwrap();
+    let mut late = subscription("whk_late", "ten_1", &["*"]);
+    late.created_at = t0();
+    store.insert(&late).await.unwrap();
     let mut paused = subscription("whk_paused", "ten_1", &["*"]);
     paused.status = SubscriptionStatus::Disabled;
     store.insert(&paused).await.unwrap();
@@ -112,7 +117,9 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
     assert_eq!((report.events, report.deliveries), (2, 2), "ten_1's event to `*` and `agent.created`");
     assert_eq!(store.dispatch(t0(), 100).await.unwrap().events, 0, "dispatched once");
     let tenant = TenantId::from_string("ten_1");
-    for (id, expected) in [("whk_all", 1), ("whk_created", 1), ("whk_updated", 0), ("whk_paused", 0)] {
+    for (id, expected) in
+        [("whk_all", 1), ("whk_created", 1), ("whk_updated", 0), ("whk_paused", 0), ("whk_late", 0)]
+    {
         let deliveries = store.deliveries(&tenant, &WebhookId::from_string(id), 10).await.unwrap();
         assert_eq!(deliveries.len(), expected, "{id}");
         if let Some(d) = deliveries.first() {
