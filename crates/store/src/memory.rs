@@ -188,6 +188,12 @@ struct IdRow {
     id: String,
 }
 
+#[derive(QueryableByName)]
+struct CountRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
 /// The types of a filter as `,semantic,episodic,` (empty: every type), matched in SQL with a
 /// substring test so that one statement serves every combination.
 fn types_list(types: &[MemoryType]) -> String {
@@ -214,6 +220,21 @@ const SQLITE_LEXICAL: &str = "SELECT e.id AS id FROM memory_fts JOIN memory_entr
      WHERE memory_fts MATCH ?1 AND e.tenant_id = ?2 AND (?3 = '' OR e.agent_id = ?3) \
      AND (e.expires_at IS NULL OR e.expires_at > ?4) AND (?5 = '' OR instr(?5, ',' || e.memory_type || ',') > 0) \
      ORDER BY bm25(memory_fts), e.id LIMIT ?6";
+
+/// Entries of a search's scope from which on a word counts as common in a lexical search.
+const COMMON_TERM_MATCHES: i64 = 1000;
+
+/// How many entries of the scope hold a word, counted up to `?6`.
+const SQLITE_TERM_COUNT: &str = "SELECT count(*) AS n FROM (SELECT 1 FROM memory_fts \
+     JOIN memory_entries e ON e.pk = memory_fts.rowid \
+     WHERE memory_fts MATCH ?1 AND e.tenant_id = ?2 AND (?3 = '' OR e.agent_id = ?3) \
+     AND (e.expires_at IS NULL OR e.expires_at > ?4) AND (?5 = '' OR instr(?5, ',' || e.memory_type || ',') > 0) \
+     LIMIT ?6)";
+
+const PG_TERM_COUNT: &str = "SELECT count(*) AS n FROM (SELECT 1 FROM memory_entries \
+     WHERE search_vector @@ to_tsquery('english', $1) AND tenant_id = $2 AND ($3 = '' OR agent_id = $3) \
+     AND (expires_at IS NULL OR expires_at > $4) AND ($5 = '' OR strpos($5, ',' || memory_type || ',') > 0) \
+     LIMIT $6) s";
 
 const PG_LEXICAL: &str = "SELECT id FROM memory_entries \
      WHERE search_vector @@ to_tsquery('english', $1) AND tenant_id = $2 AND ($3 = '' OR agent_id = $3) \
@@ -519,34 +540,54 @@ impl MemoryRepository for MemoryStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        // Any of the terms: FTS5 wants quoted strings joined by OR (quoted, a term is never
-        // read as an operator); PostgreSQL a tsquery of lexemes joined by `|` (stemmed and
-        // stripped of stop words by the `english` configuration).
-        let (sql, matching) = match self.db.backend() {
-            Backend::Sqlite => (
-                SQLITE_LEXICAL,
-                terms
-                    .iter()
-                    .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
-                    .collect::<Vec<_>>()
-                    .join(" OR "),
-            ),
-            Backend::Postgres => (
-                PG_LEXICAL,
-                terms
-                    .iter()
-                    .map(|t| t.chars().filter(|c| c.is_alphanumeric()).collect::<String>())
-                    .filter(|t| !t.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" | "),
-            ),
+        // FTS5 wants quoted strings (quoted, a term is never read as an operator); PostgreSQL
+        // lexemes (stemmed and stripped of stop words by the `english` configuration).
+        let (sql, count_sql, any, all) = match self.db.backend() {
+            Backend::Sqlite => (SQLITE_LEXICAL, SQLITE_TERM_COUNT, " OR ", " AND "),
+            Backend::Postgres => (PG_LEXICAL, PG_TERM_COUNT, " | ", " & "),
         };
-        if matching.is_empty() {
+        let terms: Vec<String> = match self.db.backend() {
+            Backend::Sqlite => terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect(),
+            Backend::Postgres => terms
+                .iter()
+                .map(|t| t.chars().filter(|c| c.is_alphanumeric()).collect::<String>())
+                .filter(|t| !t.is_empty())
+                .collect(),
+        };
+        if terms.is_empty() {
             return Ok(Vec::new());
         }
         let agent = filter.agent_id.as_ref().map(|a| a.to_string()).unwrap_or_default();
         let types = types_list(&filter.memory_types);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Common words (as Lucene's common-terms query treats them): a word found in at least
+        // COMMON_TERM_MATCHES entries of the scope carries little weight in bm25, yet ranking
+        // it means scoring every one of those entries. The query is any of the rare words;
+        // when every word is common, all of them together.
+        let mut rare = Vec::with_capacity(terms.len());
+        if terms.len() > 1 {
+            for term in &terms {
+                let counted: Vec<CountRow> = with_conn!(self.db, conn => diesel::sql_query(count_sql)
+                    .bind::<Text, _>(term)
+                    .bind::<Text, _>(tenant.as_str())
+                    .bind::<Text, _>(&agent)
+                    .bind::<UtcTime, _>(DbTime(now))
+                    .bind::<Text, _>(&types)
+                    .bind::<BigInt, _>(COMMON_TERM_MATCHES)
+                    .load(conn)
+                    .await)?;
+                if <[CountRow]>::first(&counted).is_none_or(|c| c.n < COMMON_TERM_MATCHES) {
+                    rare.push(term.as_str());
+                }
+            }
+        }
+        let matching = if terms.len() > 1 && rare.is_empty() {
+            terms.join(all)
+        } else if rare.is_empty() {
+            terms.join(any)
+        } else {
+            rare.join(any)
+        };
         let rows: Vec<IdRow> = with_conn!(self.db, conn => diesel::sql_query(sql)
             .bind::<Text, _>(&matching)
             .bind::<Text, _>(tenant.as_str())

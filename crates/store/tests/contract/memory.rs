@@ -16,6 +16,7 @@ crate::contract!(
     a_key_is_upserted_into_one_entry_under_concurrent_writes,
     vector_search_is_exact_and_sees_other_instances_changes_at_once,
     lexical_search_matches_any_term_within_the_scope,
+    lexical_search_leaves_common_words_out,
     deleting_a_document_removes_its_chunks_everywhere,
     touch_counts_each_entry_once,
     consolidation_merges_and_writes_its_event,
@@ -418,4 +419,47 @@ async fn reindex_finds_and_replaces_other_models_embeddings(db: Database) {
     assert!(repo.stale_embeddings(MODEL, 10).await.unwrap().is_empty());
     let hits = repo.nearest(&tenant, MODEL, &[0.0, 1.0], &MemoryFilter::default(), t0(), 1).await.unwrap();
     assert_eq!(hits[0].0.as_str(), "mem_old");
+}
+
+async fn lexical_search_leaves_common_words_out(db: Database) {
+    let repo = setup(&db).await;
+    let tenant = TenantId::from_string("ten_1");
+    // "order" is in 1,000 entries of the agent's scope: common.
+    let mut entries: Vec<EmbeddedEntry> = (0..1000)
+        .map(|i| {
+            embedded(
+                entry(
+                    &format!("mem_{i:04}"),
+                    "ten_1",
+                    Some("agt_1"),
+                    &format!("Order {i} shipped by truck."),
+                ),
+                [1.0, 0.0],
+            )
+        })
+        .collect();
+    entries.push(embedded(
+        entry("mem_rare", "ten_1", Some("agt_1"), "The order with the walnut desk is late."),
+        [0.0, 1.0],
+    ));
+    entries.push(embedded(
+        entry("mem_both", "ten_1", Some("agt_1"), "Truck order moved to Tuesday."),
+        [0.0, 1.0],
+    ));
+    repo.insert(&entries, &[]).await.unwrap();
+    let terms = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // A rare word with a common one: the rare word decides which entries match.
+    let hits =
+        repo.lexical(&tenant, &terms(&["order", "walnut"]), &agent_filter("agt_1"), t0(), 10).await.unwrap();
+    assert_eq!(hits, vec![MemoryId::from_string("mem_rare")]);
+    // Only common words: entries holding all of them.
+    let hits =
+        repo.lexical(&tenant, &terms(&["order", "truck"]), &agent_filter("agt_1"), t0(), 5).await.unwrap();
+    assert_eq!(hits.len(), 5);
+    assert!(!hits.contains(&MemoryId::from_string("mem_rare")));
+    // One word alone is searched as it is, common or not.
+    assert_eq!(
+        repo.lexical(&tenant, &terms(&["order"]), &agent_filter("agt_1"), t0(), 3).await.unwrap().len(),
+        3
+    );
 }
