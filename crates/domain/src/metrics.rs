@@ -62,6 +62,20 @@ pub struct Backlog {
     pub oldest_age_secs: f64,
 }
 
+impl Backlog {
+    /// The backlog of `queue`: `depth` items, the oldest due one due since `oldest_due` (if any).
+    pub fn new(
+        queue: &'static str,
+        depth: i64,
+        oldest_due: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        #[allow(clippy::cast_precision_loss)]
+        let oldest_age_secs = oldest_due.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
+        Self { queue, depth: u64::try_from(depth).unwrap_or(0), oldest_age_secs }
+    }
+}
+
 /// A store of background work that can tell its backlog. Each queue (mail jobs today; webhook
 /// deliveries and workflow executions later) implements it, and `/metrics` asks each when
 /// scraped.

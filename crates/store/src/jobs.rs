@@ -61,12 +61,7 @@ impl QueueBacklog for JobStore {
                     .optional()?;
                 Ok::<_, diesel::result::Error>((depth, oldest))
             })?;
-            let age = oldest.map_or(0.0, |t| (now - t.0).num_milliseconds().max(0) as f64 / 1000.0);
-            backlogs.push(Backlog {
-                queue: kind.as_str(),
-                depth: u64::try_from(depth).unwrap_or(0),
-                oldest_age_secs: age,
-            });
+            backlogs.push(Backlog::new(kind.as_str(), depth, oldest.map(|t| t.0), now));
         }
         Ok(backlogs)
     }

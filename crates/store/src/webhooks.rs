@@ -464,22 +464,19 @@ impl WebhookRepository for WebhookStore {
                 if !targets.is_empty() {
                     let payload = event.envelope().map_err(|e| StoreError::Encode(e.to_string()))?.to_string();
                     for subscription in targets {
-                        let row = NewDeliveryRow {
-                            id: pair_id(event.id.as_str(), subscription),
-                            tenant_id: tenant.clone(),
-                            subscription_id: subscription.clone(),
-                            event_id: event.id.to_string(),
-                            event_type: event_type.as_str().to_owned(),
-                            payload: payload.clone(),
-                            is_test: false,
-                            status: PENDING,
-                            attempts: 0,
-                            next_attempt_at: Some(now),
-                            lease_token: None,
-                            lease_until: None,
-                            created_at: now,
-                            updated_at: now,
-                        };
+                        let row = NewDeliveryRow::new(
+                            &NewDelivery {
+                                id: DeliveryId::from_string(pair_id(event.id.as_str(), subscription)),
+                                tenant_id: event.tenant_id.clone(),
+                                subscription_id: WebhookId::from_string(subscription.as_str()),
+                                event_id: event.id.clone(),
+                                event_type: event_type.as_str().to_owned(),
+                                payload: payload.clone(),
+                                test: false,
+                                created_at: now.0,
+                            },
+                            None,
+                        );
                         report.deliveries += diesel::insert_into(webhook_deliveries::table)
                             .values(&row)
                             .on_conflict_do_nothing()
@@ -692,11 +689,6 @@ impl QueueBacklog for WebhookStore {
                 .flatten();
             Ok::<_, diesel::result::Error>((depth, oldest))
         })?;
-        let age = oldest.map_or(0.0, |t| (now - t.0).num_milliseconds().max(0) as f64 / 1000.0);
-        Ok(vec![Backlog {
-            queue: DELIVERY_QUEUE,
-            depth: u64::try_from(depth).unwrap_or(0),
-            oldest_age_secs: age,
-        }])
+        Ok(vec![Backlog::new(DELIVERY_QUEUE, depth, oldest.map(|t| t.0), now)])
     }
 }

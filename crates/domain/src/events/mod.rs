@@ -270,24 +270,28 @@ impl Event {
     /// # Errors
     /// Never for the shipped payloads.
     pub fn envelope(&self) -> anyhow::Result<Value> {
-        #[derive(Serialize)]
-        struct Envelope<'a> {
-            id: &'a EventId,
-            #[serde(flatten)]
-            payload: &'a EventPayload,
-            #[serde(with = "crate::time::rfc3339")]
-            created_at: DateTime<Utc>,
-            tenant_id: &'a TenantId,
-            api_version: &'static str,
-        }
-        Ok(serde_json::to_value(Envelope {
-            id: &self.id,
-            payload: &self.payload,
-            created_at: self.created_at,
-            tenant_id: &self.tenant_id,
-            api_version: API_VERSION,
-        })?)
+        Ok(envelope(&self.id, self.event_type(), self.created_at, self.payload.data()?, &self.tenant_id))
     }
+}
+
+/// The envelope every payload is sent in: `{id, type, created_at, data, tenant_id,
+/// api_version}`. [`Event::envelope`] makes it for stored events; a webhook's test send makes it
+/// for sample data of any type.
+pub fn envelope(
+    id: &EventId,
+    event_type: EventType,
+    created_at: DateTime<Utc>,
+    data: Value,
+    tenant_id: &TenantId,
+) -> Value {
+    serde_json::json!({
+        "id": id,
+        "type": event_type.as_str(),
+        "created_at": crate::time::rfc3339::format(&created_at),
+        "data": data,
+        "tenant_id": tenant_id,
+        "api_version": API_VERSION,
+    })
 }
 
 /// Reads the outbox.

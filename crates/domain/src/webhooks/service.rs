@@ -18,7 +18,7 @@ use super::ports::{
 };
 use super::schedule::RetrySchedule;
 use super::signing::{Hmac, new_secret, sign};
-use crate::events::{API_VERSION, EventType};
+use crate::events::EventType;
 use crate::identity::{Forbidden, Principal};
 use crate::ids::{DeliveryId, EventId, IdGenerator, WebhookId};
 use crate::jobs::Lease;
@@ -337,14 +337,8 @@ impl WebhookService {
         let subscription = self.find(caller, id).await?;
         let now = self.deps.clock.now();
         let event_id = EventId::generate(self.deps.ids.as_ref());
-        let envelope = json!({
-            "id": event_id,
-            "type": event_type.as_str(),
-            "created_at": crate::time::rfc3339::format(&now),
-            "data": {"test": true, "message": format!("A test {event_type} event from Agentry.")},
-            "tenant_id": caller.tenant_id,
-            "api_version": API_VERSION,
-        });
+        let data = json!({"test": true, "message": format!("A test {event_type} event from Agentry.")});
+        let envelope = crate::events::envelope(&event_id, event_type, now, data, &caller.tenant_id);
         let delivery = NewDelivery {
             id: DeliveryId::generate(self.deps.ids.as_ref()),
             tenant_id: caller.tenant_id.clone(),

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use chrono::TimeZone;
 
 use super::*;
+use crate::events::API_VERSION;
 use crate::identity::Credential;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
 use crate::secrets::MockSecrets;
