@@ -192,6 +192,9 @@ LUA
     for size in 10000 100000; do
         "$fill" "$2" "$tenant" "$agent" $((size - have)) "$model" "$dim" >/dev/null
         have=$size
+        # After a bulk load PostgreSQL plans with the statistics of the empty table until
+        # autovacuum's next analyze; a service's own writes would have triggered one by now.
+        case "$2" in postgres*) psql -q "$2" -c "ANALYZE memory_entries" ;; esac
         curl -fs -X POST "$base/api/v1/memory/search" -H "Authorization: Bearer $token" \
             -H 'content-type: application/json' -d '{"agent_id": "'"$agent"'", "query": "warm up"}' >/dev/null
         # One client at a time: the latency of a search, not of a queue of them.

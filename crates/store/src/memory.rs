@@ -3,7 +3,9 @@
 //! search over an in-process cache kept current by the tenant's memory version
 //! ([`crate::vectors`]).
 
-use std::sync::{Arc, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, DocumentId, MemoryId, TenantId};
@@ -30,13 +32,58 @@ use crate::vectors::{self, CachedVector, Load, Sync, VectorCache};
 pub struct MemoryStore {
     db: Database,
     cache: Arc<VectorCache>,
+    common_terms: Arc<CommonTerms>,
     dimension: usize,
 }
 
 impl MemoryStore {
     /// A repository over `db` for vectors of `dimension` values.
     pub fn new(db: Database, dimension: usize) -> Self {
-        Self { db, cache: Arc::new(VectorCache::default()), dimension }
+        Self {
+            db,
+            cache: Arc::new(VectorCache::default()),
+            common_terms: Arc::new(CommonTerms::default()),
+            dimension,
+        }
+    }
+}
+
+/// The words this process found common in a search scope (see [`COMMON_TERM_MATCHES`]), for
+/// [`COMMON_TERM_TTL`]. Counting a common word is the expensive case — on PostgreSQL it reads
+/// a thousand rows of the word's index entry, 7–10 ms a word over 100k entries — and the
+/// verdict hardly changes: a word held by a thousand entries stays common. A rare word is
+/// counted each time (a short index entry), so that a word becoming common is seen at once.
+/// What a stale verdict changes is only which words rank the lexical side, never what a
+/// filter lets through.
+#[derive(Debug, Default)]
+struct CommonTerms {
+    seen: Mutex<HashMap<String, Instant>>,
+}
+
+/// How long a word found common is taken as such without counting again.
+const COMMON_TERM_TTL: Duration = Duration::from_secs(600);
+/// Most verdicts kept; past it the oldest half is dropped.
+const COMMON_TERM_CAPACITY: usize = 10_000;
+
+impl CommonTerms {
+    fn key(tenant: &str, agent: &str, types: &str, term: &str) -> String {
+        format!("{tenant}\u{1f}{agent}\u{1f}{types}\u{1f}{term}")
+    }
+
+    fn is_common(&self, key: &str) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.get(key).is_some_and(|at| at.elapsed() < COMMON_TERM_TTL)
+    }
+
+    fn remember(&self, key: String) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= COMMON_TERM_CAPACITY {
+            let mut ages: Vec<Instant> = seen.values().copied().collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 2];
+            seen.retain(|_, at| *at > cut);
+        }
+        seen.insert(key, Instant::now());
     }
 }
 
@@ -567,6 +614,10 @@ impl MemoryRepository for MemoryStore {
         let mut rare = Vec::with_capacity(terms.len());
         if terms.len() > 1 {
             for term in &terms {
+                let key = CommonTerms::key(tenant.as_str(), &agent, &types, term);
+                if self.common_terms.is_common(&key) {
+                    continue;
+                }
                 let counted: Vec<CountRow> = with_conn!(self.db, conn => diesel::sql_query(count_sql)
                     .bind::<Text, _>(term)
                     .bind::<Text, _>(tenant.as_str())
@@ -578,6 +629,8 @@ impl MemoryRepository for MemoryStore {
                     .await)?;
                 if <[CountRow]>::first(&counted).is_none_or(|c| c.n < COMMON_TERM_MATCHES) {
                     rare.push(term.as_str());
+                } else {
+                    self.common_terms.remember(key);
                 }
             }
         }

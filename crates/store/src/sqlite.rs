@@ -140,14 +140,20 @@ fn complete<T>(future: impl Future<Output = T>) -> T {
     futures_executor::block_on(future)
 }
 
+/// How much of a database file each connection maps into memory (1 GiB).
+const MMAP_BYTES: u64 = 1 << 30;
+
 fn open(path: &str, busy: Duration, read_only: bool) -> anyhow::Result<SqliteConn> {
     let mut conn = SqliteConn::establish(path)?;
     // busy_timeout first: even switching to WAL takes a lock. WAL lets readers run beside the
     // writer; foreign keys are off by default in SQLite. A reader is query_only: a write on it
-    // is a bug, and fails loudly instead of fighting the writer for the lock.
+    // is a bug, and fails loudly instead of fighting the writer for the lock. mmap_size: pages
+    // are read from a mapping of the file instead of copied by a `pread` each into every
+    // connection's own small page cache (a memory search over 100k entries spent a tenth of
+    // its time in those copies); it reserves address space, not memory.
     let pragmas = format!(
         "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-         PRAGMA foreign_keys = ON; PRAGMA query_only = {};",
+         PRAGMA foreign_keys = ON; PRAGMA query_only = {}; PRAGMA mmap_size = {MMAP_BYTES};",
         busy.as_millis(),
         if read_only { "ON" } else { "OFF" }
     );

@@ -23,12 +23,39 @@ pub(crate) struct CachedVector {
 }
 
 /// The vectors of one agent (or of the tenant-wide entries): contiguous, so a scan streams
-/// through memory.
+/// through memory. Each vector is kept twice: exact (`f32`) and quantised to `i8` with a scale
+/// per vector. A scan compares the query with the `i8` copies — a quarter of the memory to
+/// read, and a scan is bound by memory bandwidth — and computes the exact similarity only for
+/// the best few of them ([`rescored`]).
 #[derive(Debug, Default)]
 struct Group {
     ids: Vec<MemoryId>,
     facets: Vec<Facets>,
     vectors: Vec<f32>,
+    quantized: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+/// How many first-pass candidates are rescored exactly for a search that wants `limit`: four
+/// times as many, and at least 64. The `i8` error of a unit vector's similarity is about 1e-3,
+/// far below the gaps between the hundreds of places this margin spans.
+pub(crate) fn rescored(limit: usize) -> usize {
+    limit.saturating_mul(4).max(64)
+}
+
+/// A vector quantised to `i8` (`x ≈ scale · q`), with its scale: the largest component maps
+/// to ±127.
+fn quantize(vector: &[f32], out: &mut Vec<i8>) -> f32 {
+    let max = vector.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 {
+        out.extend(std::iter::repeat_n(0, vector.len()));
+        return 0.0;
+    }
+    let scale = max / 127.0;
+    // In range by construction: |x / scale| <= 127.
+    #[allow(clippy::cast_possible_truncation)]
+    out.extend(vector.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8));
+    scale
 }
 
 /// A tenant's cached vectors of one model, as of `version`.
@@ -70,14 +97,17 @@ impl TenantVectors {
         let last = group.ids.len() - 1;
         group.ids.swap_remove(i);
         group.facets.swap_remove(i);
+        group.scales.swap_remove(i);
         let d = self.dimension;
         if i != last {
             group.vectors.copy_within(last * d..(last + 1) * d, i * d);
+            group.quantized.copy_within(last * d..(last + 1) * d, i * d);
             if let Some(slot) = self.index.get_mut(&group.ids[i]) {
                 slot.1 = i;
             }
         }
         group.vectors.truncate(last * d);
+        group.quantized.truncate(last * d);
     }
 
     fn put(&mut self, v: CachedVector) {
@@ -91,6 +121,8 @@ impl TenantVectors {
         self.index.insert(v.id.clone(), (key, group.ids.len()));
         group.ids.push(v.id);
         group.facets.push(v.facets);
+        let scale = quantize(&v.vector, &mut group.quantized);
+        group.scales.push(scale);
         group.vectors.extend_from_slice(&v.vector);
     }
 
@@ -119,14 +151,18 @@ impl TenantVectors {
         if query.len() != self.dimension || limit == 0 {
             return Vec::new();
         }
-        let scan = Scan { query, filter, now, limit, dimension: self.dimension };
+        let mut query_q = Vec::with_capacity(query.len());
+        let query_scale = quantize(query, &mut query_q);
+        let first_pass = rescored(limit);
+        let scan =
+            Scan { query: &query_q, query_scale, filter, now, limit: first_pass, dimension: self.dimension };
         let parts = std::thread::available_parallelism().map_or(1, usize::from).min(4);
-        let mut best: Vec<Hit<'_>> = Vec::new();
+        let mut best: Vec<(Hit<'_>, &[f32])> = Vec::new();
         for group in self.groups(filter) {
             let n = group.ids.len();
             if parts > 1 && n >= PARALLEL_FROM {
                 let chunk = n.div_ceil(parts);
-                let found: Vec<Vec<Hit<'_>>> = std::thread::scope(|s| {
+                let found: Vec<Vec<(Hit<'_>, &[f32])>> = std::thread::scope(|s| {
                     let handles: Vec<_> = (0..parts)
                         .map(|p| {
                             let range = (p * chunk).min(n)..((p + 1) * chunk).min(n);
@@ -141,9 +177,12 @@ impl TenantVectors {
                 best.extend(scan.run(group, 0..n));
             }
         }
-        best.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.as_str().cmp(b.id.as_str())));
-        best.truncate(limit);
-        best.into_iter().map(|h| (h.id.clone(), h.score)).collect()
+        // Exact similarities for the first pass's best.
+        let mut exact: Vec<Hit<'_>> =
+            best.into_iter().map(|(hit, vector)| Hit { score: dot(query, vector), ..hit }).collect();
+        exact.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.as_str().cmp(b.id.as_str())));
+        exact.truncate(limit);
+        exact.into_iter().map(|h| (h.id.clone(), h.score)).collect()
     }
 
     /// How many vectors pass `filter`.
@@ -155,9 +194,10 @@ impl TenantVectors {
 /// Groups at least this large are scanned on several threads.
 pub(crate) const PARALLEL_FROM: usize = 20_000;
 
-/// One vector search over part of a group.
+/// One first-pass vector search (over the `i8` copies) over part of a group.
 struct Scan<'q> {
-    query: &'q [f32],
+    query: &'q [i8],
+    query_scale: f32,
     filter: &'q MemoryFilter,
     now: DateTime<Utc>,
     limit: usize,
@@ -165,8 +205,9 @@ struct Scan<'q> {
 }
 
 impl Scan<'_> {
-    /// The best `limit` of `group`'s vectors in `range`, unordered.
-    fn run<'g>(&self, group: &'g Group, range: std::ops::Range<usize>) -> Vec<Hit<'g>> {
+    /// The best `limit` of `group`'s vectors in `range` by approximate similarity, unordered,
+    /// each with its exact vector.
+    fn run<'g>(&self, group: &'g Group, range: std::ops::Range<usize>) -> Vec<(Hit<'g>, &'g [f32])> {
         let f = self.filter;
         let unfiltered = f.memory_types.is_empty() && f.tags.is_empty() && f.metadata.is_empty();
         let d = self.dimension;
@@ -179,16 +220,19 @@ impl Scan<'_> {
             if !passes {
                 continue;
             }
-            let score = dot(self.query, &group.vectors[i * d..(i + 1) * d]);
+            #[allow(clippy::cast_precision_loss)] // |dot| <= 384 · 127², exact in f32's 24 bits
+            let score = dot_i8(self.query, &group.quantized[i * d..(i + 1) * d]) as f32
+                * group.scales[i]
+                * self.query_scale;
             if best.len() == self.limit {
                 if best.peek().is_some_and(|w| score <= w.score) {
                     continue;
                 }
                 best.pop();
             }
-            best.push(Hit { score, id: &group.ids[i] });
+            best.push(Hit { score, id: &group.ids[i], index: i });
         }
-        best.into_vec()
+        best.into_vec().into_iter().map(|h| (h, &group.vectors[h.index * d..(h.index + 1) * d])).collect()
     }
 }
 
@@ -205,10 +249,28 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     sums.iter().sum::<f32>() + tail
 }
 
+/// The dot product of two `i8` vectors, in `i32`: products are widened to `i16` pairs summed
+/// into `i32` lanes, which the compiler turns into `pmaddwd` (sixteen independent sums).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    let mut sums = [0i32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: i32 =
+        ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..16 {
+            sums[k] += i32::from(i16::from(x[k]) * i16::from(y[k]));
+        }
+    }
+    sums.iter().sum::<i32>() + tail
+}
+
 /// A scan result ordered for a min-heap (worst on top).
+#[derive(Clone, Copy)]
 struct Hit<'a> {
     score: f32,
     id: &'a MemoryId,
+    /// Its place in the group.
+    index: usize,
 }
 
 impl PartialEq for Hit<'_> {
@@ -429,6 +491,59 @@ mod tests {
             vec![format!("mem_{:06}", n - 1), format!("mem_{:06}", n - 2), format!("mem_{:06}", n - 3)]
         );
         assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
+    }
+
+    #[test]
+    fn the_quantised_first_pass_finds_the_exact_nearest_with_exact_scores() {
+        // 384 dimensions as MiniLM's, scattered by xorshift; 3000 vectors, some of them near
+        // copies of the query so that the best places are close to each other.
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            #[allow(clippy::cast_precision_loss)]
+            let x = (seed.wrapping_mul(0x2545_F491_4F6C_DD1D) % 2001) as f32 / 1000.0 - 1.0;
+            x
+        };
+        let unit = |mut v: Vec<f32>| {
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= n);
+            v
+        };
+        let query = unit((0..384).map(|_| next()).collect());
+        let rows: Vec<Vec<f32>> = (0..3000)
+            .map(|i| {
+                let noise: Vec<f32> = (0..384).map(|_| next()).collect();
+                let weight = if i % 100 == 0 { 0.05 } else { 1.0 };
+                unit(query.iter().zip(&noise).map(|(q, e)| q + weight * e).collect())
+            })
+            .collect();
+        let mut c = TenantVectors::empty("m", 384);
+        let cached =
+            rows.iter().enumerate().map(|(i, r)| v(&format!("mem_{i:05}"), "agt_1", r.clone())).collect();
+        apply(&mut c, Load { dimension: 384, ..load(-1, Sync::Everything, 1, cached, vec![]) });
+        let mut exact: Vec<(String, f32)> =
+            rows.iter().enumerate().map(|(i, r)| (format!("mem_{i:05}"), dot(&query, r))).collect();
+        exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let hits = c.nearest(&query, &MemoryFilter::default(), now(), 40);
+        assert_eq!(hits.len(), 40);
+        for ((id, score), (want_id, want_score)) in hits.iter().zip(&exact) {
+            assert_eq!(id.as_str(), want_id);
+            assert!((score - want_score).abs() < 1e-6, "the reported score is the exact one");
+        }
+    }
+
+    #[test]
+    fn quantising_keeps_the_direction() {
+        let vector = [0.5f32, -0.25, 0.0, 0.125];
+        let mut q = Vec::new();
+        let scale = quantize(&vector, &mut q);
+        assert_eq!(q, vec![127, -64, 0, 32]);
+        assert!((scale - 0.5 / 127.0).abs() < 1e-9);
+        let mut zero = Vec::new();
+        assert!(quantize(&[0.0, 0.0], &mut zero) == 0.0 && zero == vec![0, 0]);
+        assert_eq!(dot_i8(&[1; 33], &[-2; 33]), -66);
     }
 
     #[test]
