@@ -144,6 +144,26 @@ id_type!(
     DeliveryId,
     "dlv"
 );
+id_type!(
+    /// Identifies a workflow.
+    WorkflowId,
+    "wf"
+);
+id_type!(
+    /// Identifies one execution (run) of a workflow.
+    ExecutionId,
+    "exe"
+);
+id_type!(
+    /// Identifies a workflow's webhook trigger.
+    TriggerId,
+    "trg"
+);
+id_type!(
+    /// Identifies an inbound integration (a receiver bound to a workflow).
+    IntegrationId,
+    "int"
+);
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,8 @@
 //! - [`mail`]: the e-mail port; [`ratelimit`]: fixed-window quotas over a counting port.
 //! - [`validation`]: the field-level error type every value object reports with.
 //! - [`webhooks`]: subscriptions, signed deliveries with retries, the delivery log.
+//! - [`workflows`]: workflows, executions and their state machines, step templates, triggers
+//!   and integrations.
 
 pub mod agents;
 pub mod billing;
@@ -31,3 +33,4 @@ pub mod tenancy;
 pub mod time;
 pub mod validation;
 pub mod webhooks;
+pub mod workflows;

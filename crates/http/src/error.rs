@@ -15,6 +15,7 @@ use agentry_domain::identity::{
 use agentry_domain::memory::{EmbedError, MemoryError};
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use agentry_domain::webhooks::WebhookError;
+use agentry_domain::workflows::WorkflowError;
 use serde_json::{Value, json};
 
 use crate::settings::{Envelope, HttpSettings};
@@ -449,6 +450,17 @@ impl From<WebhookError> for ApiError {
             WebhookError::DeliveryNotFound => Self::not_found("no such delivery"),
             e @ WebhookError::AttemptInProgress => Self::new(ErrorCode::Conflict, e.to_string()),
             WebhookError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<WorkflowError> for ApiError {
+    fn from(e: WorkflowError) -> Self {
+        match e {
+            WorkflowError::Forbidden(f) => f.into(),
+            WorkflowError::Invalid(v) => v.into(),
+            WorkflowError::NotFound => Self::not_found("no such workflow"),
+            WorkflowError::Unexpected(e) => Self::internal(e),
         }
     }
 }

@@ -31,6 +31,7 @@ use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
+use agentry_domain::workflows::WorkflowService;
 use async_trait::async_trait;
 
 pub use error::{ApiError, ErrorCode};
@@ -89,6 +90,8 @@ pub struct AppState {
     pub billing: BillingService,
     /// Outbound webhooks.
     pub webhooks: WebhookService,
+    /// Workflows.
+    pub workflows: WorkflowService,
     /// Rate limiting.
     pub limiter: RateLimiter,
     /// Rate-limit settings.
@@ -117,6 +120,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::agents::configure)
         .configure(routes::memory::configure)
         .configure(routes::billing::configure)
+        .configure(routes::workflows::configure)
         // After every route with a static segment under /webhooks (trigger calls and
         // integration receivers join before it), so none is taken for a subscription id.
         .configure(routes::webhooks::configure)

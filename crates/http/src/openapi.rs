@@ -20,7 +20,7 @@ use actix_web::{HttpResponse, web};
 use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
-use crate::routes::{agents, api_keys, auth, billing, health, memory, recovery, webhooks};
+use crate::routes::{agents, api_keys, auth, billing, health, memory, recovery, webhooks, workflows};
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
 
@@ -46,6 +46,7 @@ use crate::settings::{Envelope, HttpSettings};
         billing::overview, billing::ledger, billing::purchase,
         webhooks::list, webhooks::create, webhooks::get, webhooks::update, webhooks::delete,
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
+        workflows::list, workflows::create, workflows::get, workflows::update, workflows::delete,
         health::healthz, health::readyz, health::metrics,
     ),
     tags(
@@ -55,6 +56,7 @@ use crate::settings::{Envelope, HttpSettings};
         (name = "memory", description = "Memory: Variant A (`/memory`) and Variant B (`/memory-stores/entries`)"),
         (name = "billing", description = "Plan, credits, ledger and purchases"),
         (name = "webhooks", description = "Outbound webhook subscriptions, signed deliveries, the delivery log"),
+        (name = "workflows", description = "Workflows: steps run in order, with templates"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

@@ -24,6 +24,7 @@ use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemoryS
 use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
+use agentry_domain::workflows::{WorkflowService, WorkflowServiceDeps};
 use agentry_embed::{
     HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
 };
@@ -32,7 +33,8 @@ use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
-    DbRateCounter, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, WebhookStore, redact,
+    DbRateCounter, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, WebhookStore, WorkflowStore,
+    redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -400,6 +402,11 @@ pub fn build_services(
             },
         },
     );
+    let workflows = WorkflowService::new(WorkflowServiceDeps {
+        workflows: Arc::new(WorkflowStore::new(db.clone())),
+        clock: clock.clone(),
+        ids: ids.clone(),
+    });
     let state = AppState {
         accounts,
         access,
@@ -409,6 +416,7 @@ pub fn build_services(
         memory,
         billing,
         webhooks,
+        workflows,
         limiter: RateLimiter::new(counter, clock.clone()),
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),

@@ -29,6 +29,7 @@ pub mod test_support;
 pub mod types;
 mod vectors;
 mod webhooks;
+mod workflows;
 
 pub use accounts::AccountStore;
 pub use agents::AgentStore;
@@ -43,3 +44,4 @@ pub use one_time_tokens::OneTimeTokenStore;
 pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;
 pub use webhooks::WebhookStore;
+pub use workflows::WorkflowStore;

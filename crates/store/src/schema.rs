@@ -354,12 +354,29 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    workflows (id) {
+        id -> Text,
+        tenant_id -> Text,
+        name -> Text,
+        description -> Nullable<Text>,
+        steps -> Json,
+        is_active -> Bool,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
+    workflows,
     users,
     memberships,
     credit_ledger,

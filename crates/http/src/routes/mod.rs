@@ -10,3 +10,4 @@ pub mod memory;
 pub mod pages;
 pub mod recovery;
 pub mod webhooks;
+pub mod workflows;

@@ -17,3 +17,4 @@ mod operations;
 mod recovery;
 mod sessions;
 mod webhooks;
+mod workflows;

@@ -16,3 +16,4 @@ mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;
 mod webhooks;
+mod workflows;

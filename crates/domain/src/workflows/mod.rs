@@ -1,0 +1,45 @@
+//! Workflows: steps run in order on an input, their executions, and what starts them (webhook
+//! triggers and inbound integrations). This module is the pure part: models, checks, state
+//! machines and templates; no I/O.
+//!
+//! - [`model`]: workflows, executions and step results with their state machines, triggers,
+//!   integrations, and the validation of names, descriptions and allowed methods;
+//! - [`steps`]: the step types and their parameters, [`validate_steps`] (run when a workflow is
+//!   saved), the [`StepAction`] a step becomes once rendered, and the output size limit;
+//! - [`ports`]: the [`WorkflowRepository`] port;
+//! - [`service`]: [`WorkflowService`], saving workflows for requests;
+//! - [`template`]: rendering the templates inside step parameters (MiniJinja) and finding what
+//!   they refer to;
+//! - [`signatures`]: the proofs inbound webhooks carry (trigger secrets and signatures, each
+//!   integration kind's scheme), redelivery ids, and Slack's URL verification.
+
+pub mod model;
+mod ports;
+mod service;
+pub mod signatures;
+pub mod steps;
+pub mod template;
+
+pub use model::{
+    DEFAULT_TRIGGER_METHODS, Execution, ExecutionEvent, ExecutionStatus, Integration, IntegrationKind,
+    InvalidTransition, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, StepEvent, StepResult, StepStatus,
+    TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
+    step_transition, transition,
+};
+#[cfg(any(test, feature = "mock"))]
+pub use ports::MockWorkflowRepository;
+pub use ports::WorkflowRepository;
+pub use service::{NewWorkflow, WorkflowError, WorkflowPatch, WorkflowService, WorkflowServiceDeps};
+pub use signatures::{
+    Headers, SignatureError, TIMESTAMP_TOLERANCE_SECONDS, TriggerProof, delivery_id,
+    url_verification_challenge, verify_integration, verify_service_signature, verify_trigger,
+};
+pub use steps::{
+    DEFAULT_STEP_TIMEOUT_SECONDS, HttpMethod, MAX_STEP_ID_CHARS, MAX_STEP_OUTPUT_BYTES,
+    MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS, MAX_TOP_K, OutputTooLarge, Step, StepAction, StepType,
+    check_step_id, output_size, steps_to_json, validate_step_list, validate_steps,
+};
+pub use template::{
+    RenderError, StepRef, TemplateContext, TemplateRefs, TemplateSyntaxError, analyze, is_template, render,
+    render_str,
+};
