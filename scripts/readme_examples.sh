@@ -28,6 +28,7 @@ expect() {
     grep -qF -- "$1" "$WORK/out.txt" || { echo "README examples: expected $1 in:"; cat "$WORK/out.txt"; exit 1; }
 }
 expect '"session_id":"user-42:support"'
+expect '"workflows":[{"id":"wf_'
 expect '"total":4'
 expect '"error":"conflict"'
 expect '"email":"ada@example.com"'

@@ -790,3 +790,27 @@ impl MemoryRepository for MemoryStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_common_verdict_is_per_scope_and_the_oldest_half_goes_when_full() {
+        let terms = CommonTerms::default();
+        let key = CommonTerms::key("ten_1", "agt_1", "", "customer");
+        assert!(!terms.is_common(&key));
+        terms.remember(key.clone());
+        assert!(terms.is_common(&key));
+        assert!(!terms.is_common(&CommonTerms::key("ten_1", "agt_2", "", "customer")), "another agent");
+        assert!(!terms.is_common(&CommonTerms::key("ten_2", "agt_1", "", "customer")), "another tenant");
+        for i in 1..COMMON_TERM_CAPACITY {
+            terms.remember(CommonTerms::key("ten_1", "agt_1", "", &format!("w{i}")));
+        }
+        terms.remember(CommonTerms::key("ten_1", "agt_1", "", "newest"));
+        let kept = terms.seen.lock().unwrap_or_else(PoisonError::into_inner).len();
+        assert!(kept <= COMMON_TERM_CAPACITY / 2 + 1, "kept {kept}");
+        assert!(!terms.is_common(&key), "the oldest verdict was dropped");
+        assert!(terms.is_common(&CommonTerms::key("ten_1", "agt_1", "", "newest")));
+    }
+}
