@@ -10,6 +10,7 @@ use agentry_domain::agents::{AgentStatus, AgentType, MemoryType};
 use agentry_domain::events::EventType;
 use agentry_domain::tenancy::Scope;
 use agentry_domain::webhooks::EventSelector;
+use agentry_domain::workflows::{MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS, StepType};
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::{RefOr, Schema};
 
@@ -143,4 +144,34 @@ pub fn webhook_status_patch() -> impl Into<RefOr<Schema>> {
 /// One event type of the catalogue.
 pub fn event_type() -> impl Into<RefOr<Schema>> {
     string_enum(EventType::ALL.iter().map(|t| t.as_str()), false)
+}
+
+/// One step of a workflow: `id`, `type` and that type's parameters (docs/workflows.md says which;
+/// a schema cannot tie them to `type` without repeating the domain's table).
+fn workflow_step() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property(
+            "id",
+            ObjectBuilder::new().schema_type(Type::String).pattern(Some(r"^[A-Za-z0-9_-]{1,64}$")),
+        )
+        .property("type", string_enum(StepType::ALL.iter().map(|t| t.as_str()), false))
+        .property(
+            "timeout_seconds",
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1))
+                .maximum(Some(MAX_STEP_TIMEOUT_SECONDS)),
+        )
+        .required("id")
+        .required("type")
+}
+
+/// A workflow's steps in a request: 1–50 steps.
+pub fn workflow_steps() -> impl Into<RefOr<Schema>> {
+    ArrayBuilder::new()
+        .items(workflow_step())
+        .min_items(Some(1))
+        .max_items(Some(MAX_STEPS))
+        .description(Some("The steps, run in order: `{id, type, …parameters}` each, ids unique."))
 }

@@ -3,7 +3,7 @@
 use actix_web::web;
 use agentry_domain::ids::WorkflowId;
 use agentry_domain::patch::Patch;
-use agentry_domain::validation::{FieldError, ValidationErrors, check_path_id};
+use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, check_path_id};
 use agentry_domain::workflows::{NewWorkflow, Workflow, WorkflowPatch};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -47,7 +47,7 @@ pub struct CreateWorkflowRequest {
     /// The steps, run in order: 1–50 objects `{id, type, …parameters}`; `type` is one of
     /// `transform`, `agent_chat`, `http_request`, `memory_search`, `memory_add`. Every string
     /// inside a parameter is a template reading `input.*` and `steps.<earlier id>.output.*`.
-    #[schema(required = true, value_type = Vec<Object>, min_items = 1, max_items = 50,
+    #[schema(required = true, schema_with = crate::schemas::workflow_steps,
         example = json!([{"id": "greet", "type": "transform", "output": "Hello {{ input.name }}"}]))]
     pub steps: Option<Value>,
     /// Whether it may be executed (default true).
@@ -76,22 +76,50 @@ impl CreateWorkflowRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct UpdateWorkflowRequest {
     /// 1–100 characters (never null).
+    #[serde(default)]
     #[schema(value_type = String, min_length = 1, max_length = 100, extensions(("x-text" = json!("name"))))]
-    pub name: Option<String>,
+    pub name: Patch<String>,
     /// Up to 2,000 characters; null removes it.
     #[serde(default)]
     #[schema(value_type = Option<String>, max_length = 2000, extensions(("x-text" = json!("long-text"))))]
     pub description: Patch<String>,
     /// New steps, validated as at creation (never null).
-    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 50)]
-    pub steps: Option<Value>,
+    #[serde(default)]
+    #[schema(schema_with = crate::schemas::workflow_steps)]
+    pub steps: Patch<Value>,
     /// Whether it may be executed (never null).
-    pub is_active: Option<bool>,
+    #[serde(default)]
+    #[schema(value_type = bool)]
+    pub is_active: Patch<bool>,
 }
 
-impl From<UpdateWorkflowRequest> for WorkflowPatch {
-    fn from(r: UpdateWorkflowRequest) -> Self {
-        Self { name: r.name, description: r.description, steps: r.steps, is_active: r.is_active }
+/// A field that may be changed but not cleared: null is refused.
+fn not_null<T>(field: &str, patch: Patch<T>, errors: &mut Vec<FieldError>) -> Option<T> {
+    match patch {
+        Patch::Absent => None,
+        Patch::Null => {
+            errors.push(FieldError::new(
+                field,
+                FieldErrorKind::InvalidType,
+                format!("{field} cannot be null"),
+            ));
+            None
+        }
+        Patch::Value(value) => Some(value),
+    }
+}
+
+impl UpdateWorkflowRequest {
+    fn try_into_domain(self) -> Result<WorkflowPatch, ValidationErrors> {
+        let mut errors = Vec::new();
+        let name = not_null("name", self.name, &mut errors);
+        let steps = not_null("steps", self.steps, &mut errors);
+        let is_active = not_null("is_active", self.is_active, &mut errors);
+        if errors.is_empty() {
+            Ok(WorkflowPatch { name, description: self.description, steps, is_active })
+        } else {
+            Err(ValidationErrors(errors))
+        }
     }
 }
 
@@ -227,7 +255,8 @@ pub async fn update(
     body: JsonBody<UpdateWorkflowRequest>,
 ) -> Result<Reply<WorkflowResponse>, ApiError> {
     let id = workflow_id(path.into_inner())?;
-    let workflow = state.workflows.update(&caller, &id, body.0.into()).await?;
+    let patch = body.0.try_into_domain()?;
+    let workflow = state.workflows.update(&caller, &id, patch).await?;
     Ok(Reply::ok(workflow.into()))
 }
 

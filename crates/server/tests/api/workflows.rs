@@ -57,6 +57,15 @@ async fn a_workflow_is_created_read_listed_changed_and_deleted() {
             assert_eq!(changed["description"], Value::Null);
             assert_eq!(changed["name"], "Greeter", "absent fields keep their value");
 
+            for field in ["name", "steps", "is_active"] {
+                let r = app.patch_json_with_token(&path, &token, &json!({ field: null })).await;
+                assert_eq!(
+                    json_with_status(r, 422).await["details"][0]["field"],
+                    field,
+                    "{field}: null is refused"
+                );
+            }
+
             assert_eq!(app.delete_with_token(&path, &token).await.status(), 204);
             assert_eq!(app.get_with_token(&path, &token).await.status(), 404);
             assert_eq!(app.delete_with_token(&path, &token).await.status(), 404);
