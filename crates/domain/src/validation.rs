@@ -182,6 +182,18 @@ impl Validator {
         }
     }
 
+    /// Like [`Validator::check_nested`] for a check that reports several errors at once (a
+    /// list whose items are checked together, such as a workflow's steps).
+    pub fn check_all<T>(&mut self, result: Result<T, Vec<FieldError>>) -> Checked<T> {
+        match result {
+            Ok(value) => Checked(Some(value)),
+            Err(errors) => {
+                self.errors.extend(errors);
+                Checked(None)
+            }
+        }
+    }
+
     /// Like [`Validator::check`] for a required field that may be absent.
     pub fn required<T, U>(
         &mut self,

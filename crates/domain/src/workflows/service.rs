@@ -13,7 +13,7 @@ use crate::pagination::Page;
 use crate::patch::Patch;
 use crate::tenancy::Permission;
 use crate::time::Clock;
-use crate::validation::{FieldError, ValidationErrors};
+use crate::validation::{ValidationErrors, Validator};
 
 /// Why a workflow operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -82,17 +82,6 @@ impl std::fmt::Debug for WorkflowService {
     }
 }
 
-/// Validates steps, reporting each problem under `steps…`.
-fn steps_or_errors(raw: &Value, errors: &mut Vec<FieldError>) -> Option<Vec<super::steps::Step>> {
-    match validate_steps(raw) {
-        Ok(steps) => Some(steps),
-        Err(found) => {
-            errors.extend(found);
-            None
-        }
-    }
-}
-
 impl WorkflowService {
     /// A service over its dependencies.
     pub fn new(deps: WorkflowServiceDeps) -> Self {
@@ -105,28 +94,18 @@ impl WorkflowService {
     /// [`WorkflowError::Forbidden`], [`WorkflowError::Invalid`].
     pub async fn create(&self, caller: &Principal, new: NewWorkflow) -> Result<Workflow, WorkflowError> {
         caller.require(Permission::WorkflowsWrite)?;
-        let mut errors: Vec<FieldError> = Vec::new();
-        let name = check_name(&new.name).map_err(|e| e.for_field("name"));
-        let description = match new.description {
-            Some(d) => check_description(d).map_err(|e| e.for_field("description")),
-            None => Ok(None),
-        };
-        let steps = steps_or_errors(&new.steps, &mut errors);
-        let (name, description) = match (name, description) {
-            (Ok(n), Ok(d)) if errors.is_empty() => (n, d),
-            (n, d) => {
-                errors.extend(n.err());
-                errors.extend(d.err());
-                return Err(ValidationErrors(errors).into());
-            }
-        };
+        let mut v = Validator::new();
+        let name = v.check("name", check_name(&new.name));
+        let description = v.optional("description", new.description, check_description);
+        let steps = v.check_all(validate_steps(&new.steps));
+        let (name, description, steps) = v.finish((name, description, steps))?;
         let now = self.deps.clock.now();
         let workflow = Workflow {
             id: WorkflowId::generate(self.deps.ids.as_ref()),
             tenant_id: caller.tenant_id.clone(),
             name,
-            description,
-            steps: steps.unwrap_or_default(),
+            description: description.flatten(),
+            steps,
             is_active: new.is_active.unwrap_or(true),
             created_at: now,
             updated_at: now,
@@ -166,30 +145,23 @@ impl WorkflowService {
         caller.require(Permission::WorkflowsWrite)?;
         let mut workflow =
             self.deps.workflows.get(&caller.tenant_id, id).await?.ok_or(WorkflowError::NotFound)?;
-        let mut errors: Vec<FieldError> = Vec::new();
-        if let Some(name) = patch.name {
-            match check_name(&name) {
-                Ok(name) => workflow.name = name,
-                Err(e) => errors.push(e.for_field("name")),
-            }
-        }
-        match patch.description {
-            Patch::Absent => {}
-            Patch::Null => workflow.description = None,
-            Patch::Value(d) => match check_description(d) {
-                Ok(d) => workflow.description = d,
-                Err(e) => errors.push(e.for_field("description")),
-            },
-        }
-        if let Some(steps) = patch.steps.as_ref().and_then(|raw| steps_or_errors(raw, &mut errors)) {
-            workflow.steps = steps;
-        }
-        if let Some(active) = patch.is_active {
-            workflow.is_active = active;
-        }
-        if !errors.is_empty() {
-            return Err(ValidationErrors(errors).into());
-        }
+        let mut v = Validator::new();
+        let name = v.optional("name", patch.name, |n| check_name(&n));
+        // `None`: keep; `Some(d)`: set (a blank description clears it as null does).
+        let description = match patch.description {
+            Patch::Absent => v.check("description", Ok(None)),
+            Patch::Null => v.check("description", Ok(Some(None))),
+            Patch::Value(d) => v.optional("description", Some(d), check_description),
+        };
+        let steps = match &patch.steps {
+            Some(raw) => v.check_all(validate_steps(raw).map(Some)),
+            None => v.check("steps", Ok(None)),
+        };
+        let (name, description, steps) = v.finish((name, description, steps))?;
+        workflow.name = name.unwrap_or(workflow.name);
+        workflow.description = description.unwrap_or(workflow.description);
+        workflow.steps = steps.unwrap_or(workflow.steps);
+        workflow.is_active = patch.is_active.unwrap_or(workflow.is_active);
         workflow.updated_at = self.deps.clock.now();
         if self.deps.workflows.update(&workflow).await? { Ok(workflow) } else { Err(WorkflowError::NotFound) }
     }

@@ -8,9 +8,7 @@ use agentry_domain::agents::{
 use agentry_domain::ids::{AgentId, SessionId};
 use agentry_domain::pagination::Page;
 use agentry_domain::patch::Patch;
-use agentry_domain::validation::{
-    Checked, FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id,
-};
+use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -20,6 +18,7 @@ use crate::access::Caller;
 use crate::error::ApiError;
 use crate::extract::{JsonBody, JsonInt, JsonObject, QueryParams};
 use crate::reply::{Reply, timestamp};
+use crate::routes::{not_null, nullable};
 
 /// Registers the routes of this module under the current scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -199,37 +198,6 @@ pub struct UpdateAgentRequest {
     #[serde(default)]
     #[schema(value_type = Option<AgentConfigPatch>)]
     pub config: Patch<JsonObject<AgentConfigPatch>>,
-}
-
-/// A field that may be set but never cleared.
-fn not_null<T, U>(
-    v: &mut Validator,
-    field: &str,
-    patch: Patch<T>,
-    parse: impl FnOnce(T) -> Result<U, FieldError>,
-) -> Checked<Option<U>> {
-    match patch {
-        Patch::Absent => v.check(field, Ok(None)),
-        Patch::Null => v.check(
-            field,
-            Err(FieldError::new(field, FieldErrorKind::InvalidType, format!("{field} cannot be null"))),
-        ),
-        Patch::Value(value) => v.check(field, parse(value).map(Some)),
-    }
-}
-
-/// A field that may be cleared.
-fn nullable<T, U>(
-    v: &mut Validator,
-    field: &str,
-    patch: Patch<T>,
-    parse: impl FnOnce(T) -> Result<U, FieldError>,
-) -> Checked<Patch<U>> {
-    match patch {
-        Patch::Absent => v.check(field, Ok(Patch::Absent)),
-        Patch::Null => v.check(field, Ok(Patch::Null)),
-        Patch::Value(value) => v.check(field, parse(value).map(Patch::Value)),
-    }
 }
 
 impl UpdateAgentRequest {

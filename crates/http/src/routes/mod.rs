@@ -11,3 +11,39 @@ pub mod pages;
 pub mod recovery;
 pub mod webhooks;
 pub mod workflows;
+
+use agentry_domain::patch::Patch;
+use agentry_domain::validation::{Checked, FieldError, FieldErrorKind, Validator};
+
+// The fields of a partial update (PATCH), shared by the routes that take one.
+
+/// A field that may be set but never cleared.
+pub(crate) fn not_null<T, U>(
+    v: &mut Validator,
+    field: &str,
+    patch: Patch<T>,
+    parse: impl FnOnce(T) -> Result<U, FieldError>,
+) -> Checked<Option<U>> {
+    match patch {
+        Patch::Absent => v.check(field, Ok(None)),
+        Patch::Null => v.check(
+            field,
+            Err(FieldError::new(field, FieldErrorKind::InvalidType, format!("{field} cannot be null"))),
+        ),
+        Patch::Value(value) => v.check(field, parse(value).map(Some)),
+    }
+}
+
+/// A field that may be cleared.
+pub(crate) fn nullable<T, U>(
+    v: &mut Validator,
+    field: &str,
+    patch: Patch<T>,
+    parse: impl FnOnce(T) -> Result<U, FieldError>,
+) -> Checked<Patch<U>> {
+    match patch {
+        Patch::Absent => v.check(field, Ok(Patch::Absent)),
+        Patch::Null => v.check(field, Ok(Patch::Null)),
+        Patch::Value(value) => v.check(field, parse(value).map(Patch::Value)),
+    }
+}

@@ -3,7 +3,7 @@
 use actix_web::web;
 use agentry_domain::ids::WorkflowId;
 use agentry_domain::patch::Patch;
-use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, check_path_id};
+use agentry_domain::validation::{ValidationErrors, Validator, check_path_id};
 use agentry_domain::workflows::{NewWorkflow, Workflow, WorkflowPatch};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams};
 use crate::reply::{Reply, timestamp};
 use crate::routes::agents::PageQuery;
+use crate::routes::not_null;
 
 /// Registers the routes of this module under the current scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -56,19 +57,11 @@ pub struct CreateWorkflowRequest {
 
 impl CreateWorkflowRequest {
     fn try_into_domain(self) -> Result<NewWorkflow, ValidationErrors> {
-        let mut missing = Vec::new();
-        if self.name.is_none() {
-            missing.push(FieldError::missing("name"));
-        }
-        if self.steps.is_none() {
-            missing.push(FieldError::missing("steps"));
-        }
-        match (self.name, self.steps) {
-            (Some(name), Some(steps)) => {
-                Ok(NewWorkflow { name, description: self.description, steps, is_active: self.is_active })
-            }
-            _ => Err(ValidationErrors(missing)),
-        }
+        let mut v = Validator::new();
+        let name = v.required("name", self.name, Ok);
+        let steps = v.required("steps", self.steps, Ok);
+        let (name, steps) = v.finish((name, steps))?;
+        Ok(NewWorkflow { name, description: self.description, steps, is_active: self.is_active })
     }
 }
 
@@ -93,33 +86,14 @@ pub struct UpdateWorkflowRequest {
     pub is_active: Patch<bool>,
 }
 
-/// A field that may be changed but not cleared: null is refused.
-fn not_null<T>(field: &str, patch: Patch<T>, errors: &mut Vec<FieldError>) -> Option<T> {
-    match patch {
-        Patch::Absent => None,
-        Patch::Null => {
-            errors.push(FieldError::new(
-                field,
-                FieldErrorKind::InvalidType,
-                format!("{field} cannot be null"),
-            ));
-            None
-        }
-        Patch::Value(value) => Some(value),
-    }
-}
-
 impl UpdateWorkflowRequest {
     fn try_into_domain(self) -> Result<WorkflowPatch, ValidationErrors> {
-        let mut errors = Vec::new();
-        let name = not_null("name", self.name, &mut errors);
-        let steps = not_null("steps", self.steps, &mut errors);
-        let is_active = not_null("is_active", self.is_active, &mut errors);
-        if errors.is_empty() {
-            Ok(WorkflowPatch { name, description: self.description, steps, is_active })
-        } else {
-            Err(ValidationErrors(errors))
-        }
+        let mut v = Validator::new();
+        let name = not_null(&mut v, "name", self.name, Ok);
+        let steps = not_null(&mut v, "steps", self.steps, Ok);
+        let is_active = not_null(&mut v, "is_active", self.is_active, Ok);
+        let (name, steps, is_active) = v.finish((name, steps, is_active))?;
+        Ok(WorkflowPatch { name, description: self.description, steps, is_active })
     }
 }
 
