@@ -188,6 +188,14 @@ fn claim_due_sql(placeholder: char, lock: &str) -> String {
     )
 }
 
+/// The execution row with `id` while it carries the lease `token`, locked for the rest of the
+/// transaction on PostgreSQL (SQLite's writer holds the whole database).
+fn held_sql(placeholder: char, lock: &str) -> String {
+    format!(
+        "SELECT id FROM workflow_executions WHERE id = {placeholder}1 AND lease_token = {placeholder}2 {lock}"
+    )
+}
+
 /// Inside a transaction (`$conn` of either backend): marks an execution's pending steps
 /// skipped (it ended before their turn).
 macro_rules! skip_pending {
@@ -520,15 +528,23 @@ impl ExecutionRepository for ExecutionStore {
         let at = DbTime(result.finished_at.unwrap_or_else(Utc::now));
         let finish =
             finish.map(|f| -> anyhow::Result<_> { Ok((EventRow::from_domain(&f.event)?, f)) }).transpose()?;
+        let held_sql = match self.db.backend() {
+            Backend::Postgres => held_sql('$', "FOR UPDATE"),
+            Backend::Sqlite => held_sql('?', ""),
+        };
         let held = transaction!(self.db, conn => {
-            // Touching the row under the lease proves (and, on PostgreSQL, locks) the claim.
-            let n = diesel::update(workflow_executions::table
-                .filter(workflow_executions::id.eq(&id))
-                .filter(workflow_executions::lease_token.eq(&token)))
-                .set(workflow_executions::updated_at.eq(at))
-                .execute(conn)
+            use diesel::sql_types::Text;
+            // Reading the row under the lease proves (and, on PostgreSQL, locks) the claim. A
+            // lock, not an UPDATE: a second UPDATE of a row this transaction already changed
+            // makes PostgreSQL check its foreign key to the workflow again, and a concurrent
+            // delete of that workflow (which holds the workflow row and waits for this one)
+            // would deadlock with it.
+            let rows: Vec<ClaimedIdRow> = diesel::sql_query(held_sql)
+                .bind::<Text, _>(&id)
+                .bind::<Text, _>(&token)
+                .load(conn)
                 .await?;
-            if n == 0 {
+            if rows.is_empty() {
                 return Ok(false);
             }
             diesel::update(workflow_step_results::table
@@ -548,6 +564,7 @@ impl ExecutionRepository for ExecutionStore {
                     .filter(workflow_executions::id.eq(&id))
                     .filter(workflow_executions::status.eq(RUNNING)))
                     .set((
+                        workflow_executions::updated_at.eq(at),
                         workflow_executions::status.eq(f.status.as_str()),
                         workflow_executions::output.eq(f.output.map(DbJsonAs)),
                         workflow_executions::error.eq(f.error),

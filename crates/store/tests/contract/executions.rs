@@ -18,6 +18,7 @@ crate::contract!(
     step_results_and_the_end_are_kept_only_under_the_lease,
     cancelling_skips_pending_steps_and_keeps_a_finished_execution,
     executions_are_listed_newest_first_filtered_and_per_tenant,
+    deleting_a_workflow_while_its_execution_ends_never_fails,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -282,4 +283,60 @@ async fn executions_are_listed_newest_first_filtered_and_per_tenant(db: Database
     let (none, total) =
         store.list(&TenantId::from_string("ten_2"), &wf, None, Page::default()).await.unwrap();
     assert_eq!((none.len(), total), (0, 0), "another tenant's workflow lists nothing");
+}
+
+async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) {
+    // The end of an execution and the delete of its workflow (which cascades to it) race; each
+    // must finish without an error (on PostgreSQL, without a deadlock) whichever comes first.
+    let store = setup(&db).await;
+    let workflows = agentry_store::WorkflowStore::new(db.clone());
+    let tenant = TenantId::from_string("ten_1");
+    for round in 0..10 {
+        let wf = super::workflows::workflow(&format!("wf_race{round}"), "ten_1");
+        workflows.create(&wf).await.unwrap();
+        let mut new = new_execution(&format!("exe_race{round}"), "ten_1", t0(), ExecutionOrigin::Api, None);
+        new.execution.workflow_id = wf.id.clone();
+        store.create(&new).await.unwrap();
+        let held = lease(&format!("l{round}"), t0() + Duration::seconds(30));
+        let id = new.execution.id.clone();
+        // Only this round's execution is free to claim: the earlier ones have ended or are gone.
+        assert_eq!(store.claim_due(&held, t0(), 10).await.unwrap().len(), 1);
+        assert!(store.start_step(&id, &held, 0, t0()).await.unwrap());
+        let first = StepResult {
+            status: StepStatus::Completed,
+            output: Some(json!(1)),
+            ..new.execution.steps[0].clone()
+        };
+        assert!(store.record_step(&id, &held, 0, &first, None).await.unwrap());
+        assert!(store.start_step(&id, &held, 1, t0()).await.unwrap());
+        let last = StepResult {
+            status: StepStatus::Completed,
+            output: Some(json!(2)),
+            ..new.execution.steps[1].clone()
+        };
+        let finish = Finish {
+            status: ExecutionStatus::Completed,
+            output: Some(json!(2)),
+            error: None,
+            finished_at: t0(),
+            event: Event {
+                id: EventId::from_string(format!("evt_race{round}")),
+                tenant_id: tenant.clone(),
+                payload: EventPayload::WorkflowExecutionCompleted(ExecutionCompletedData {
+                    execution_id: id.clone(),
+                    workflow_id: wf.id.clone(),
+                    output: json!(2),
+                    duration_ms: 1,
+                }),
+                created_at: t0(),
+            },
+        };
+        let (ended, deleted) = tokio::join!(
+            store.record_step(&id, &held, 1, &last, Some(finish)),
+            workflows.delete(&tenant, &wf.id)
+        );
+        ended.unwrap();
+        assert!(deleted.unwrap());
+        assert_eq!(store.get(&tenant, &id).await.unwrap(), None, "the execution went with its workflow");
+    }
 }
