@@ -12,7 +12,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::{AgentId, EventId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId};
+use crate::ids::{
+    AgentId, EventId, ExecutionId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId, WorkflowId,
+};
 
 /// The `api_version` every envelope carries.
 pub const API_VERSION: &str = "2026-11-01";
@@ -145,6 +147,47 @@ pub struct MessageCompletedData {
     pub latency_ms: u64,
 }
 
+/// `workflow.execution.started`: an execution was created (it runs in the background).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionStartedData {
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// Its workflow.
+    pub workflow_id: WorkflowId,
+    /// What started it: `api`, `trigger` or `integration`.
+    pub origin: String,
+    /// Its input.
+    pub input: Value,
+}
+
+/// `workflow.execution.completed`: every step of an execution completed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionCompletedData {
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// Its workflow.
+    pub workflow_id: WorkflowId,
+    /// The last step's output.
+    pub output: Value,
+    /// From start to finish, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// `workflow.execution.failed`: a step of an execution failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionFailedData {
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// Its workflow.
+    pub workflow_id: WorkflowId,
+    /// The step that failed.
+    pub step_id: String,
+    /// Why.
+    pub error: String,
+    /// From start to failure, in milliseconds.
+    pub duration_ms: u64,
+}
+
 /// The type and data of an event: one variant per event type of the catalogue that the
 /// service emits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +210,15 @@ pub enum EventPayload {
     /// `agent.message.completed`: the agent's reply.
     #[serde(rename = "agent.message.completed")]
     AgentMessageCompleted(MessageCompletedData),
+    /// `workflow.execution.started`.
+    #[serde(rename = "workflow.execution.started")]
+    WorkflowExecutionStarted(ExecutionStartedData),
+    /// `workflow.execution.completed`.
+    #[serde(rename = "workflow.execution.completed")]
+    WorkflowExecutionCompleted(ExecutionCompletedData),
+    /// `workflow.execution.failed`.
+    #[serde(rename = "workflow.execution.failed")]
+    WorkflowExecutionFailed(ExecutionFailedData),
     /// `memory.consolidated`: near-duplicate memories of an agent were merged.
     #[serde(rename = "memory.consolidated")]
     MemoryConsolidated {
@@ -209,6 +261,9 @@ impl EventPayload {
             Self::AgentUpdated { .. } => EventType::AgentUpdated,
             Self::AgentMessageCreated(_) => EventType::AgentMessageCreated,
             Self::AgentMessageCompleted(_) => EventType::AgentMessageCompleted,
+            Self::WorkflowExecutionStarted(_) => EventType::WorkflowExecutionStarted,
+            Self::WorkflowExecutionCompleted(_) => EventType::WorkflowExecutionCompleted,
+            Self::WorkflowExecutionFailed(_) => EventType::WorkflowExecutionFailed,
             Self::MemoryConsolidated { .. } => EventType::MemoryConsolidated,
             Self::BillingCreditsLow { .. } => EventType::BillingCreditsLow,
             Self::BillingPurchaseCompleted { .. } => EventType::BillingPurchaseCompleted,

@@ -8,11 +8,13 @@
 //!   saved), the [`StepAction`] a step becomes once rendered, and the output size limit;
 //! - [`ports`]: the [`WorkflowRepository`] port;
 //! - [`service`]: [`WorkflowService`], saving workflows for requests;
+//! - [`executions`]: [`ExecutionService`], starting executions and running their steps;
 //! - [`template`]: rendering the templates inside step parameters (MiniJinja) and finding what
 //!   they refer to;
 //! - [`signatures`]: the proofs inbound webhooks carry (trigger secrets and signatures, each
 //!   integration kind's scheme), redelivery ids, and Slack's URL verification.
 
+pub mod executions;
 pub mod model;
 mod ports;
 mod service;
@@ -20,10 +22,17 @@ pub mod signatures;
 pub mod steps;
 pub mod template;
 
+pub use executions::{
+    ClaimedExecution, EXECUTION_QUEUE, ExecutionError, ExecutionRepository, ExecutionService,
+    ExecutionServiceDeps, ExecutionSettings, ExecutionWaker, Finish, NewExecution, RunOutcome, StepFailure,
+    StepPerformer, Started,
+};
+#[cfg(any(test, feature = "mock"))]
+pub use executions::{MockExecutionRepository, MockExecutionWaker, MockStepPerformer};
 pub use model::{
-    DEFAULT_TRIGGER_METHODS, Execution, ExecutionEvent, ExecutionStatus, Integration, IntegrationKind,
-    InvalidTransition, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, StepEvent, StepResult, StepStatus,
-    TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
+    DEFAULT_TRIGGER_METHODS, Execution, ExecutionEvent, ExecutionOrigin, ExecutionStatus, Integration,
+    IntegrationKind, InvalidTransition, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RunAs, StepEvent, StepResult,
+    StepStatus, TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
     step_transition, transition,
 };
 #[cfg(any(test, feature = "mock"))]

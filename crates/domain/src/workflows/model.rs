@@ -21,7 +21,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::steps::{HttpMethod, Step, StepType, steps_to_json};
-use crate::ids::{ExecutionId, IntegrationId, TenantId, TriggerId, WorkflowId};
+use crate::ids::{ExecutionId, IntegrationId, TenantId, TriggerId, UserId, WorkflowId};
+use crate::tenancy::Role;
 use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_long_text, check_text};
 use crate::webhooks::SealedSecret;
 
@@ -297,12 +298,68 @@ pub struct Execution {
     pub output: Option<Value>,
     /// Why it failed.
     pub error: Option<String>,
+    /// What started it.
+    pub origin: ExecutionOrigin,
     /// When it started.
     pub started_at: DateTime<Utc>,
     /// When it finished.
     pub finished_at: Option<DateTime<Utc>>,
     /// One result per step, in the workflow's order.
     pub steps: Vec<StepResult>,
+}
+
+/// What started an execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutionOrigin {
+    /// `POST /workflows/{id}/execute`.
+    Api,
+    /// A call to a trigger URL.
+    Trigger(TriggerId),
+    /// An event at an integration's receiver.
+    Integration(IntegrationId),
+}
+
+impl ExecutionOrigin {
+    /// The stored and shown kind: `api`, `trigger` or `integration`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::Trigger(_) => "trigger",
+            Self::Integration(_) => "integration",
+        }
+    }
+
+    /// The trigger's or integration's id.
+    pub fn source_id(&self) -> Option<&str> {
+        match self {
+            Self::Api => None,
+            Self::Trigger(id) => Some(id.as_str()),
+            Self::Integration(id) => Some(id.as_str()),
+        }
+    }
+
+    /// Reads a stored kind and source id back.
+    pub fn parse(kind: &str, source_id: Option<String>) -> Option<Self> {
+        match (kind, source_id) {
+            ("api", _) => Some(Self::Api),
+            ("trigger", Some(id)) => Some(Self::Trigger(TriggerId::from_string(id))),
+            ("integration", Some(id)) => Some(Self::Integration(IntegrationId::from_string(id))),
+            _ => None,
+        }
+    }
+}
+
+/// Whose authority an execution's steps act with: the user who started it (for a trigger or
+/// an integration, the user who created it) with the role they had then. Steps check their
+/// permissions against this role, as the same user's requests would; an API key's scopes
+/// govern only what the key may start (`workflows:execute`), not what the workflow's saved
+/// steps do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user.
+    pub user_id: UserId,
+    /// Their role in the execution's tenant.
+    pub role: Role,
 }
 
 /// What one step of an execution did.

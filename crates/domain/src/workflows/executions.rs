@@ -1,0 +1,606 @@
+//! Executions: starting, reading and cancelling them for requests, and running their steps for
+//! the worker.
+//!
+//! An execution is rows before it is work (as webhook deliveries are, see [`crate::jobs`]):
+//! starting one stores it `running` with one `pending` result per step and the
+//! `workflow.execution.started` event, in one transaction, and wakes the worker. The worker
+//! claims it under a lease and runs its steps in order. Every step's start and every step's
+//! result is stored under that lease before the next step starts, and the result that ends the
+//! execution stores its end and its event in the same transaction. So after a crash another
+//! worker claims the execution once the lease runs out, reads the outputs already stored and
+//! resumes at the first step without a result: a finished step is never run again (only a step
+//! that was running when the process died runs once more).
+//!
+//! The steps an execution runs are the workflow's steps when it started, kept with it: editing
+//! the workflow changes later executions, not one under way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::model::{
+    Execution, ExecutionOrigin, ExecutionStatus, RunAs, StepResult, StepStatus, Workflow, step_transition,
+};
+use super::ports::WorkflowRepository;
+use super::steps::{Step, StepAction, output_size};
+use super::template::TemplateContext;
+use crate::events::{
+    Event, EventPayload, ExecutionCompletedData, ExecutionFailedData, ExecutionStartedData,
+};
+use crate::identity::{Credential, Forbidden, Principal};
+use crate::ids::{ExecutionId, IdGenerator, TenantId, WorkflowId};
+use crate::jobs::Lease;
+use crate::metrics::queue_outcome;
+use crate::pagination::Page;
+use crate::tenancy::{Permission, Plan};
+use crate::time::Clock;
+
+/// The queue name executions report under in the metrics.
+pub const EXECUTION_QUEUE: &str = "workflow_executions";
+
+/// Why an execution operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutionError {
+    /// The caller lacks the permission.
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
+    /// No such workflow in the caller's tenant.
+    #[error("no such workflow")]
+    WorkflowNotFound,
+    /// No such execution in the caller's tenant.
+    #[error("no such execution")]
+    NotFound,
+    /// The workflow is inactive: it may not be executed.
+    #[error("the workflow is inactive; set is_active to true to execute it")]
+    Inactive,
+    /// The execution has already finished.
+    #[error("the execution has already finished ({0})")]
+    Finished(ExecutionStatus),
+    /// Storage failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// An execution to store, with what running it needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewExecution {
+    /// The execution: `running`, one `pending` result per step.
+    pub execution: Execution,
+    /// The steps it runs (the workflow's, as they were when it started).
+    pub steps: Vec<Step>,
+    /// Whose authority the steps act with.
+    pub run_as: RunAs,
+    /// A key that makes a repeated start from the same origin return the first execution
+    /// (a trigger call's `Idempotency-Key`, an integration event's delivery id).
+    pub dedup_key: Option<String>,
+    /// `workflow.execution.started`.
+    pub started_event: Event,
+}
+
+/// What storing a [`NewExecution`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Started {
+    /// It was stored.
+    New(Execution),
+    /// An execution from the same origin with the same key existed: nothing was stored.
+    Existing(Execution),
+}
+
+impl Started {
+    /// The execution, new or existing.
+    pub fn execution(&self) -> &Execution {
+        match self {
+            Self::New(e) | Self::Existing(e) => e,
+        }
+    }
+
+    /// Whether it was stored now.
+    pub fn is_new(&self) -> bool {
+        matches!(self, Self::New(_))
+    }
+}
+
+/// An execution a worker holds under a lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedExecution {
+    /// The execution with its step results so far.
+    pub execution: Execution,
+    /// The steps it runs.
+    pub steps: Vec<Step>,
+    /// Whose authority the steps act with.
+    pub run_as: RunAs,
+    /// The lease its changes are made under.
+    pub lease: Lease,
+}
+
+/// How an execution ends, stored with the result of its last step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    /// `completed` or `failed`.
+    pub status: ExecutionStatus,
+    /// The last step's output, when completed.
+    pub output: Option<Value>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// When.
+    pub finished_at: DateTime<Utc>,
+    /// `workflow.execution.completed` or `.failed`.
+    pub event: Event,
+}
+
+/// Executions and their step results, within a tenant (except the worker's claims, which span
+/// tenants).
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ExecutionRepository: Send + Sync {
+    /// Stores a new execution, its step results and its started event in one transaction;
+    /// when `dedup_key` is set and an execution of the same origin has it, stores nothing and
+    /// returns that one. MUST never store two executions with one (origin, key), also when two
+    /// instances start them at once.
+    async fn create(&self, new: &NewExecution) -> anyhow::Result<Started>;
+
+    /// One execution of `tenant`, with its step results.
+    async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> anyhow::Result<Option<Execution>>;
+
+    /// A page of one workflow's executions, newest first, optionally only those in `status`,
+    /// with how many there are in all; their step lists are left empty.
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        workflow: &WorkflowId,
+        status: Option<ExecutionStatus>,
+        page: Page,
+    ) -> anyhow::Result<(Vec<Execution>, u64)>;
+
+    /// Cancels a running execution at `now`: its status becomes `cancelled` and its pending
+    /// steps `skipped`, in one transaction (a running step may still record its result).
+    /// Returns the execution after the change, or unchanged when it had already finished;
+    /// `None` when absent.
+    async fn cancel(
+        &self,
+        tenant: &TenantId,
+        id: &ExecutionId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<Execution>>;
+
+    /// Claims up to `limit` running executions not held under an unexpired lease, writing
+    /// `lease` on each. MUST never hand one execution to two holders of unexpired leases, also
+    /// across processes.
+    async fn claim_due(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> anyhow::Result<Vec<ClaimedExecution>>;
+
+    /// Marks step `position` running at `now` and extends the lease to `lease.until`, only if
+    /// the execution is still `running` and carries `lease.token`; `false` otherwise (it was
+    /// cancelled, or another worker took it over).
+    async fn start_step(
+        &self,
+        id: &ExecutionId,
+        lease: &Lease,
+        position: usize,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
+
+    /// Stores step `position`'s result and, with `finish`, the execution's end, its remaining
+    /// pending steps as `skipped` and the finish event, in one transaction and only if the
+    /// execution carries `lease.token`; `false` when the lease was lost. The end is applied
+    /// only to a `running` execution (a cancelled one keeps its status; its running step still
+    /// records its result).
+    async fn record_step(
+        &self,
+        id: &ExecutionId,
+        lease: &Lease,
+        position: usize,
+        result: &StepResult,
+        finish: Option<Finish>,
+    ) -> anyhow::Result<bool>;
+}
+
+/// A step that could not produce its output, with the reason the execution shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StepFailure(pub String);
+
+/// Performs rendered steps against the rest of the service (chat, memory, the guarded HTTP
+/// client).
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait StepPerformer: Send + Sync {
+    /// Performs `action` as `caller` and returns its output. MUST give up with a
+    /// [`StepFailure`] once `timeout` has passed.
+    async fn perform(
+        &self,
+        caller: &Principal,
+        action: StepAction,
+        timeout: Duration,
+    ) -> Result<Value, StepFailure>;
+}
+
+/// Tells the worker that an execution was stored, so it claims it without waiting for its
+/// next poll.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+pub trait ExecutionWaker: Send + Sync {
+    /// Wakes the worker (a no-op when it is awake).
+    fn wake(&self);
+}
+
+/// How executions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutionSettings {
+    /// How long a claim holds an execution between steps; a step's own timeout is added while
+    /// it runs. A worker that dies is replaced after at most this long (plus the step's
+    /// timeout).
+    pub lease: chrono::Duration,
+    /// Executions claimed at most per pass.
+    pub batch: u32,
+}
+
+impl Default for ExecutionSettings {
+    fn default() -> Self {
+        Self { lease: chrono::Duration::seconds(30), batch: 16 }
+    }
+}
+
+/// What the service needs.
+#[derive(Clone)]
+#[allow(missing_debug_implementations)] // trait objects
+pub struct ExecutionServiceDeps {
+    /// Workflows.
+    pub workflows: Arc<dyn WorkflowRepository>,
+    /// Executions.
+    pub executions: Arc<dyn ExecutionRepository>,
+    /// Steps.
+    pub performer: Arc<dyn StepPerformer>,
+    /// The worker's wake-up.
+    pub waker: Arc<dyn ExecutionWaker>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Ids.
+    pub ids: Arc<dyn IdGenerator>,
+}
+
+/// Executions for requests, and their steps for the worker.
+#[derive(Clone)]
+pub struct ExecutionService {
+    deps: ExecutionServiceDeps,
+    settings: ExecutionSettings,
+}
+
+impl std::fmt::Debug for ExecutionService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutionService").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+/// How a run of a claimed execution ended, for the worker's metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every step completed.
+    Completed,
+    /// A step failed.
+    Failed,
+    /// It was cancelled; no further step started.
+    Cancelled,
+    /// Another worker took it over (this one stalled past its lease).
+    LostLease,
+}
+
+impl RunOutcome {
+    /// The outcome's metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "done",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::LostLease => "lost_lease",
+        }
+    }
+}
+
+impl ExecutionService {
+    /// A service over its dependencies.
+    pub fn new(deps: ExecutionServiceDeps, settings: ExecutionSettings) -> Self {
+        Self { deps, settings }
+    }
+
+    /// Executes a workflow of the caller's tenant on `input`, as the caller.
+    ///
+    /// # Errors
+    /// [`ExecutionError::Forbidden`] without `workflows:execute`,
+    /// [`ExecutionError::WorkflowNotFound`], [`ExecutionError::Inactive`].
+    pub async fn execute(
+        &self,
+        caller: &Principal,
+        workflow_id: &WorkflowId,
+        input: Value,
+    ) -> Result<Execution, ExecutionError> {
+        caller.require(Permission::WorkflowsExecute)?;
+        let workflow = self
+            .deps
+            .workflows
+            .get(&caller.tenant_id, workflow_id)
+            .await?
+            .ok_or(ExecutionError::WorkflowNotFound)?;
+        let run_as = RunAs { user_id: caller.user_id.clone(), role: caller.role };
+        let started = self.start(&workflow, input, ExecutionOrigin::Api, run_as, None).await?;
+        Ok(started.execution().clone())
+    }
+
+    /// Starts an execution of `workflow` (already found in its tenant) from `origin`: the
+    /// entry point of trigger calls and integration events as well as of requests.
+    ///
+    /// # Errors
+    /// [`ExecutionError::Inactive`]; storage failures.
+    pub async fn start(
+        &self,
+        workflow: &Workflow,
+        input: Value,
+        origin: ExecutionOrigin,
+        run_as: RunAs,
+        dedup_key: Option<String>,
+    ) -> Result<Started, ExecutionError> {
+        if !workflow.is_active {
+            return Err(ExecutionError::Inactive);
+        }
+        let d = &self.deps;
+        let now = d.clock.now();
+        let execution = Execution {
+            id: ExecutionId::generate(d.ids.as_ref()),
+            tenant_id: workflow.tenant_id.clone(),
+            workflow_id: workflow.id.clone(),
+            status: ExecutionStatus::Running,
+            input,
+            output: None,
+            error: None,
+            origin,
+            started_at: now,
+            finished_at: None,
+            steps: workflow.steps.iter().map(StepResult::pending).collect(),
+        };
+        let started_event = Event::new(
+            d.ids.as_ref(),
+            &workflow.tenant_id,
+            EventPayload::WorkflowExecutionStarted(ExecutionStartedData {
+                execution_id: execution.id.clone(),
+                workflow_id: workflow.id.clone(),
+                origin: execution.origin.kind().to_owned(),
+                input: execution.input.clone(),
+            }),
+            now,
+        );
+        let new = NewExecution {
+            execution,
+            steps: workflow.steps.clone(),
+            run_as,
+            dedup_key,
+            started_event,
+        };
+        let started = d.executions.create(&new).await?;
+        if started.is_new() {
+            d.waker.wake();
+        }
+        Ok(started)
+    }
+
+    /// One execution of the caller's tenant, with its steps.
+    ///
+    /// # Errors
+    /// [`ExecutionError::NotFound`], [`ExecutionError::Forbidden`].
+    pub async fn get(&self, caller: &Principal, id: &ExecutionId) -> Result<Execution, ExecutionError> {
+        caller.require(Permission::WorkflowsRead)?;
+        self.deps.executions.get(&caller.tenant_id, id).await?.ok_or(ExecutionError::NotFound)
+    }
+
+    /// A page of a workflow's executions, newest first, optionally only those in `status`.
+    ///
+    /// # Errors
+    /// [`ExecutionError::WorkflowNotFound`], [`ExecutionError::Forbidden`].
+    pub async fn list(
+        &self,
+        caller: &Principal,
+        workflow_id: &WorkflowId,
+        status: Option<ExecutionStatus>,
+        page: Page,
+    ) -> Result<(Vec<Execution>, u64), ExecutionError> {
+        caller.require(Permission::WorkflowsRead)?;
+        if self.deps.workflows.get(&caller.tenant_id, workflow_id).await?.is_none() {
+            return Err(ExecutionError::WorkflowNotFound);
+        }
+        Ok(self.deps.executions.list(&caller.tenant_id, workflow_id, status, page).await?)
+    }
+
+    /// Cancels a running execution: no further step starts (a running step may finish).
+    ///
+    /// # Errors
+    /// [`ExecutionError::NotFound`], [`ExecutionError::Finished`] when it had already
+    /// finished, [`ExecutionError::Forbidden`] without `workflows:execute`.
+    pub async fn cancel(&self, caller: &Principal, id: &ExecutionId) -> Result<Execution, ExecutionError> {
+        caller.require(Permission::WorkflowsExecute)?;
+        let now = self.deps.clock.now();
+        let execution =
+            self.deps.executions.cancel(&caller.tenant_id, id, now).await?.ok_or(ExecutionError::NotFound)?;
+        match execution.status {
+            ExecutionStatus::Cancelled if execution.finished_at == Some(now) => Ok(execution),
+            status => Err(ExecutionError::Finished(status)),
+        }
+    }
+
+    /// Claims up to a batch of executions (at most `limit`) for this worker.
+    ///
+    /// # Errors
+    /// When storage fails.
+    pub async fn claim(&self, limit: u32) -> anyhow::Result<Vec<ClaimedExecution>> {
+        let now = self.deps.clock.now();
+        let lease = Lease { token: self.deps.ids.generate("lease"), until: now + self.settings.lease };
+        self.deps.executions.claim_due(&lease, now, limit.min(self.settings.batch)).await
+    }
+
+    /// Runs a claimed execution's remaining steps in order, storing each step's start and
+    /// result under the lease, until it ends, is cancelled, or the lease is lost.
+    ///
+    /// # Errors
+    /// When storage fails; the lease then runs out and another pass resumes the execution.
+    pub async fn run(&self, claimed: ClaimedExecution) -> anyhow::Result<RunOutcome> {
+        let outcome = self.run_steps(claimed).await;
+        if let Ok(outcome) = &outcome {
+            queue_outcome(EXECUTION_QUEUE, outcome.as_str());
+        }
+        outcome
+    }
+
+    async fn run_steps(&self, claimed: ClaimedExecution) -> anyhow::Result<RunOutcome> {
+        let d = &self.deps;
+        let ClaimedExecution { execution, steps, run_as, lease } = claimed;
+        let caller = Principal {
+            user_id: run_as.user_id,
+            tenant_id: execution.tenant_id.clone(),
+            // The plan only sets rate limits, which apply where a request enters.
+            plan: Plan::Starter,
+            role: run_as.role,
+            credential: Credential::AccessToken,
+        };
+        let mut context = TemplateContext::new(execution.input.clone());
+        for (position, step) in steps.iter().enumerate() {
+            let status = execution.steps.get(position).map_or(StepStatus::Pending, |r| r.status);
+            match status {
+                StepStatus::Completed => {
+                    let output = execution.steps[position].output.clone().unwrap_or(Value::Null);
+                    context.add_output(&step.id, output);
+                    continue;
+                }
+                // A finished execution is never claimed; these mean it ended meanwhile.
+                StepStatus::Failed | StepStatus::Skipped => return Ok(RunOutcome::Cancelled),
+                // A step that was running when its worker died runs again.
+                StepStatus::Pending | StepStatus::Running => {}
+            }
+            let started_at = d.clock.now();
+            let step_lease = Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
+            if !d.executions.start_step(&execution.id, &step_lease, position, started_at).await? {
+                return Ok(self.why_stopped(&execution).await);
+            }
+            let produced = self.perform(&caller, step, &context).await;
+            let finished_at = d.clock.now();
+            let last = position + 1 == steps.len();
+            let mut result = StepResult {
+                started_at: Some(started_at),
+                finished_at: Some(finished_at),
+                ..StepResult::pending(step)
+            };
+            let (finish, outcome) = match produced {
+                Ok(output) => {
+                    result.status = step_transition(StepStatus::Running, super::model::StepEvent::Complete)?;
+                    result.output = Some(output.clone());
+                    if last {
+                        let event = Event::new(
+                            d.ids.as_ref(),
+                            &execution.tenant_id,
+                            EventPayload::WorkflowExecutionCompleted(ExecutionCompletedData {
+                                execution_id: execution.id.clone(),
+                                workflow_id: execution.workflow_id.clone(),
+                                output: output.clone(),
+                                duration_ms: millis_between(execution.started_at, finished_at),
+                            }),
+                            finished_at,
+                        );
+                        let finish = Finish {
+                            status: ExecutionStatus::Completed,
+                            output: Some(output.clone()),
+                            error: None,
+                            finished_at,
+                            event,
+                        };
+                        (Some(finish), Some(RunOutcome::Completed))
+                    } else {
+                        context.add_output(&step.id, output);
+                        (None, None)
+                    }
+                }
+                Err(failure) => {
+                    result.status = step_transition(StepStatus::Running, super::model::StepEvent::Fail)?;
+                    result.error = Some(failure.0.clone());
+                    let error = format!("step {} failed: {}", step.id, failure.0);
+                    let event = Event::new(
+                        d.ids.as_ref(),
+                        &execution.tenant_id,
+                        EventPayload::WorkflowExecutionFailed(ExecutionFailedData {
+                            execution_id: execution.id.clone(),
+                            workflow_id: execution.workflow_id.clone(),
+                            step_id: step.id.clone(),
+                            error: error.clone(),
+                            duration_ms: millis_between(execution.started_at, finished_at),
+                        }),
+                        finished_at,
+                    );
+                    let finish = Finish {
+                        status: ExecutionStatus::Failed,
+                        output: None,
+                        error: Some(error),
+                        finished_at,
+                        event,
+                    };
+                    (Some(finish), Some(RunOutcome::Failed))
+                }
+            };
+            if !d.executions.record_step(&execution.id, &step_lease, position, &result, finish).await? {
+                tracing::warn!(execution_id = %execution.id, step = %step.id, "execution was taken over by another worker; step result dropped");
+                return Ok(RunOutcome::LostLease);
+            }
+            if let Some(outcome) = outcome {
+                // A cancel that came while the last step ran keeps the execution cancelled.
+                return Ok(match self.status_of(&execution).await {
+                    Some(ExecutionStatus::Cancelled) => RunOutcome::Cancelled,
+                    _ => outcome,
+                });
+            }
+        }
+        // Every step had completed before this claim (the result that ended it was stored but
+        // its end was not: impossible, as both are one transaction).
+        Ok(RunOutcome::Completed)
+    }
+
+    /// Renders and performs one step, checking its output's size.
+    async fn perform(
+        &self,
+        caller: &Principal,
+        step: &Step,
+        context: &TemplateContext,
+    ) -> Result<Value, StepFailure> {
+        let action = step.render(context).map_err(|e| StepFailure(e.to_string()))?;
+        let output = self.deps.performer.perform(caller, action, step.timeout()).await?;
+        output_size(&output).map_err(|e| StepFailure(e.to_string()))?;
+        Ok(output)
+    }
+
+    async fn status_of(&self, execution: &Execution) -> Option<ExecutionStatus> {
+        match self.deps.executions.get(&execution.tenant_id, &execution.id).await {
+            Ok(found) => found.map(|e| e.status),
+            Err(_) => None,
+        }
+    }
+
+    /// Why a step could not start: a cancel, a deleted workflow, or a lost lease.
+    async fn why_stopped(&self, execution: &Execution) -> RunOutcome {
+        match self.status_of(execution).await {
+            Some(ExecutionStatus::Running) => RunOutcome::LostLease,
+            _ => RunOutcome::Cancelled,
+        }
+    }
+}
+
+/// How long a claim must hold an execution while `step` runs: its timeout and the lease.
+fn step_window(step: &Step, settings: &ExecutionSettings) -> chrono::Duration {
+    chrono::Duration::from_std(step.timeout()).unwrap_or(chrono::Duration::MAX) + settings.lease
+}
+
+fn millis_between(from: DateTime<Utc>, to: DateTime<Utc>) -> u64 {
+    u64::try_from((to - from).num_milliseconds()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;
