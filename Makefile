@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
 
-.PHONY: help model run test bench-memory bench-webhooks lint fmt deny bench timing conformance readme browser e2e ci migrate venv
+.PHONY: help model run test bench-memory bench-webhooks bench-workflows lint fmt deny bench timing conformance readme browser e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) (once)"
@@ -16,6 +16,7 @@ help:
 	@echo "make fmt          - format the code"
 	@echo "make bench        - load benchmarks and enumeration timing of the release build (SQLite, PostgreSQL)"
 	@echo "make bench-webhooks - only webhooks: deliveries per second and commit-to-arrival latency"
+	@echo "make bench-workflows - only workflows: executions started and completed per second"
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
 	@echo "make timing       - only the enumeration timing (forgot-password, magic-link)"
 	@echo "make conformance  - OpenAPI validation and schemathesis against a live release server"
@@ -57,6 +58,10 @@ bench: model
 bench-memory: model
 	cargo build --release --locked --quiet
 	bash scripts/bench.sh memory
+
+# Only the workflow part of the benchmark: executions started and completed per second.
+bench-workflows:
+	bash scripts/bench.sh workflows
 
 # Only the webhook part of the benchmark: deliveries per second and commit-to-arrival latency.
 bench-webhooks:

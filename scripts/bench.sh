@@ -243,6 +243,43 @@ LUA
     stop_server
 }
 
+# Workflow executions: a two-step `transform` workflow started by 64 clients for 5 s (202s per
+# second: the start, one transaction), then the time until the worker has completed every one
+# (executions completed per second), with /healthz of the same server as the baseline.
+bench_workflows() { # name url
+    AGENTRY_WORKFLOW_POLL_INTERVAL_MS=50 start_server "$2"
+    local token wf line rps p50 p99 non2xx started t0 t1 running completed healthz
+    read -r token _ < <(new_tenant "$2" 0)
+    wf=$(curl -fs -X POST "$base/api/v1/workflows" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+        -d '{"name": "bench", "steps": [{"id": "a", "type": "transform", "output": {"n": "{{ input.n }}", "hi": "hello {{ input.name }}"}},
+             {"id": "b", "type": "transform", "output": "{{ steps.a.output.hi | upper }} #{{ steps.a.output.n }}"}]}' |
+        json_field '["id"]')
+    read -r healthz _ < <(duration=5s run_wrk "$base/healthz")
+    cat >"$workdir/execute.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"input": {"n": 7, "name": "bench"}}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+    t0=$(date +%s.%N)
+    read -r rps p50 p99 non2xx < <(duration=5s run_wrk -H "Authorization: Bearer $token" -s "$workdir/execute.lua" \
+        "$base/api/v1/workflows/$wf/execute")
+    report "$1" "POST execute (202)" "$rps" "$p50" "$p99" "$non2xx" "$healthz"
+    running=1
+    while [ "$running" != 0 ]; do
+        running=$(curl -fs "$base/api/v1/workflows/$wf/executions?status=running&per_page=1" \
+            -H "Authorization: Bearer $token" | json_field '["total"]')
+        sleep 0.05
+    done
+    t1=$(date +%s.%N)
+    completed=$(curl -fs "$base/api/v1/workflows/$wf/executions?status=completed&per_page=1" \
+        -H "Authorization: Bearer $token" | json_field '["total"]')
+    started=$(curl -fs "$base/api/v1/workflows/$wf/executions?per_page=1" -H "Authorization: Bearer $token" | json_field '["total"]')
+    line=$(python3 -c "r = $completed / ($t1 - $t0); print(f'{r:.0f} {r / float($healthz):.4f}')")
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' "$1" "executions completed" "${line% *}" "-" "-" "${line#* }x" \
+        "$((started - completed))"
+    stop_server
+}
+
 fresh_pg() {
     local admin_url="${pg_url%/*}/postgres" db_name="${pg_url##*/}"
     psql "$admin_url" -q -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" -c "CREATE DATABASE $db_name"
@@ -260,7 +297,14 @@ enumeration_timing() {
 }
 
 if [ "${1:-}" = "timing" ]; then
-    enumeration_timing
+    echo
+echo "workflow executions"
+bench_workflows sqlite "sqlite://$workdir/workflows.db"
+if [ -n "$pg_url" ]; then
+    fresh_pg
+    bench_workflows postgres "$pg_url"
+fi
+enumeration_timing
     exit 0
 fi
 
@@ -284,6 +328,17 @@ if [ "${1:-}" = "webhooks" ]; then
     if [ -n "$pg_url" ]; then
         fresh_pg
         bench_webhooks postgres "$pg_url"
+    fi
+    exit 0
+fi
+
+if [ "${1:-}" = "workflows" ]; then
+    echo "workflow executions; $(nproc) CPUs; the last column of 'executions completed' counts those not completed"
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+    bench_workflows sqlite "sqlite://$workdir/workflows.db"
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        bench_workflows postgres "$pg_url"
     fi
     exit 0
 fi
@@ -322,5 +377,12 @@ bench_webhooks sqlite "sqlite://$workdir/webhooks.db"
 if [ -n "$pg_url" ]; then
     fresh_pg
     bench_webhooks postgres "$pg_url"
+fi
+echo
+echo "workflow executions"
+bench_workflows sqlite "sqlite://$workdir/workflows.db"
+if [ -n "$pg_url" ]; then
+    fresh_pg
+    bench_workflows postgres "$pg_url"
 fi
 enumeration_timing

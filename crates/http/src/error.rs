@@ -15,7 +15,7 @@ use agentry_domain::identity::{
 use agentry_domain::memory::{EmbedError, MemoryError};
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use agentry_domain::webhooks::WebhookError;
-use agentry_domain::workflows::WorkflowError;
+use agentry_domain::workflows::{ExecutionError, WorkflowError};
 use serde_json::{Value, json};
 
 use crate::settings::{Envelope, HttpSettings};
@@ -461,6 +461,20 @@ impl From<WorkflowError> for ApiError {
             WorkflowError::Invalid(v) => v.into(),
             WorkflowError::NotFound => Self::not_found("no such workflow"),
             WorkflowError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<ExecutionError> for ApiError {
+    fn from(e: ExecutionError) -> Self {
+        match e {
+            ExecutionError::Forbidden(f) => f.into(),
+            ExecutionError::WorkflowNotFound => Self::not_found("no such workflow"),
+            ExecutionError::NotFound => Self::not_found("no such execution"),
+            e @ (ExecutionError::Inactive | ExecutionError::Finished(_)) => {
+                Self::new(ErrorCode::Conflict, e.to_string())
+            }
+            ExecutionError::Unexpected(e) => Self::internal(e),
         }
     }
 }

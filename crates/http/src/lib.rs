@@ -31,7 +31,7 @@ use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
-use agentry_domain::workflows::WorkflowService;
+use agentry_domain::workflows::{ExecutionService, WorkflowService};
 use async_trait::async_trait;
 
 pub use error::{ApiError, ErrorCode};
@@ -92,6 +92,8 @@ pub struct AppState {
     pub webhooks: WebhookService,
     /// Workflows.
     pub workflows: WorkflowService,
+    /// Workflow executions.
+    pub executions: ExecutionService,
     /// Rate limiting.
     pub limiter: RateLimiter,
     /// Rate-limit settings.
@@ -121,6 +123,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::memory::configure)
         .configure(routes::billing::configure)
         .configure(routes::workflows::configure)
+        .configure(routes::executions::configure)
         // After every route with a static segment under /webhooks (trigger calls and
         // integration receivers join before it), so none is taken for a subscription id.
         .configure(routes::webhooks::configure)

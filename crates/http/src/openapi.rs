@@ -20,7 +20,9 @@ use actix_web::{HttpResponse, web};
 use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
-use crate::routes::{agents, api_keys, auth, billing, health, memory, recovery, webhooks, workflows};
+use crate::routes::{
+    agents, api_keys, auth, billing, executions, health, memory, recovery, webhooks, workflows,
+};
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
 
@@ -47,6 +49,7 @@ use crate::settings::{Envelope, HttpSettings};
         webhooks::list, webhooks::create, webhooks::get, webhooks::update, webhooks::delete,
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
         workflows::list, workflows::create, workflows::get, workflows::update, workflows::delete,
+        executions::execute, executions::list, executions::get, executions::cancel,
         health::healthz, health::readyz, health::metrics,
     ),
     tags(

@@ -175,3 +175,11 @@ pub fn workflow_steps() -> impl Into<RefOr<Schema>> {
         .max_items(Some(MAX_STEPS))
         .description(Some("The steps, run in order: `{id, type, …parameters}` each, ids unique."))
 }
+
+/// Any JSON value, `null` included: a step's or an execution's output (a transform may output a
+/// string, a number, an object, …).
+pub fn any_json() -> impl Into<RefOr<Schema>> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .description(Some("Any JSON value: what the step produced (null until it has)."))
+}

@@ -30,6 +30,17 @@ impl WebhookClient {
         Ok(Self { client: GuardedClient::new(settings)?, allowed_hosts })
     }
 
+    /// Sends any request to a URL [`WebhookSender::check_url`] accepts (the allow-list and the
+    /// loopback names apply as for webhooks, and every resolved address is checked at connect
+    /// time): what workflow `http_request` steps use.
+    ///
+    /// # Errors
+    /// Why the URL was refused or the exchange failed, readably.
+    pub async fn request(&self, request: OutboundRequest) -> Result<crate::OutboundResponse, String> {
+        self.check_url(&request.url)?;
+        self.client.send(request).await.map_err(|e| e.message)
+    }
+
     /// Refuses a host outside the allow-list, when there is one.
     fn check_allowed(&self, url: &url::Url) -> Result<(), String> {
         let host = url

@@ -24,7 +24,9 @@ use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemoryS
 use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
-use agentry_domain::workflows::{WorkflowService, WorkflowServiceDeps};
+use agentry_domain::workflows::{
+    ExecutionService, ExecutionServiceDeps, ExecutionSettings, WorkflowService, WorkflowServiceDeps,
+};
 use agentry_embed::{
     HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
 };
@@ -33,8 +35,8 @@ use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
-    DbRateCounter, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, WebhookStore, WorkflowStore,
-    redact,
+    DbRateCounter, ExecutionStore, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, WebhookStore,
+    WorkflowStore, redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -44,8 +46,11 @@ use tokio::sync::watch;
 use crate::config::{Config, EmbeddingProvider, LlmProvider, PaymentProviderKind};
 use crate::keys;
 use crate::metrics::{MeteredModel, PrometheusMetrics};
+use crate::steps::ServiceSteps;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
-use crate::workers::{spawn_hold_sweeper, spawn_job_worker, spawn_webhook_workers};
+use crate::workers::{
+    NotifyWaker, spawn_execution_worker, spawn_hold_sweeper, spawn_job_worker, spawn_webhook_workers,
+};
 
 /// Opens the database described by `config`.
 ///
@@ -258,6 +263,8 @@ pub struct Services {
     pub state: AppState,
     /// Runs the durable jobs (mail).
     pub jobs: JobRunner,
+    /// Wakes this process's execution worker when an execution is stored.
+    pub execution_wake: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Services {
@@ -293,8 +300,12 @@ pub fn build_services(
     let job_store = Arc::new(JobStore::new(db.clone()));
     let job_queue: Arc<dyn JobQueue> = job_store.clone();
     let webhook_store = Arc::new(WebhookStore::new(db.clone()));
-    let metrics =
-        Arc::new(PrometheusMetrics::new(db.clone(), vec![job_store, webhook_store.clone()], clock.clone()));
+    let execution_store = Arc::new(ExecutionStore::new(db.clone()));
+    let metrics = Arc::new(PrometheusMetrics::new(
+        db.clone(),
+        vec![job_store, webhook_store.clone(), execution_store.clone()],
+        clock.clone(),
+    ));
 
     let accounts = AccountService::new(
         AccountServiceDeps {
@@ -402,11 +413,41 @@ pub fn build_services(
             },
         },
     );
+    let workflow_store = Arc::new(WorkflowStore::new(db.clone()));
     let workflows = WorkflowService::new(WorkflowServiceDeps {
-        workflows: Arc::new(WorkflowStore::new(db.clone())),
+        workflows: workflow_store.clone(),
         clock: clock.clone(),
         ids: ids.clone(),
     });
+    let execution_wake = Arc::new(tokio::sync::Notify::new());
+    let step_client = agentry_outbound::WebhookClient::new(
+        agentry_outbound::OutboundSettings {
+            allow_private: config.webhook_allow_private,
+            timeout: Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),
+            max_response_bytes: agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,
+            user_agent: format!("Agentry-Workflows/{}", env!("CARGO_PKG_VERSION")),
+        },
+        config.webhook_allowed_hosts.split(',').map(str::to_owned).collect(),
+    )?;
+    let executions = ExecutionService::new(
+        ExecutionServiceDeps {
+            workflows: workflow_store,
+            executions: execution_store,
+            performer: Arc::new(ServiceSteps::new(
+                chat.clone(),
+                memory.clone(),
+                step_client,
+                config.webhook_allow_insecure,
+            )),
+            waker: Arc::new(NotifyWaker(execution_wake.clone())),
+            clock: clock.clone(),
+            ids: ids.clone(),
+        },
+        ExecutionSettings {
+            lease: chrono::Duration::seconds(i64::try_from(config.job_lease_secs).unwrap_or(60)),
+            batch: config.workflow_concurrency,
+        },
+    );
     let state = AppState {
         accounts,
         access,
@@ -417,6 +458,7 @@ pub fn build_services(
         billing,
         webhooks,
         workflows,
+        executions,
         limiter: RateLimiter::new(counter, clock.clone()),
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
@@ -424,7 +466,7 @@ pub fn build_services(
         failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
         clock,
     };
-    Ok(Services { state, jobs })
+    Ok(Services { state, jobs, execution_wake })
 }
 
 /// The HTTP layer's settings from the configuration.
@@ -565,6 +607,13 @@ impl Application {
             ),
             spawn_hold_sweeper(services.state.billing.clone(), config.llm_timeout_secs, stopped.clone()),
         ];
+        workers.push(spawn_execution_worker(
+            services.state.executions.clone(),
+            services.execution_wake.clone(),
+            Duration::from_millis(config.workflow_poll_interval_ms),
+            usize::try_from(config.workflow_concurrency).unwrap_or(16),
+            stopped.clone(),
+        ));
         workers.extend(spawn_webhook_workers(
             services.state.webhooks.clone(),
             Duration::from_millis(config.webhook_poll_interval_ms),

@@ -207,6 +207,11 @@ pub struct Config {
     pub webhook_poll_interval_ms: u64,
     /// Deliveries attempted at once by one instance.
     pub webhook_concurrency: u32,
+    /// How often the execution worker looks for executions other instances stored or whose
+    /// worker died, in milliseconds (this instance's own wake it at once).
+    pub workflow_poll_interval_ms: u64,
+    /// Workflow executions one instance runs at once.
+    pub workflow_concurrency: u32,
     /// Log filter, e.g. `info` or `agentry=debug,info`.
     pub log: String,
     /// `text` or `json`.
@@ -275,6 +280,8 @@ impl Default for Config {
             webhook_timeout_secs: 15,
             webhook_poll_interval_ms: 200,
             webhook_concurrency: 32,
+            workflow_poll_interval_ms: 500,
+            workflow_concurrency: 16,
             log: "info".into(),
             log_format: LogFormat::Text,
         }
@@ -335,6 +342,14 @@ impl Config {
         anyhow::ensure!(
             (1..=1000).contains(&self.webhook_concurrency),
             "AGENTRY_WEBHOOK_CONCURRENCY must be from 1 to 1000"
+        );
+        anyhow::ensure!(
+            self.workflow_poll_interval_ms >= 10,
+            "AGENTRY_WORKFLOW_POLL_INTERVAL_MS must be at least 10"
+        );
+        anyhow::ensure!(
+            (1..=1000).contains(&self.workflow_concurrency),
+            "AGENTRY_WORKFLOW_CONCURRENCY must be from 1 to 1000"
         );
         if let Some(url) = &self.public_url {
             let parsed = url::Url::parse(url)

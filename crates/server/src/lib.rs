@@ -5,6 +5,7 @@ pub mod app;
 pub mod config;
 pub mod keys;
 pub mod metrics;
+pub mod steps;
 pub mod system;
 pub mod telemetry;
 pub mod workers;

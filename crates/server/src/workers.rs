@@ -9,6 +9,7 @@ use std::time::Duration;
 use agentry_domain::billing::BillingService;
 use agentry_domain::jobs::JobRunner;
 use agentry_domain::webhooks::WebhookService;
+use agentry_domain::workflows::{ExecutionService, ExecutionWaker};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
@@ -133,4 +134,67 @@ pub fn spawn_webhook_workers(
         })
     };
     vec![dispatcher, sender]
+}
+
+/// Wakes the execution worker of this process when a request stores an execution.
+#[derive(Debug, Default)]
+pub struct NotifyWaker(pub Arc<Notify>);
+
+impl ExecutionWaker for NotifyWaker {
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Runs workflow executions until `stop` turns true: claims as many as it has free slots
+/// (`concurrency` at once), runs each as a task, and looks again when one finishes, when this
+/// process stores a new one (`wake`), or every `poll` (executions other instances stored, and
+/// those whose worker died once their lease ends).
+///
+/// On stop it claims nothing more; the running ones finish the step they are in and are given
+/// back (another instance, or this one after a restart, resumes them at their next step).
+pub fn spawn_execution_worker(
+    executions: ExecutionService,
+    wake: Arc<Notify>,
+    poll: Duration,
+    concurrency: usize,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut running = tokio::task::JoinSet::new();
+        let stopping = stop.clone();
+        let keep_going: Arc<dyn Fn() -> bool + Send + Sync> = Arc::new(move || !*stopping.borrow());
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            while running.try_join_next().is_some() {}
+            let free = concurrency.saturating_sub(running.len());
+            if free > 0 {
+                match executions.claim(u32::try_from(free).unwrap_or(u32::MAX)).await {
+                    Ok(claimed) => {
+                        // Fewer than asked: none is waiting. As many: every slot is busy. Either
+                        // way the next look waits for a wake-up, a finished run or the poll.
+                        for execution in claimed {
+                            let (service, keep_going) = (executions.clone(), keep_going.clone());
+                            running.spawn(async move {
+                                let id = execution.execution.id.clone();
+                                if let Err(e) = service.run(execution, keep_going.as_ref()).await {
+                                    tracing::error!(execution_id = %id, error = ?e, "running an execution failed; it resumes when its lease ends");
+                                }
+                            });
+                        }
+                    }
+                    Err(e) => tracing::error!(error = ?e, "claiming workflow executions failed"),
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(poll) => {}
+                () = wake.notified() => {}
+                _ = stop.changed() => {}
+                Some(_) = running.join_next(), if !running.is_empty() => {}
+            }
+        }
+        while running.join_next().await.is_some() {}
+    })
 }

@@ -374,6 +374,49 @@ diesel::table! {
     use diesel::sql_types::*;
     use crate::types::{Json, UtcTime};
 
+    workflow_executions (id) {
+        id -> Text,
+        tenant_id -> Text,
+        workflow_id -> Text,
+        status -> Text,
+        input -> Json,
+        output -> Nullable<Json>,
+        error -> Nullable<Text>,
+        steps -> Json,
+        origin_kind -> Text,
+        origin_id -> Nullable<Text>,
+        dedup_key -> Nullable<Text>,
+        run_as_user_id -> Text,
+        run_as_role -> Text,
+        lease_token -> Nullable<Text>,
+        lease_until -> Nullable<UtcTime>,
+        started_at -> UtcTime,
+        finished_at -> Nullable<UtcTime>,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    workflow_step_results (execution_id, position) {
+        execution_id -> Text,
+        position -> Integer,
+        step_id -> Text,
+        step_type -> Text,
+        status -> Text,
+        output -> Nullable<Json>,
+        error -> Nullable<Text>,
+        started_at -> Nullable<UtcTime>,
+        finished_at -> Nullable<UtcTime>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
     workflow_triggers (id) {
         id -> Text,
         tenant_id -> Text,
@@ -414,6 +457,8 @@ diesel::joinable!(one_time_tokens -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
     workflows,
+    workflow_executions,
+    workflow_step_results,
     users,
     memberships,
     credit_ledger,

@@ -27,9 +27,7 @@ use super::model::{
 use super::ports::WorkflowRepository;
 use super::steps::{Step, StepAction, output_size};
 use super::template::TemplateContext;
-use crate::events::{
-    Event, EventPayload, ExecutionCompletedData, ExecutionFailedData, ExecutionStartedData,
-};
+use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailedData, ExecutionStartedData};
 use crate::identity::{Credential, Forbidden, Principal};
 use crate::ids::{ExecutionId, IdGenerator, TenantId, WorkflowId};
 use crate::jobs::Lease;
@@ -157,14 +155,14 @@ pub trait ExecutionRepository: Send + Sync {
 
     /// Cancels a running execution at `now`: its status becomes `cancelled` and its pending
     /// steps `skipped`, in one transaction (a running step may still record its result).
-    /// Returns the execution after the change, or unchanged when it had already finished;
-    /// `None` when absent.
+    /// Returns the execution after the change and `true`, or unchanged and `false` when it had
+    /// already finished; `None` when absent.
     async fn cancel(
         &self,
         tenant: &TenantId,
         id: &ExecutionId,
         now: DateTime<Utc>,
-    ) -> anyhow::Result<Option<Execution>>;
+    ) -> anyhow::Result<Option<(Execution, bool)>>;
 
     /// Claims up to `limit` running executions not held under an unexpired lease, writing
     /// `lease` on each. MUST never hand one execution to two holders of unexpired leases, also
@@ -186,6 +184,10 @@ pub trait ExecutionRepository: Send + Sync {
         position: usize,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool>;
+
+    /// Gives a held execution back (the worker is stopping between two steps): clears the
+    /// lease if it still carries `lease.token`, so any worker may claim it at once.
+    async fn release(&self, id: &ExecutionId, lease: &Lease) -> anyhow::Result<()>;
 
     /// Stores step `position`'s result and, with `finish`, the execution's end, its remaining
     /// pending steps as `skipped` and the finish event, in one transaction and only if the
@@ -289,6 +291,8 @@ pub enum RunOutcome {
     Cancelled,
     /// Another worker took it over (this one stalled past its lease).
     LostLease,
+    /// The worker is stopping: it gave the execution back between two steps.
+    Released,
 }
 
 impl RunOutcome {
@@ -299,6 +303,7 @@ impl RunOutcome {
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
             Self::LostLease => "lost_lease",
+            Self::Released => "released",
         }
     }
 }
@@ -374,13 +379,7 @@ impl ExecutionService {
             }),
             now,
         );
-        let new = NewExecution {
-            execution,
-            steps: workflow.steps.clone(),
-            run_as,
-            dedup_key,
-            started_event,
-        };
+        let new = NewExecution { execution, steps: workflow.steps.clone(), run_as, dedup_key, started_event };
         let started = d.executions.create(&new).await?;
         if started.is_new() {
             d.waker.wake();
@@ -423,11 +422,10 @@ impl ExecutionService {
     pub async fn cancel(&self, caller: &Principal, id: &ExecutionId) -> Result<Execution, ExecutionError> {
         caller.require(Permission::WorkflowsExecute)?;
         let now = self.deps.clock.now();
-        let execution =
-            self.deps.executions.cancel(&caller.tenant_id, id, now).await?.ok_or(ExecutionError::NotFound)?;
-        match execution.status {
-            ExecutionStatus::Cancelled if execution.finished_at == Some(now) => Ok(execution),
-            status => Err(ExecutionError::Finished(status)),
+        match self.deps.executions.cancel(&caller.tenant_id, id, now).await? {
+            None => Err(ExecutionError::NotFound),
+            Some((execution, true)) => Ok(execution),
+            Some((execution, false)) => Err(ExecutionError::Finished(execution.status)),
         }
     }
 
@@ -442,19 +440,29 @@ impl ExecutionService {
     }
 
     /// Runs a claimed execution's remaining steps in order, storing each step's start and
-    /// result under the lease, until it ends, is cancelled, or the lease is lost.
+    /// result under the lease, until it ends, is cancelled, or the lease is lost. Before each
+    /// step it asks `keep_going`; when that says no (the service is stopping) it gives the
+    /// execution back for another worker to resume.
     ///
     /// # Errors
     /// When storage fails; the lease then runs out and another pass resumes the execution.
-    pub async fn run(&self, claimed: ClaimedExecution) -> anyhow::Result<RunOutcome> {
-        let outcome = self.run_steps(claimed).await;
+    pub async fn run(
+        &self,
+        claimed: ClaimedExecution,
+        keep_going: &(dyn Fn() -> bool + Send + Sync),
+    ) -> anyhow::Result<RunOutcome> {
+        let outcome = self.run_steps(claimed, keep_going).await;
         if let Ok(outcome) = &outcome {
             queue_outcome(EXECUTION_QUEUE, outcome.as_str());
         }
         outcome
     }
 
-    async fn run_steps(&self, claimed: ClaimedExecution) -> anyhow::Result<RunOutcome> {
+    async fn run_steps(
+        &self,
+        claimed: ClaimedExecution,
+        keep_going: &(dyn Fn() -> bool + Send + Sync),
+    ) -> anyhow::Result<RunOutcome> {
         let d = &self.deps;
         let ClaimedExecution { execution, steps, run_as, lease } = claimed;
         let caller = Principal {
@@ -479,8 +487,13 @@ impl ExecutionService {
                 // A step that was running when its worker died runs again.
                 StepStatus::Pending | StepStatus::Running => {}
             }
+            if !keep_going() {
+                d.executions.release(&execution.id, &lease).await?;
+                return Ok(RunOutcome::Released);
+            }
             let started_at = d.clock.now();
-            let step_lease = Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
+            let step_lease =
+                Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
             if !d.executions.start_step(&execution.id, &step_lease, position, started_at).await? {
                 return Ok(self.why_stopped(&execution).await);
             }

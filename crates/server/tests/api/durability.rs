@@ -307,3 +307,120 @@ async fn two_instances_on_one_postgresql_deliver_each_event_once() {
     assert_eq!(store.count_deliveries(DeliveryStatus::Delivered).await.unwrap(), 500);
     assert_eq!(store.count_deliveries(DeliveryStatus::Pending).await.unwrap(), 0);
 }
+
+/// A four-step workflow (HTTP to `/first`, a slow HTTP step, a transform, HTTP to `/last`) is
+/// executed, the service killed while the slow step runs, and started again: the execution
+/// completes, and the steps that had finished never run again.
+async fn an_execution_survives_a_kill(database_url: &str) {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    const ENV: &[(&str, &str)] = &[
+        ("AGENTRY_WEBHOOK_ALLOW_INSECURE", "true"),
+        ("AGENTRY_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("AGENTRY_WORKFLOW_POLL_INTERVAL_MS", "100"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut first = start_with(port, dir.path(), database_url, ENV, std::process::Stdio::inherit()).await;
+    let server = MockServer::start().await;
+    for (route, delay) in [("/first", 0), ("/slow", 1500), ("/last", 0)] {
+        Mock::given(method("POST"))
+            .and(path(route))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({"route": route}))
+                    .set_delay(Duration::from_millis(delay)),
+            )
+            .mount(&server)
+            .await;
+    }
+    let token = unlimited_tenant(&base, database_url, "ada@example.com").await;
+    let client = reqwest::Client::new();
+    let url = |p: &str| format!("{}{p}", server.uri());
+    let workflow: serde_json::Value = client
+        .post(format!("{base}/api/v1/workflows"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "Survives", "steps": [
+            {"id": "first", "type": "http_request", "method": "POST", "url": url("/first"), "body": "{{ input.run }}"},
+            {"id": "slow", "type": "http_request", "method": "POST", "url": url("/slow"), "body": "x", "timeout_seconds": 5},
+            {"id": "shape", "type": "transform", "output": {"first": "{{ steps.first.output.body.route }}", "slow": "{{ steps.slow.output.body.route }}"}},
+            {"id": "last", "type": "http_request", "method": "POST", "url": url("/last"), "body": "{{ steps.shape.output }}"}
+        ]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let started: serde_json::Value = client
+        .post(format!("{base}/api/v1/workflows/{}/execute", workflow["id"].as_str().unwrap()))
+        .bearer_auth(&token)
+        .json(&json!({"input": {"run": "one"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = started["execution_id"].as_str().unwrap().to_owned();
+    let hits = |requests: &[wiremock::Request], route: &str| {
+        requests.iter().filter(|r| r.url.path() == route).count()
+    };
+    // Kill it outright while the slow step is in flight.
+    for _ in 0..200 {
+        if hits(&server.received_requests().await.unwrap(), "/slow") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.kill().await.expect("SIGKILL");
+    first.wait().await.unwrap();
+    let before = server.received_requests().await.unwrap();
+    assert_eq!((hits(&before, "/first"), hits(&before, "/slow"), hits(&before, "/last")), (1, 1, 0));
+
+    let _second = start_with(port, dir.path(), database_url, ENV, std::process::Stdio::inherit()).await;
+    let mut shown = serde_json::Value::Null;
+    for _ in 0..300 {
+        shown = client
+            .get(format!("{base}/api/v1/executions/{id}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if shown["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert!(shown["steps"].as_array().unwrap().iter().all(|s| s["status"] == "completed"), "{shown}");
+    assert_eq!(shown["steps"][2]["output"], json!({"first": "/first", "slow": "/slow"}));
+    let after = server.received_requests().await.unwrap();
+    assert_eq!(hits(&after, "/first"), 1, "a finished step never runs again");
+    assert_eq!(hits(&after, "/last"), 1);
+    // The step the kill interrupted ran again (at least once); nothing else did.
+    assert_eq!(hits(&after, "/slow"), 2);
+    let body: serde_json::Value =
+        serde_json::from_slice(&after.iter().find(|r| r.url.path() == "/last").unwrap().body).unwrap();
+    assert_eq!(body, json!({"first": "/first", "slow": "/slow"}));
+}
+
+#[tokio::test]
+async fn an_execution_survives_a_sigkill_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("agentry.db").display());
+    an_execution_survives_a_kill(&url).await;
+}
+
+#[tokio::test]
+async fn an_execution_survives_a_sigkill_on_postgresql() {
+    let Some(url) = agentry_store::test_support::postgres_url().await.unwrap() else {
+        eprintln!("skipping: AGENTRY_TEST_DATABASE_URL is not set");
+        return;
+    };
+    an_execution_survives_a_kill(&url).await;
+}

@@ -8,6 +8,7 @@ mod billing;
 mod chat;
 mod durability;
 mod errors;
+mod executions;
 mod hardening;
 mod helpers;
 mod limits;

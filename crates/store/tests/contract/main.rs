@@ -9,6 +9,7 @@ mod agents;
 mod api_keys;
 mod chat;
 mod credits;
+mod executions;
 mod harness;
 mod jobs;
 mod memory;

@@ -16,7 +16,7 @@ fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 26, 9, 0, 0).unwrap()
 }
 
-fn workflow(id: &str, tenant: &str) -> Workflow {
+pub fn workflow(id: &str, tenant: &str) -> Workflow {
     let steps = json!([
         {"id": "find", "type": "memory_search", "query": "{{ input.question }}", "top_k": "{{ input.k }}"},
         {"id": "answer", "type": "transform", "output": {"found": "{{ steps.find.output.results }}", "n": 3}}
@@ -33,7 +33,7 @@ fn workflow(id: &str, tenant: &str) -> Workflow {
     }
 }
 
-async fn setup(db: &Database) -> WorkflowStore {
+pub async fn setup(db: &Database) -> WorkflowStore {
     let accounts = AccountStore::new(db.clone());
     accounts.create_account(&super::accounts::account("1", "one@example.com")).await.unwrap();
     accounts.create_account(&super::accounts::account("2", "two@example.com")).await.unwrap();

@@ -1,1 +1,411 @@
+#![allow(clippy::unwrap_used)]
 
+use std::sync::Mutex;
+
+use chrono::{TimeZone, Utc};
+use serde_json::json;
+
+use super::*;
+use crate::ids::{MockIdGenerator, TriggerId, UserId};
+use crate::tenancy::{Role, Scope};
+use crate::time::MockClock;
+use crate::workflows::model::StepEvent;
+use crate::workflows::ports::MockWorkflowRepository;
+use crate::workflows::steps::validate_steps;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
+}
+
+fn caller(role: Role) -> Principal {
+    Principal {
+        user_id: UserId::from_string("usr_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        plan: Plan::Starter,
+        role,
+        credential: Credential::AccessToken,
+    }
+}
+
+fn steps() -> Vec<Step> {
+    validate_steps(&json!([
+        {"id": "greet", "type": "transform", "output": "Hello {{ input.name }}"},
+        {"id": "shout", "type": "transform", "output": "{{ steps.greet.output | upper }}"},
+        {"id": "count", "type": "transform", "output": {"n": "{{ input.n }}", "said": "{{ steps.shout.output }}"}}
+    ]))
+    .unwrap()
+}
+
+fn workflow(is_active: bool) -> Workflow {
+    Workflow {
+        id: WorkflowId::from_string("wf_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        name: "Greeter".into(),
+        description: None,
+        steps: steps(),
+        is_active,
+        created_at: t0(),
+        updated_at: t0(),
+    }
+}
+
+struct Mocks {
+    workflows: MockWorkflowRepository,
+    executions: MockExecutionRepository,
+    performer: MockStepPerformer,
+    waker: MockExecutionWaker,
+}
+
+impl Mocks {
+    fn new() -> Self {
+        Self {
+            workflows: MockWorkflowRepository::new(),
+            executions: MockExecutionRepository::new(),
+            performer: MockStepPerformer::new(),
+            waker: MockExecutionWaker::new(),
+        }
+    }
+
+    fn service(self) -> ExecutionService {
+        let mut clock = MockClock::new();
+        clock.expect_now().returning(t0);
+        let mut ids = MockIdGenerator::new();
+        ids.expect_generate().returning(|prefix| format!("{prefix}_1"));
+        ExecutionService::new(
+            ExecutionServiceDeps {
+                workflows: Arc::new(self.workflows),
+                executions: Arc::new(self.executions),
+                performer: Arc::new(self.performer),
+                waker: Arc::new(self.waker),
+                clock: Arc::new(clock),
+                ids: Arc::new(ids),
+            },
+            ExecutionSettings::default(),
+        )
+    }
+}
+
+/// A claimed execution of [`steps`] on `{name: "ada", n: 3}` whose first `done` steps completed.
+fn claimed(done: usize) -> ClaimedExecution {
+    let steps = steps();
+    let outputs = [json!("Hello ada"), json!("HELLO ADA"), json!({"n": 3, "said": "HELLO ADA"})];
+    let results = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut r = StepResult::pending(s);
+            if i < done {
+                r.status = StepStatus::Completed;
+                r.output = Some(outputs[i].clone());
+            }
+            r
+        })
+        .collect();
+    ClaimedExecution {
+        execution: Execution {
+            id: ExecutionId::from_string("exe_1"),
+            tenant_id: TenantId::from_string("ten_1"),
+            workflow_id: WorkflowId::from_string("wf_1"),
+            status: ExecutionStatus::Running,
+            input: json!({"name": "ada", "n": 3}),
+            output: None,
+            error: None,
+            origin: ExecutionOrigin::Api,
+            started_at: t0(),
+            finished_at: None,
+            steps: results,
+        },
+        steps,
+        run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
+        lease: Lease { token: "lease_1".into(), until: t0() + chrono::Duration::seconds(30) },
+    }
+}
+
+/// Performs transforms for real: the performer's job for that type is to return the output.
+fn transforms(performer: &mut MockStepPerformer, performed: Arc<Mutex<Vec<Value>>>) {
+    performer.expect_perform().returning(move |caller, action, _| {
+        assert_eq!(
+            (caller.user_id.as_str(), caller.role),
+            ("usr_1", Role::Member),
+            "steps act as the starter"
+        );
+        match action {
+            StepAction::Transform { output } => {
+                performed.lock().unwrap().push(output.clone());
+                Ok(output)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    });
+}
+
+fn always_go() -> bool {
+    true
+}
+
+#[tokio::test]
+async fn execute_stores_a_running_execution_with_pending_steps_and_its_event() {
+    let mut m = Mocks::new();
+    m.workflows.expect_get().returning(|_, _| Ok(Some(workflow(true))));
+    m.executions.expect_create().times(1).returning(|new| {
+        let e = &new.execution;
+        assert_eq!(e.status, ExecutionStatus::Running);
+        assert_eq!(e.steps.len(), 3);
+        assert!(e.steps.iter().all(|s| s.status == StepStatus::Pending));
+        assert_eq!(new.steps, steps(), "the steps it runs are kept with it");
+        assert_eq!(new.run_as, RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member });
+        assert_eq!(new.dedup_key, None);
+        match &new.started_event.payload {
+            EventPayload::WorkflowExecutionStarted(d) => {
+                assert_eq!((d.execution_id.as_str(), d.origin.as_str()), ("exe_1", "api"));
+                assert_eq!(d.input, json!({"name": "ada"}));
+            }
+            other => panic!("{other:?}"),
+        }
+        Ok(Started::New(e.clone()))
+    });
+    m.waker.expect_wake().times(1).return_const(());
+    let service = m.service();
+    let e = service
+        .execute(&caller(Role::Member), &WorkflowId::from_string("wf_1"), json!({"name": "ada"}))
+        .await
+        .unwrap();
+    assert_eq!((e.id.as_str(), e.started_at), ("exe_1", t0()));
+}
+
+#[tokio::test]
+async fn execute_refuses_viewers_unknown_and_inactive_workflows_without_storing() {
+    let mut m = Mocks::new();
+    m.workflows.expect_get().returning(|_, id| Ok((id.as_str() != "wf_missing").then(|| workflow(false))));
+    m.executions.expect_create().never();
+    m.waker.expect_wake().never();
+    let service = m.service();
+    let wf = WorkflowId::from_string("wf_1");
+    assert!(matches!(
+        service.execute(&caller(Role::Viewer), &wf, json!({})).await,
+        Err(ExecutionError::Forbidden(_))
+    ));
+    let key = Principal {
+        credential: Credential::ApiKey {
+            key_id: crate::ids::ApiKeyId::from_string("key_1"),
+            scopes: vec!["workflows:read".parse::<Scope>().unwrap()],
+        },
+        ..caller(Role::Owner)
+    };
+    assert!(matches!(service.execute(&key, &wf, json!({})).await, Err(ExecutionError::Forbidden(_))));
+    assert!(matches!(
+        service.execute(&caller(Role::Member), &WorkflowId::from_string("wf_missing"), json!({})).await,
+        Err(ExecutionError::WorkflowNotFound)
+    ));
+    assert!(matches!(
+        service.execute(&caller(Role::Member), &wf, json!({})).await,
+        Err(ExecutionError::Inactive)
+    ));
+}
+
+#[tokio::test]
+async fn a_repeated_start_with_the_same_key_returns_the_first_and_wakes_nobody() {
+    let mut m = Mocks::new();
+    m.executions.expect_create().returning(|new| {
+        assert_eq!(new.dedup_key.as_deref(), Some("delivery-1"));
+        assert_eq!(new.execution.origin, ExecutionOrigin::Trigger(TriggerId::from_string("trg_1")));
+        let mut first = new.execution.clone();
+        first.id = ExecutionId::from_string("exe_first");
+        Ok(Started::Existing(first))
+    });
+    m.waker.expect_wake().never();
+    let service = m.service();
+    let started = service
+        .start(
+            &workflow(true),
+            json!({}),
+            ExecutionOrigin::Trigger(TriggerId::from_string("trg_1")),
+            RunAs { user_id: UserId::from_string("usr_2"), role: Role::Admin },
+            Some("delivery-1".into()),
+        )
+        .await
+        .unwrap();
+    assert!(!started.is_new());
+    assert_eq!(started.execution().id.as_str(), "exe_first");
+}
+
+#[tokio::test]
+async fn a_run_resumes_at_the_first_unfinished_step_and_completes_with_its_event() {
+    let mut m = Mocks::new();
+    let performed = Arc::new(Mutex::new(Vec::new()));
+    transforms(&mut m.performer, performed.clone());
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let s = started.clone();
+    m.executions.expect_start_step().returning(move |_, lease, position, _| {
+        assert_eq!(lease.token, "lease_1");
+        assert!(lease.until > t0() + chrono::Duration::seconds(30), "the lease covers the step's timeout");
+        s.lock().unwrap().push(position);
+        Ok(true)
+    });
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let r = recorded.clone();
+    m.executions.expect_record_step().returning(move |_, _, position, result, finish| {
+        r.lock().unwrap().push((position, result.clone(), finish));
+        Ok(true)
+    });
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).execution)));
+    let service = m.service();
+
+    // Steps 0 and 1 completed before a crash: only step 2 runs, reading their outputs.
+    let outcome = service.run(claimed(2), &always_go).await.unwrap();
+    assert_eq!(outcome, RunOutcome::Completed);
+    assert_eq!(*started.lock().unwrap(), [2]);
+    assert_eq!(*performed.lock().unwrap(), [json!({"n": 3, "said": "HELLO ADA"})]);
+    let recorded = recorded.lock().unwrap();
+    let (position, result, finish) = &recorded[0];
+    assert_eq!(*position, 2);
+    assert_eq!(result.status, StepStatus::Completed);
+    assert_eq!(result.output, Some(json!({"n": 3, "said": "HELLO ADA"})));
+    let finish = finish.as_ref().expect("the last step ends the execution");
+    assert_eq!(finish.status, ExecutionStatus::Completed);
+    assert_eq!(finish.output, result.output, "the execution's output is the last step's");
+    match &finish.event.payload {
+        EventPayload::WorkflowExecutionCompleted(d) => assert_eq!(d.execution_id.as_str(), "exe_1"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_fresh_run_runs_every_step_in_order_and_ends_only_with_the_last() {
+    let mut m = Mocks::new();
+    let performed = Arc::new(Mutex::new(Vec::new()));
+    transforms(&mut m.performer, performed.clone());
+    m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
+    let finishes = Arc::new(Mutex::new(Vec::new()));
+    let f = finishes.clone();
+    m.executions.expect_record_step().times(3).returning(move |_, _, position, _, finish| {
+        f.lock().unwrap().push((position, finish.map(|f| f.status)));
+        Ok(true)
+    });
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).execution)));
+    let outcome = m.service().run(claimed(0), &always_go).await.unwrap();
+    assert_eq!(outcome, RunOutcome::Completed);
+    assert_eq!(
+        *performed.lock().unwrap(),
+        [json!("Hello ada"), json!("HELLO ADA"), json!({"n": 3, "said": "HELLO ADA"})]
+    );
+    assert_eq!(*finishes.lock().unwrap(), [(0, None), (1, None), (2, Some(ExecutionStatus::Completed))]);
+}
+
+#[tokio::test]
+async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
+    let mut m = Mocks::new();
+    m.performer
+        .expect_perform()
+        .times(1)
+        .returning(|_, _, _| Err(StepFailure("the receiver answered 500".into())));
+    m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
+    m.executions.expect_record_step().times(1).returning(|_, _, position, result, finish| {
+        assert_eq!(position, 0);
+        assert_eq!(result.status, StepStatus::Failed);
+        assert_eq!(result.error.as_deref(), Some("the receiver answered 500"));
+        let finish = finish.unwrap();
+        assert_eq!(finish.status, ExecutionStatus::Failed);
+        assert_eq!(finish.error.as_deref(), Some("step greet failed: the receiver answered 500"));
+        match finish.event.payload {
+            EventPayload::WorkflowExecutionFailed(d) => assert_eq!(d.step_id, "greet"),
+            other => panic!("{other:?}"),
+        }
+        Ok(true)
+    });
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).execution)));
+    assert_eq!(m.service().run(claimed(0), &always_go).await.unwrap(), RunOutcome::Failed);
+}
+
+#[tokio::test]
+async fn an_output_over_the_limit_fails_its_step() {
+    let mut m = Mocks::new();
+    let huge = "x".repeat(crate::workflows::MAX_STEP_OUTPUT_BYTES + 1);
+    m.performer.expect_perform().returning(move |_, _, _| Ok(json!(huge.clone())));
+    m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
+    m.executions.expect_record_step().times(1).returning(|_, _, _, result, finish| {
+        assert_eq!(result.status, StepStatus::Failed);
+        assert!(result.error.as_deref().unwrap().contains("larger than"), "{result:?}");
+        assert_eq!(result.output, None);
+        assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
+        Ok(true)
+    });
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).execution)));
+    assert_eq!(m.service().run(claimed(0), &always_go).await.unwrap(), RunOutcome::Failed);
+}
+
+#[tokio::test]
+async fn a_cancelled_execution_starts_no_further_step() {
+    let mut m = Mocks::new();
+    m.performer.expect_perform().never();
+    m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(false));
+    m.executions.expect_record_step().never();
+    m.executions.expect_get().returning(|_, _| {
+        let mut e = claimed(1).execution;
+        e.status = ExecutionStatus::Cancelled;
+        Ok(Some(e))
+    });
+    assert_eq!(m.service().run(claimed(1), &always_go).await.unwrap(), RunOutcome::Cancelled);
+}
+
+#[tokio::test]
+async fn a_lost_lease_drops_the_result_and_stops() {
+    let mut m = Mocks::new();
+    m.performer.expect_perform().times(1).returning(|_, action, _| match action {
+        StepAction::Transform { output } => Ok(output),
+        other => panic!("{other:?}"),
+    });
+    m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
+    m.executions.expect_record_step().times(1).returning(|_, _, _, _, _| Ok(false));
+    assert_eq!(m.service().run(claimed(0), &always_go).await.unwrap(), RunOutcome::LostLease);
+}
+
+#[tokio::test]
+async fn a_stopping_worker_gives_the_execution_back_between_steps() {
+    let mut m = Mocks::new();
+    m.performer.expect_perform().never();
+    m.executions.expect_start_step().never();
+    m.executions.expect_release().times(1).returning(|id, lease| {
+        assert_eq!((id.as_str(), lease.token.as_str()), ("exe_1", "lease_1"));
+        Ok(())
+    });
+    let outcome = m.service().run(claimed(1), &|| false).await.unwrap();
+    assert_eq!(outcome, RunOutcome::Released);
+}
+
+#[tokio::test]
+async fn cancel_reports_whether_it_cancelled() {
+    let mut m = Mocks::new();
+    m.executions.expect_cancel().returning(|_, id, _| {
+        let mut e = claimed(0).execution;
+        Ok(match id.as_str() {
+            "exe_running" => {
+                e.status = ExecutionStatus::Cancelled;
+                Some((e, true))
+            }
+            "exe_done" => {
+                e.status = ExecutionStatus::Completed;
+                Some((e, false))
+            }
+            _ => None,
+        })
+    });
+    let service = m.service();
+    let who = caller(Role::Member);
+    let ok = service.cancel(&who, &ExecutionId::from_string("exe_running")).await.unwrap();
+    assert_eq!(ok.status, ExecutionStatus::Cancelled);
+    assert!(matches!(
+        service.cancel(&who, &ExecutionId::from_string("exe_done")).await,
+        Err(ExecutionError::Finished(ExecutionStatus::Completed))
+    ));
+    assert!(matches!(
+        service.cancel(&who, &ExecutionId::from_string("exe_none")).await,
+        Err(ExecutionError::NotFound)
+    ));
+    assert!(matches!(
+        service.cancel(&caller(Role::Viewer), &ExecutionId::from_string("exe_running")).await,
+        Err(ExecutionError::Forbidden(_))
+    ));
+    // The step machine the run relies on.
+    assert_eq!(step_transition(StepStatus::Running, StepEvent::Complete).unwrap(), StepStatus::Completed);
+}

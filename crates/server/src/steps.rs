@@ -1,0 +1,172 @@
+//! The [`StepPerformer`] of workflow executions: each step type over the service it uses —
+//! chat (which charges credits as a chat request does), memory, and the guarded outbound HTTP
+//! client (the webhooks' rules: no private targets unless allowed, no redirects, bounded).
+//! Outputs have the shapes the API shows for the same operations.
+
+use std::time::Duration;
+
+use agentry_domain::agents::{ChatInput, ChatService, chat_message};
+use agentry_domain::identity::Principal;
+use agentry_domain::ids::SessionId;
+use agentry_domain::memory::model::content;
+use agentry_domain::memory::{MemoryFilter, MemoryService, NewMemory, SearchQuery};
+use agentry_domain::workflows::{HttpMethod, StepAction, StepFailure, StepPerformer};
+use agentry_http::routes::agents::ChatResponse;
+use agentry_http::routes::memory::{MemoryEntryResponse, MemorySearchHit};
+use agentry_outbound::{Method, OutboundRequest, WebhookClient};
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+/// Results a `memory_search` step returns when it does not say.
+const DEFAULT_TOP_K: usize = 5;
+
+/// Performs steps with the service's own chat and memory, and the guarded client.
+#[derive(Clone)]
+pub struct ServiceSteps {
+    chat: ChatService,
+    memory: MemoryService,
+    http: WebhookClient,
+    allow_insecure: bool,
+}
+
+impl std::fmt::Debug for ServiceSteps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceSteps").finish_non_exhaustive()
+    }
+}
+
+impl ServiceSteps {
+    /// Steps over these services; `http` sends `http_request` steps, to `https` URLs only
+    /// unless `allow_insecure`.
+    pub fn new(chat: ChatService, memory: MemoryService, http: WebhookClient, allow_insecure: bool) -> Self {
+        Self { chat, memory, http, allow_insecure }
+    }
+
+    async fn run(&self, caller: &Principal, action: StepAction) -> Result<Value, StepFailure> {
+        let fail = |e: &dyn std::fmt::Display| StepFailure(e.to_string());
+        match action {
+            StepAction::Transform { output } => Ok(output),
+            StepAction::AgentChat { agent_id, message, session_id } => {
+                let message = chat_message(message).map_err(|e| fail(&e))?;
+                let session_id =
+                    session_id.map(|s| SessionId::parse(&s)).transpose().map_err(|e| fail(&e))?;
+                let reply = self
+                    .chat
+                    .chat(caller, &agent_id, ChatInput { message, session_id })
+                    .await
+                    .map_err(|e| fail(&e))?;
+                to_json(ChatResponse::from(reply))
+            }
+            StepAction::MemorySearch { query, agent_id, memory_type, top_k } => {
+                let text = content(&query, "query").map_err(|e| fail(&e))?;
+                let query = SearchQuery {
+                    text,
+                    filter: MemoryFilter {
+                        agent_id,
+                        memory_types: memory_type.into_iter().collect(),
+                        ..MemoryFilter::default()
+                    },
+                    skip: 0,
+                    limit: top_k.map_or(DEFAULT_TOP_K, |k| k as usize),
+                    count_access: false,
+                    mode: Default::default(),
+                };
+                let results = self.memory.search(caller, query).await.map_err(|e| fail(&e))?;
+                let hits: Vec<MemorySearchHit> =
+                    results.hits.into_iter().map(MemorySearchHit::from).collect();
+                Ok(json!({ "results": to_json(hits)? }))
+            }
+            StepAction::MemoryAdd { content: text, memory_type, agent_id, metadata } => {
+                let text = content(&text, "content").map_err(|e| fail(&e))?;
+                let new = NewMemory {
+                    agent_id,
+                    memory_type,
+                    key: None,
+                    content: text,
+                    source: Some("workflow".to_owned()),
+                    metadata,
+                    tags: Vec::new(),
+                    importance: None,
+                    expiry: None,
+                };
+                let entry = self.memory.add(caller, new).await.map_err(|e| fail(&e))?;
+                to_json(MemoryEntryResponse::from(entry))
+            }
+            StepAction::HttpRequest { method, url, headers, body } => {
+                self.http_request(method, url, headers, body).await
+            }
+        }
+    }
+
+    async fn http_request(
+        &self,
+        method: HttpMethod,
+        url: String,
+        headers: std::collections::BTreeMap<String, String>,
+        body: Option<Value>,
+    ) -> Result<Value, StepFailure> {
+        if !self.allow_insecure && !url.trim_start().to_ascii_lowercase().starts_with("https://") {
+            return Err(StepFailure(format!(
+                "{url} is not an https URL; set AGENTRY_WEBHOOK_ALLOW_INSECURE=true to allow http"
+            )));
+        }
+        let mut pairs: Vec<(String, String)> = headers.into_iter().collect();
+        let has =
+            |pairs: &[(String, String)], name: &str| pairs.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        // A string body is sent as it is; anything else as JSON.
+        let body = match body {
+            None => None,
+            Some(Value::String(text)) => {
+                if !has(&pairs, "content-type") {
+                    pairs.push(("Content-Type".into(), "text/plain; charset=utf-8".into()));
+                }
+                Some(text.into_bytes())
+            }
+            Some(value) => {
+                if !has(&pairs, "content-type") {
+                    pairs.push(("Content-Type".into(), "application/json".into()));
+                }
+                Some(value.to_string().into_bytes())
+            }
+        };
+        let method = Method::from_bytes(method.as_str().as_bytes())
+            .map_err(|e| StepFailure(format!("method {method}: {e}")))?;
+        let response = self
+            .http
+            .request(OutboundRequest { method, url, headers: pairs, body })
+            .await
+            .map_err(StepFailure)?;
+        let mut headers = Map::new();
+        for (name, value) in response.headers {
+            headers.insert(name.to_ascii_lowercase(), Value::String(value));
+        }
+        // A JSON answer is parsed, anything else kept as text.
+        let text = String::from_utf8_lossy(&response.body).into_owned();
+        let body = match serde_json::from_str::<Value>(&text) {
+            Ok(parsed) if !response.truncated => parsed,
+            _ => Value::String(text),
+        };
+        Ok(
+            json!({ "status": response.status, "headers": headers, "body": body, "truncated": response.truncated }),
+        )
+    }
+}
+
+#[async_trait]
+impl StepPerformer for ServiceSteps {
+    async fn perform(
+        &self,
+        caller: &Principal,
+        action: StepAction,
+        timeout: Duration,
+    ) -> Result<Value, StepFailure> {
+        match tokio::time::timeout(timeout, self.run(caller, action)).await {
+            Ok(result) => result,
+            Err(_) => Err(StepFailure(format!("the step timed out after {} s", timeout.as_secs()))),
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: T) -> Result<Value, StepFailure> {
+    serde_json::to_value(value).map_err(|e| StepFailure(format!("the output could not be written: {e}")))
+}

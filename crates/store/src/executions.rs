@@ -1,0 +1,587 @@
+//! [`ExecutionRepository`]: workflow executions, their step results, and the worker's claims.
+//!
+//! Claims follow the job table's rules (see [`crate::jobs`]) as webhook deliveries do: on
+//! PostgreSQL the rows chosen are locked `FOR UPDATE SKIP LOCKED`, so several instances claim
+//! disjoint executions without waiting; SQLite runs one write transaction at a time. Every
+//! change a worker makes afterwards is applied only while the row carries its lease token, and
+//! a step's result and the execution's end (with its event) are one transaction.
+
+use agentry_domain::ids::{ExecutionId, TenantId, UserId, WorkflowId};
+use agentry_domain::jobs::Lease;
+use agentry_domain::metrics::{Backlog, QueueBacklog};
+use agentry_domain::pagination::Page;
+use agentry_domain::tenancy::Role;
+use agentry_domain::workflows::{
+    ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRepository, ExecutionStatus,
+    Finish, NewExecution, RunAs, Started, StepResult, StepStatus, StepType, steps_to_json, validate_steps,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::database::{Backend, Database, StoreError, split_page};
+use crate::events::EventRow;
+use crate::schema::{events, workflow_executions, workflow_step_results};
+use crate::types::{DbJson, DbJsonAs, DbTime};
+
+/// Executions in the database.
+#[derive(Debug, Clone)]
+pub struct ExecutionStore {
+    db: Database,
+}
+
+impl ExecutionStore {
+    /// A repository over `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    /// Executions of every tenant in `status`, for tests and benchmarks.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn count(&self, status: ExecutionStatus) -> anyhow::Result<i64> {
+        let status = status.as_str();
+        Ok(with_conn!(self.db, conn => workflow_executions::table
+            .filter(workflow_executions::status.eq(status))
+            .count()
+            .get_result(conn)
+            .await)?)
+    }
+}
+
+const RUNNING: &str = "running";
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = workflow_executions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct ExecutionRow {
+    id: String,
+    tenant_id: String,
+    workflow_id: String,
+    status: String,
+    input: DbJson,
+    output: Option<DbJson>,
+    error: Option<String>,
+    origin_kind: String,
+    origin_id: Option<String>,
+    started_at: DbTime,
+    finished_at: Option<DbTime>,
+}
+
+impl ExecutionRow {
+    fn into_domain(self, steps: Vec<StepRow>) -> anyhow::Result<Execution> {
+        Ok(Execution {
+            status: ExecutionStatus::parse(&self.status)
+                .ok_or_else(|| anyhow::anyhow!("stored execution status {:?} is unknown", self.status))?,
+            origin: ExecutionOrigin::parse(&self.origin_kind, self.origin_id)
+                .ok_or_else(|| anyhow::anyhow!("execution {} has an unknown origin", self.id))?,
+            id: ExecutionId::from_string(self.id),
+            tenant_id: TenantId::from_string(self.tenant_id),
+            workflow_id: WorkflowId::from_string(self.workflow_id),
+            input: self.input.0,
+            output: self.output.map(|o| o.0),
+            error: self.error,
+            started_at: self.started_at.0,
+            finished_at: self.finished_at.map(|t| t.0),
+            steps: steps.into_iter().map(StepRow::into_domain).collect::<anyhow::Result<_>>()?,
+        })
+    }
+}
+
+/// What a worker needs beside the execution: its steps and whose authority they act with.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = workflow_executions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct RunRow {
+    id: String,
+    steps: DbJson,
+    run_as_user_id: String,
+    run_as_role: String,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = workflow_step_results, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct StepRow {
+    execution_id: String,
+    position: i32,
+    step_id: String,
+    step_type: String,
+    status: String,
+    output: Option<DbJson>,
+    error: Option<String>,
+    started_at: Option<DbTime>,
+    finished_at: Option<DbTime>,
+}
+
+impl StepRow {
+    fn new(execution: &ExecutionId, position: usize, r: &StepResult) -> Self {
+        Self {
+            execution_id: execution.to_string(),
+            position: i32::try_from(position).unwrap_or(i32::MAX),
+            step_id: r.step_id.clone(),
+            step_type: r.step_type.as_str().to_owned(),
+            status: r.status.as_str().to_owned(),
+            output: r.output.clone().map(DbJsonAs),
+            error: r.error.clone(),
+            started_at: r.started_at.map(DbTime),
+            finished_at: r.finished_at.map(DbTime),
+        }
+    }
+
+    fn into_domain(self) -> anyhow::Result<StepResult> {
+        Ok(StepResult {
+            step_type: StepType::parse(&self.step_type)
+                .ok_or_else(|| anyhow::anyhow!("stored step type {:?} is unknown", self.step_type))?,
+            status: StepStatus::parse(&self.status)
+                .ok_or_else(|| anyhow::anyhow!("stored step status {:?} is unknown", self.status))?,
+            step_id: self.step_id,
+            output: self.output.map(|o| o.0),
+            error: self.error,
+            started_at: self.started_at.map(|t| t.0),
+            finished_at: self.finished_at.map(|t| t.0),
+        })
+    }
+}
+
+/// The row of a new execution.
+#[derive(Insertable)]
+#[diesel(table_name = workflow_executions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct NewExecutionRow {
+    id: String,
+    tenant_id: String,
+    workflow_id: String,
+    status: String,
+    input: DbJson,
+    steps: DbJson,
+    origin_kind: &'static str,
+    origin_id: Option<String>,
+    dedup_key: Option<String>,
+    run_as_user_id: String,
+    run_as_role: &'static str,
+    started_at: DbTime,
+    updated_at: DbTime,
+}
+
+/// A claimed execution's id.
+#[derive(QueryableByName)]
+struct ClaimedIdRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    id: String,
+}
+
+/// The claim of running executions that no unexpired lease holds. As for webhook deliveries,
+/// the rows are chosen once in a materialised CTE (see `claim_due_sql` there), and the outer
+/// `WHERE` repeats the condition so a row claimed meanwhile is skipped.
+fn claim_due_sql(placeholder: char, lock: &str) -> String {
+    let p = |n: u8| format!("{placeholder}{n}");
+    let free = format!("(lease_until IS NULL OR lease_until < {now})", now = p(3));
+    format!(
+        "WITH chosen AS MATERIALIZED (SELECT id FROM workflow_executions WHERE status = '{RUNNING}' \
+           AND {free} ORDER BY started_at LIMIT {limit} {lock}) \
+         UPDATE workflow_executions SET lease_token = {token}, lease_until = {until}, updated_at = {now} \
+         WHERE id IN (SELECT id FROM chosen) AND status = '{RUNNING}' AND {free} \
+         RETURNING id",
+        token = p(1),
+        until = p(2),
+        now = p(3),
+        limit = p(4),
+    )
+}
+
+/// Inside a transaction (`$conn` of either backend): marks an execution's pending steps
+/// skipped (it ended before their turn).
+macro_rules! skip_pending {
+    ($conn:expr, $execution:expr) => {
+        diesel::update(
+            workflow_step_results::table
+                .filter(workflow_step_results::execution_id.eq($execution))
+                .filter(workflow_step_results::status.eq(StepStatus::Pending.as_str())),
+        )
+        .set(workflow_step_results::status.eq(StepStatus::Skipped.as_str()))
+        .execute($conn)
+    };
+}
+
+/// Inside a connection (`$conn` of either backend): the executions with these ids, with their
+/// step results, in the order given. Evaluates to `Result<Vec<Execution>, StoreError>`.
+macro_rules! load_executions {
+    ($conn:expr, $ids:expr) => {{
+        let ids: &[String] = $ids;
+        let found: Result<(Vec<ExecutionRow>, Vec<StepRow>), diesel::result::Error> = async {
+            let rows: Vec<ExecutionRow> = workflow_executions::table
+                .filter(workflow_executions::id.eq_any(ids))
+                .select(ExecutionRow::as_select())
+                .load($conn)
+                .await?;
+            let steps: Vec<StepRow> = workflow_step_results::table
+                .filter(workflow_step_results::execution_id.eq_any(ids))
+                .order((workflow_step_results::execution_id, workflow_step_results::position))
+                .select(StepRow::as_select())
+                .load($conn)
+                .await?;
+            Ok((rows, steps))
+        }
+        .await;
+        found.map_err(StoreError::from).and_then(|(rows, steps)| {
+            assemble(ids, rows, steps).map_err(|e| StoreError::Encode(e.to_string()))
+        })
+    }};
+}
+
+/// Executions with their step results, in the order of `ids`.
+fn assemble(ids: &[String], rows: Vec<ExecutionRow>, steps: Vec<StepRow>) -> anyhow::Result<Vec<Execution>> {
+    let mut by_execution: std::collections::HashMap<String, Vec<StepRow>> = std::collections::HashMap::new();
+    for step in steps {
+        by_execution.entry(step.execution_id.clone()).or_default().push(step);
+    }
+    let mut by_id: std::collections::HashMap<String, ExecutionRow> =
+        rows.into_iter().map(|r| (r.id.clone(), r)).collect();
+    ids.iter()
+        .filter_map(|id| by_id.remove(id))
+        .map(|row| {
+            let steps = by_execution.remove(&row.id).unwrap_or_default();
+            row.into_domain(steps)
+        })
+        .collect()
+}
+
+impl RunRow {
+    fn into_parts(self) -> anyhow::Result<(Vec<agentry_domain::workflows::Step>, RunAs)> {
+        let steps = validate_steps(&self.steps.0).map_err(|errors| {
+            let first = <[_]>::first(&errors).map(ToString::to_string).unwrap_or_default();
+            anyhow::anyhow!("execution {} has invalid stored steps: {first}", self.id)
+        })?;
+        let role: Role = self.run_as_role.parse().map_err(|_| {
+            anyhow::anyhow!("execution {} has an unknown role {:?}", self.id, self.run_as_role)
+        })?;
+        Ok((steps, RunAs { user_id: UserId::from_string(self.run_as_user_id), role }))
+    }
+}
+
+#[async_trait]
+impl ExecutionRepository for ExecutionStore {
+    async fn create(&self, new: &NewExecution) -> anyhow::Result<Started> {
+        let e = &new.execution;
+        let row = NewExecutionRow {
+            id: e.id.to_string(),
+            tenant_id: e.tenant_id.to_string(),
+            workflow_id: e.workflow_id.to_string(),
+            status: e.status.as_str().to_owned(),
+            input: DbJsonAs(e.input.clone()),
+            steps: DbJsonAs(steps_to_json(&new.steps)),
+            origin_kind: e.origin.kind(),
+            origin_id: e.origin.source_id().map(str::to_owned),
+            dedup_key: new.dedup_key.clone(),
+            run_as_user_id: new.run_as.user_id.to_string(),
+            run_as_role: new.run_as.role.as_str(),
+            started_at: DbTime(e.started_at),
+            updated_at: DbTime(e.started_at),
+        };
+        let steps: Vec<StepRow> =
+            e.steps.iter().enumerate().map(|(i, r)| StepRow::new(&e.id, i, r)).collect();
+        let event = EventRow::from_domain(&new.started_event)?;
+        let (origin_id, dedup_key) = (row.origin_id.clone(), row.dedup_key.clone());
+        let existing: Option<String> = transaction!(self.db, conn => {
+            // A unique index on (origin, key) settles a race between two starts: the second
+            // insert does nothing (on PostgreSQL after waiting for the first to commit) and
+            // the first execution is returned.
+            let inserted = diesel::insert_into(workflow_executions::table)
+                .values(&row)
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?;
+            if inserted == 0 {
+                let first: String = workflow_executions::table
+                    .filter(workflow_executions::origin_id.eq(origin_id))
+                    .filter(workflow_executions::dedup_key.eq(dedup_key))
+                    .select(workflow_executions::id)
+                    .first(conn)
+                    .await?;
+                return Ok(Some(first));
+            }
+            // One statement per step: SQLite's batch insert cannot leave out a column.
+            for step in &steps {
+                diesel::insert_into(workflow_step_results::table).values(step).execute(conn).await?;
+            }
+            diesel::insert_into(events::table).values(&event).execute(conn).await?;
+            Ok::<_, StoreError>(None)
+        })?;
+        match existing {
+            None => Ok(Started::New(e.clone())),
+            Some(id) => {
+                let first = self
+                    .get(&e.tenant_id, &ExecutionId::from_string(id))
+                    .await?
+                    .ok_or_else(|| anyhow::anyhow!("the execution a repeated start refers to is gone"))?;
+                Ok(Started::Existing(first))
+            }
+        }
+    }
+
+    async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> anyhow::Result<Option<Execution>> {
+        let (tenant, id) = (tenant.to_string(), id.to_string());
+        let found: Vec<Execution> = with_conn!(self.db, conn => {
+            let owned: Option<String> = workflow_executions::table
+                .filter(workflow_executions::tenant_id.eq(&tenant))
+                .filter(workflow_executions::id.eq(&id))
+                .select(workflow_executions::id)
+                .first(conn)
+                .await
+                .optional()?;
+            match owned {
+                Some(id) => load_executions!(conn, &[id]),
+                None => Ok(Vec::new()),
+            }
+        })?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        workflow: &WorkflowId,
+        status: Option<ExecutionStatus>,
+        page: Page,
+    ) -> anyhow::Result<(Vec<Execution>, u64)> {
+        let statuses: Vec<&str> = match status {
+            Some(s) => vec![s.as_str()],
+            None => ExecutionStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        };
+        let (tenant, workflow) = (tenant.to_string(), workflow.to_string());
+        // Page and total in one query, as workflows do.
+        let counted = diesel::alias!(workflow_executions as counted);
+        let matching = counted
+            .filter(counted.field(workflow_executions::tenant_id).eq(tenant.clone()))
+            .filter(counted.field(workflow_executions::workflow_id).eq(workflow.clone()))
+            .filter(counted.field(workflow_executions::status).eq_any(statuses.clone()));
+        let (rows, total): (Vec<ExecutionRow>, i64) = with_conn!(self.db, conn => {
+            let mine = workflow_executions::table
+                .filter(workflow_executions::tenant_id.eq(&tenant))
+                .filter(workflow_executions::workflow_id.eq(&workflow))
+                .filter(workflow_executions::status.eq_any(&statuses));
+            let rows = mine
+                .clone()
+                .order((workflow_executions::started_at.desc(), workflow_executions::id.desc()))
+                .limit(page.limit())
+                .offset(page.offset())
+                .select((ExecutionRow::as_select(), matching.count().single_value().assume_not_null()))
+                .load(conn)
+                .await?;
+            let (rows, total) = split_page(rows, page);
+            let total = match total {
+                Some(total) => total,
+                None => mine.count().get_result(conn).await?,
+            };
+            Ok::<_, diesel::result::Error>((rows, total))
+        })?;
+        let found = rows.into_iter().map(|r| r.into_domain(Vec::new())).collect::<anyhow::Result<_>>()?;
+        Ok((found, u64::try_from(total).unwrap_or(0)))
+    }
+
+    async fn cancel(
+        &self,
+        tenant: &TenantId,
+        id: &ExecutionId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<(Execution, bool)>> {
+        let (tenant_s, id_s, at) = (tenant.to_string(), id.to_string(), DbTime(now));
+        let cancelled = transaction!(self.db, conn => {
+            let n = diesel::update(workflow_executions::table
+                .filter(workflow_executions::tenant_id.eq(&tenant_s))
+                .filter(workflow_executions::id.eq(&id_s))
+                .filter(workflow_executions::status.eq(RUNNING)))
+                .set((
+                    workflow_executions::status.eq(ExecutionStatus::Cancelled.as_str()),
+                    workflow_executions::error.eq(Some("cancelled on request")),
+                    workflow_executions::finished_at.eq(Some(at)),
+                    workflow_executions::updated_at.eq(at),
+                ))
+                .execute(conn)
+                .await?;
+            if n == 1 {
+                skip_pending!(conn, &id_s).await?;
+            }
+            Ok::<_, StoreError>(n == 1)
+        })?;
+        Ok(self.get(tenant, id).await?.map(|e| (e, cancelled)))
+    }
+
+    async fn claim_due(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> anyhow::Result<Vec<ClaimedExecution>> {
+        use diesel::sql_types::{BigInt, Text};
+
+        use crate::types::UtcTime;
+        let sql = match self.db.backend() {
+            Backend::Postgres => claim_due_sql('$', "FOR UPDATE SKIP LOCKED"),
+            Backend::Sqlite => claim_due_sql('?', ""),
+        };
+        let (token, until, at, limit) =
+            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit));
+        let (executions, runs): (Vec<Execution>, Vec<RunRow>) = transaction!(self.db, conn => {
+            let claimed: Vec<ClaimedIdRow> = diesel::sql_query(sql)
+                .bind::<Text, _>(token)
+                .bind::<UtcTime, _>(until)
+                .bind::<UtcTime, _>(at)
+                .bind::<BigInt, _>(limit)
+                .load(conn)
+                .await?;
+            if claimed.is_empty() {
+                return Ok((Vec::new(), Vec::new()));
+            }
+            let ids: Vec<String> = claimed.into_iter().map(|r| r.id).collect();
+            let executions = load_executions!(conn, &ids)?;
+            let runs: Vec<RunRow> = workflow_executions::table
+                .filter(workflow_executions::id.eq_any(&ids))
+                .select(RunRow::as_select())
+                .load(conn)
+                .await?;
+            Ok::<_, StoreError>((executions, runs))
+        })?;
+        let mut runs: std::collections::HashMap<String, RunRow> =
+            runs.into_iter().map(|r| (r.id.clone(), r)).collect();
+        executions
+            .into_iter()
+            .map(|execution| {
+                let run = runs
+                    .remove(execution.id.as_str())
+                    .ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
+                let (steps, run_as) = run.into_parts()?;
+                Ok(ClaimedExecution { execution, steps, run_as, lease: lease.clone() })
+            })
+            .collect()
+    }
+
+    async fn start_step(
+        &self,
+        id: &ExecutionId,
+        lease: &Lease,
+        position: usize,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        let (id, token, until, at) = (id.to_string(), lease.token.clone(), DbTime(lease.until), DbTime(now));
+        let position = i32::try_from(position)?;
+        let held = transaction!(self.db, conn => {
+            let n = diesel::update(workflow_executions::table
+                .filter(workflow_executions::id.eq(&id))
+                .filter(workflow_executions::lease_token.eq(&token))
+                .filter(workflow_executions::status.eq(RUNNING)))
+                .set((workflow_executions::lease_until.eq(Some(until)), workflow_executions::updated_at.eq(at)))
+                .execute(conn)
+                .await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            diesel::update(workflow_step_results::table
+                .filter(workflow_step_results::execution_id.eq(&id))
+                .filter(workflow_step_results::position.eq(position)))
+                .set((
+                    workflow_step_results::status.eq(StepStatus::Running.as_str()),
+                    workflow_step_results::started_at.eq(Some(at)),
+                ))
+                .execute(conn)
+                .await?;
+            Ok::<_, StoreError>(true)
+        })?;
+        Ok(held)
+    }
+
+    async fn release(&self, id: &ExecutionId, lease: &Lease) -> anyhow::Result<()> {
+        let (id, token) = (id.to_string(), lease.token.clone());
+        transaction!(self.db, conn => {
+            diesel::update(workflow_executions::table
+                .filter(workflow_executions::id.eq(&id))
+                .filter(workflow_executions::lease_token.eq(&token)))
+                .set((
+                    workflow_executions::lease_token.eq(None::<String>),
+                    workflow_executions::lease_until.eq(None::<DbTime>),
+                ))
+                .execute(conn)
+                .await?;
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(())
+    }
+
+    async fn record_step(
+        &self,
+        id: &ExecutionId,
+        lease: &Lease,
+        position: usize,
+        result: &StepResult,
+        finish: Option<Finish>,
+    ) -> anyhow::Result<bool> {
+        let execution = ExecutionId::from_string(id.as_str());
+        let step = StepRow::new(&execution, position, result);
+        let (id, token) = (id.to_string(), lease.token.clone());
+        let at = DbTime(result.finished_at.unwrap_or_else(Utc::now));
+        let finish =
+            finish.map(|f| -> anyhow::Result<_> { Ok((EventRow::from_domain(&f.event)?, f)) }).transpose()?;
+        let held = transaction!(self.db, conn => {
+            // Touching the row under the lease proves (and, on PostgreSQL, locks) the claim.
+            let n = diesel::update(workflow_executions::table
+                .filter(workflow_executions::id.eq(&id))
+                .filter(workflow_executions::lease_token.eq(&token)))
+                .set(workflow_executions::updated_at.eq(at))
+                .execute(conn)
+                .await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            diesel::update(workflow_step_results::table
+                .filter(workflow_step_results::execution_id.eq(&id))
+                .filter(workflow_step_results::position.eq(step.position)))
+                .set((
+                    workflow_step_results::status.eq(&step.status),
+                    workflow_step_results::output.eq(&step.output),
+                    workflow_step_results::error.eq(&step.error),
+                    workflow_step_results::started_at.eq(step.started_at),
+                    workflow_step_results::finished_at.eq(step.finished_at),
+                ))
+                .execute(conn)
+                .await?;
+            if let Some((event, f)) = finish {
+                let ended = diesel::update(workflow_executions::table
+                    .filter(workflow_executions::id.eq(&id))
+                    .filter(workflow_executions::status.eq(RUNNING)))
+                    .set((
+                        workflow_executions::status.eq(f.status.as_str()),
+                        workflow_executions::output.eq(f.output.map(DbJsonAs)),
+                        workflow_executions::error.eq(f.error),
+                        workflow_executions::finished_at.eq(Some(DbTime(f.finished_at))),
+                        workflow_executions::lease_token.eq(None::<String>),
+                        workflow_executions::lease_until.eq(None::<DbTime>),
+                    ))
+                    .execute(conn)
+                    .await?;
+                if ended == 1 {
+                    skip_pending!(conn, &id).await?;
+                    diesel::insert_into(events::table).values(&event).execute(conn).await?;
+                }
+            }
+            Ok::<_, StoreError>(true)
+        })?;
+        Ok(held)
+    }
+}
+
+#[async_trait]
+impl QueueBacklog for ExecutionStore {
+    async fn backlog(&self, now: DateTime<Utc>) -> anyhow::Result<Vec<Backlog>> {
+        let (depth, oldest): (i64, Option<DbTime>) = with_conn!(self.db, conn => {
+            let running = workflow_executions::table.filter(workflow_executions::status.eq(RUNNING));
+            let depth = running.count().get_result(conn).await?;
+            let oldest = running
+                .order(workflow_executions::started_at.asc())
+                .select(workflow_executions::started_at)
+                .first::<DbTime>(conn)
+                .await
+                .optional()?;
+            Ok::<_, diesel::result::Error>((depth, oldest))
+        })?;
+        Ok(vec![Backlog::new(EXECUTION_QUEUE, depth, oldest.map(|t| t.0), now)])
+    }
+}

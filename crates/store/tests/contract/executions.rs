@@ -1,0 +1,285 @@
+use agentry_domain::events::{Event, EventPayload, ExecutionCompletedData, ExecutionStartedData};
+use agentry_domain::ids::{EventId, ExecutionId, TenantId, TriggerId, UserId, WorkflowId};
+use agentry_domain::jobs::Lease;
+use agentry_domain::pagination::Page;
+use agentry_domain::tenancy::Role;
+use agentry_domain::workflows::{
+    Execution, ExecutionOrigin, ExecutionRepository, ExecutionStatus, Finish, NewExecution, RunAs,
+    StepResult, StepStatus, WorkflowRepository,
+};
+use agentry_store::{Database, EventStore, ExecutionStore};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::json;
+
+crate::contract!(
+    an_execution_reads_back_with_its_steps_and_started_event,
+    a_repeated_key_from_one_origin_is_one_execution_also_when_raced,
+    claims_never_hand_one_execution_to_two_live_leases,
+    step_results_and_the_end_are_kept_only_under_the_lease,
+    cancelling_skips_pending_steps_and_keeps_a_finished_execution,
+    executions_are_listed_newest_first_filtered_and_per_tenant,
+);
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 26, 9, 0, 0).unwrap()
+}
+
+fn lease(token: &str, until: DateTime<Utc>) -> Lease {
+    Lease { token: token.into(), until }
+}
+
+fn new_execution(
+    id: &str,
+    tenant: &str,
+    at: DateTime<Utc>,
+    origin: ExecutionOrigin,
+    key: Option<&str>,
+) -> NewExecution {
+    let workflow = super::workflows::workflow(&format!("wf_{tenant}"), tenant);
+    let execution = Execution {
+        id: ExecutionId::from_string(id),
+        tenant_id: TenantId::from_string(tenant),
+        workflow_id: workflow.id.clone(),
+        status: ExecutionStatus::Running,
+        input: json!({"question": "why?", "k": 2}),
+        output: None,
+        error: None,
+        origin,
+        started_at: at,
+        finished_at: None,
+        steps: workflow.steps.iter().map(StepResult::pending).collect(),
+    };
+    let started_event = Event {
+        id: EventId::from_string(format!("evt_{id}")),
+        tenant_id: TenantId::from_string(tenant),
+        payload: EventPayload::WorkflowExecutionStarted(ExecutionStartedData {
+            execution_id: execution.id.clone(),
+            workflow_id: workflow.id.clone(),
+            origin: execution.origin.kind().into(),
+            input: execution.input.clone(),
+        }),
+        created_at: at,
+    };
+    NewExecution {
+        execution,
+        steps: workflow.steps,
+        run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
+        dedup_key: key.map(str::to_owned),
+        started_event,
+    }
+}
+
+async fn setup(db: &Database) -> ExecutionStore {
+    let workflows = super::workflows::setup(db).await;
+    for tenant in ["ten_1", "ten_2"] {
+        workflows.create(&super::workflows::workflow(&format!("wf_{tenant}"), tenant)).await.unwrap();
+    }
+    ExecutionStore::new(db.clone())
+}
+
+async fn events_of(db: &Database, tenant: &str) -> Vec<String> {
+    use agentry_domain::events::EventLog as _;
+    let events = EventStore::new(db.clone()).recent(&TenantId::from_string(tenant), 100).await.unwrap();
+    events.iter().map(|e| e.event_type().as_str().to_owned()).collect()
+}
+
+async fn an_execution_reads_back_with_its_steps_and_started_event(db: Database) {
+    let store = setup(&db).await;
+    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
+    let started = store.create(&new).await.unwrap();
+    assert!(started.is_new());
+    let got = store.get(&TenantId::from_string("ten_1"), &ExecutionId::from_string("exe_1")).await.unwrap();
+    assert_eq!(got, Some(new.execution.clone()));
+    assert_eq!(events_of(&db, "ten_1").await, ["workflow.execution.started"]);
+    assert_eq!(store.get(&TenantId::from_string("ten_2"), &new.execution.id).await.unwrap(), None);
+}
+
+async fn a_repeated_key_from_one_origin_is_one_execution_also_when_raced(db: Database) {
+    let store = setup(&db).await;
+    let origin = ExecutionOrigin::Trigger(TriggerId::from_string("trg_1"));
+    let runs = (0..8).map(|i| {
+        let store = store.clone();
+        let new = new_execution(&format!("exe_{i}"), "ten_1", t0(), origin.clone(), Some("key-1"));
+        async move { store.create(&new).await.unwrap() }
+    });
+    let results = futures_util::future::join_all(runs).await;
+    assert_eq!(results.iter().filter(|s| s.is_new()).count(), 1, "one execution for one key");
+    let first = results.iter().find(|s| s.is_new()).unwrap().execution().id.clone();
+    assert!(results.iter().all(|s| s.execution().id == first), "every start returns the first");
+    assert_eq!(events_of(&db, "ten_1").await.len(), 1, "one started event");
+    // Another key, or another origin with the same key, is another execution.
+    assert!(
+        store.create(&new_execution("exe_k2", "ten_1", t0(), origin, Some("key-2"))).await.unwrap().is_new()
+    );
+    let other = ExecutionOrigin::Trigger(TriggerId::from_string("trg_2"));
+    assert!(
+        store.create(&new_execution("exe_o2", "ten_1", t0(), other, Some("key-1"))).await.unwrap().is_new()
+    );
+}
+
+async fn claims_never_hand_one_execution_to_two_live_leases(db: Database) {
+    let store = setup(&db).await;
+    for i in 0..6 {
+        let at = t0() + Duration::seconds(i);
+        store
+            .create(&new_execution(&format!("exe_{i}"), "ten_1", at, ExecutionOrigin::Api, None))
+            .await
+            .unwrap();
+    }
+    let until = t0() + Duration::seconds(30);
+    let claims = (0..4).map(|i| {
+        let store = store.clone();
+        async move { store.claim_due(&lease(&format!("l{i}"), until), t0(), 2).await.unwrap() }
+    });
+    let claimed: Vec<_> = futures_util::future::join_all(claims).await.into_iter().flatten().collect();
+    let mut ids: Vec<&str> = claimed.iter().map(|c| c.execution.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 6, "each execution claimed once: {ids:?}");
+    assert_eq!(claimed.len(), 6);
+    let c = &claimed[0];
+    assert_eq!(c.steps.len(), 2, "with the steps it runs");
+    assert_eq!(c.run_as, RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member });
+    assert!(store.claim_due(&lease("l9", until), t0(), 10).await.unwrap().is_empty(), "held");
+    // Once the leases end, another worker takes them over.
+    let later = until + Duration::seconds(1);
+    assert_eq!(
+        store.claim_due(&lease("l10", later + Duration::seconds(30)), later, 10).await.unwrap().len(),
+        6
+    );
+}
+
+async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
+    let store = setup(&db).await;
+    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
+    store.create(&new).await.unwrap();
+    let held = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim_due(&held, t0(), 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let id = &new.execution.id;
+    let tenant = &new.execution.tenant_id;
+
+    let stranger = lease("other", t0() + Duration::seconds(30));
+    assert!(!store.start_step(id, &stranger, 0, t0()).await.unwrap(), "another lease cannot start a step");
+    let extended = lease("l1", t0() + Duration::seconds(300));
+    assert!(store.start_step(id, &extended, 0, t0()).await.unwrap());
+    let got = store.get(tenant, id).await.unwrap().unwrap();
+    assert_eq!(got.steps[0].status, StepStatus::Running);
+    assert_eq!(got.steps[0].started_at, Some(t0()));
+    // The extended lease keeps the execution from other workers while the step runs.
+    let late = t0() + Duration::seconds(60);
+    assert!(store.claim_due(&lease("l2", late + Duration::seconds(30)), late, 10).await.unwrap().is_empty());
+
+    let done = |output| StepResult {
+        status: StepStatus::Completed,
+        output: Some(output),
+        started_at: Some(t0()),
+        finished_at: Some(t0() + Duration::seconds(1)),
+        ..got.steps[0].clone()
+    };
+    assert!(!store.record_step(id, &stranger, 0, &done(json!("x")), None).await.unwrap(), "lost lease");
+    assert_eq!(store.get(tenant, id).await.unwrap().unwrap().steps[0].status, StepStatus::Running);
+    assert!(store.record_step(id, &extended, 0, &done(json!({"results": []})), None).await.unwrap());
+
+    assert!(store.start_step(id, &extended, 1, t0()).await.unwrap());
+    let last =
+        StepResult { step_id: "answer".into(), step_type: got.steps[1].step_type, ..done(json!({"n": 3})) };
+    let end = t0() + Duration::seconds(2);
+    let finish = Finish {
+        status: ExecutionStatus::Completed,
+        output: Some(json!({"n": 3})),
+        error: None,
+        finished_at: end,
+        event: Event {
+            id: EventId::from_string("evt_done"),
+            tenant_id: tenant.clone(),
+            payload: EventPayload::WorkflowExecutionCompleted(ExecutionCompletedData {
+                execution_id: id.clone(),
+                workflow_id: WorkflowId::from_string("wf_ten_1"),
+                output: json!({"n": 3}),
+                duration_ms: 2000,
+            }),
+            created_at: end,
+        },
+    };
+    assert!(store.record_step(id, &extended, 1, &last, Some(finish)).await.unwrap());
+    let finished = store.get(tenant, id).await.unwrap().unwrap();
+    assert_eq!(finished.status, ExecutionStatus::Completed);
+    assert_eq!(finished.output, Some(json!({"n": 3})));
+    assert_eq!(finished.finished_at, Some(end));
+    assert_eq!(finished.steps[0].output, Some(json!({"results": []})));
+    assert_eq!(finished.steps[1].status, StepStatus::Completed);
+    let mut events = events_of(&db, "ten_1").await;
+    events.sort();
+    assert_eq!(events, ["workflow.execution.completed", "workflow.execution.started"]);
+    let much_later = t0() + Duration::hours(1);
+    assert!(store.claim_due(&lease("l3", much_later), much_later, 10).await.unwrap().is_empty(), "finished");
+    assert!(
+        store
+            .cancel(tenant, id, much_later)
+            .await
+            .unwrap()
+            .is_some_and(|(e, cancelled)| !cancelled && e.status == ExecutionStatus::Completed)
+    );
+}
+
+async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Database) {
+    let store = setup(&db).await;
+    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
+    store.create(&new).await.unwrap();
+    let (id, tenant) = (&new.execution.id, &new.execution.tenant_id);
+    let held = lease("l1", t0() + Duration::seconds(30));
+    store.claim_due(&held, t0(), 10).await.unwrap();
+    assert!(store.start_step(id, &held, 0, t0()).await.unwrap());
+    assert_eq!(
+        store.cancel(&TenantId::from_string("ten_2"), id, t0()).await.unwrap(),
+        None,
+        "another tenant's"
+    );
+    let (cancelled, now) = store.cancel(tenant, id, t0()).await.unwrap().unwrap();
+    assert!(now);
+    assert_eq!(cancelled.status, ExecutionStatus::Cancelled);
+    assert_eq!(cancelled.steps[0].status, StepStatus::Running, "a running step may finish");
+    assert_eq!(cancelled.steps[1].status, StepStatus::Skipped);
+    assert!(!store.start_step(id, &held, 1, t0()).await.unwrap(), "no further step starts");
+    let finished_step =
+        StepResult { status: StepStatus::Completed, output: Some(json!(1)), ..cancelled.steps[0].clone() };
+    assert!(store.record_step(id, &held, 0, &finished_step, None).await.unwrap());
+    let after = store.get(tenant, id).await.unwrap().unwrap();
+    assert_eq!((after.status, after.steps[0].status), (ExecutionStatus::Cancelled, StepStatus::Completed));
+    let (_, again) = store.cancel(tenant, id, t0()).await.unwrap().unwrap();
+    assert!(!again, "a second cancel changes nothing");
+    let later = t0() + Duration::hours(1);
+    assert!(store.claim_due(&lease("l2", later), later, 10).await.unwrap().is_empty(), "never claimed again");
+}
+
+async fn executions_are_listed_newest_first_filtered_and_per_tenant(db: Database) {
+    let store = setup(&db).await;
+    for i in 0..5 {
+        let at = t0() + Duration::seconds(i);
+        store
+            .create(&new_execution(&format!("exe_{i}"), "ten_1", at, ExecutionOrigin::Api, None))
+            .await
+            .unwrap();
+    }
+    store.create(&new_execution("exe_x", "ten_2", t0(), ExecutionOrigin::Api, None)).await.unwrap();
+    let tenant = TenantId::from_string("ten_1");
+    let wf = WorkflowId::from_string("wf_ten_1");
+    store.cancel(&tenant, &ExecutionId::from_string("exe_1"), t0()).await.unwrap();
+    let (page, total) = store.list(&tenant, &wf, None, Page { page: 1, per_page: 2 }).await.unwrap();
+    assert_eq!(total, 5);
+    let ids: Vec<&str> = page.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["exe_4", "exe_3"]);
+    assert!(page.iter().all(|e| e.steps.is_empty()), "lists leave the steps out");
+    let (page, total) = store.list(&tenant, &wf, None, Page { page: 3, per_page: 2 }).await.unwrap();
+    assert_eq!((page.len(), total), (1, 5));
+    let (page, total) = store.list(&tenant, &wf, None, Page { page: 9, per_page: 2 }).await.unwrap();
+    assert_eq!((page.len(), total), (0, 5), "a page past the end still counts");
+    let (cancelled, total) =
+        store.list(&tenant, &wf, Some(ExecutionStatus::Cancelled), Page::default()).await.unwrap();
+    assert_eq!((cancelled.len(), total), (1, 1));
+    assert_eq!(cancelled[0].id.as_str(), "exe_1");
+    let (none, total) =
+        store.list(&TenantId::from_string("ten_2"), &wf, None, Page::default()).await.unwrap();
+    assert_eq!((none.len(), total), (0, 0), "another tenant's workflow lists nothing");
+}

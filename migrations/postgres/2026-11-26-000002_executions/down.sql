@@ -1,0 +1,2 @@
+DROP TABLE workflow_step_results;
+DROP TABLE workflow_executions;
