@@ -243,28 +243,53 @@ LUA
     stop_server
 }
 
-# Workflow executions: a two-step `transform` workflow started by 64 clients for 5 s (202s per
-# second: the start, one transaction), then the time until the worker has completed every one
-# (executions completed per second), with /healthz of the same server as the baseline.
+# Workflow executions of a two-step `transform` workflow, started by 64 clients for 5 s, once
+# through POST /workflows/{id}/execute and once through a trigger URL (202s per second: the
+# start is one transaction, the trigger call also counts against the plan and the trigger), each
+# followed by the time until the worker has completed every one (executions completed per
+# second, from the first start to the last completion). /healthz of the same server is the
+# baseline.
 bench_workflows() { # name url
     AGENTRY_WORKFLOW_POLL_INTERVAL_MS=50 start_server "$2"
-    local token wf line rps p50 p99 non2xx started t0 t1 running completed healthz
+    local token healthz wf_api wf_trigger trigger_url trigger_secret
     read -r token _ < <(new_tenant "$2" 0)
-    wf=$(curl -fs -X POST "$base/api/v1/workflows" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
-        -d '{"name": "bench", "steps": [{"id": "a", "type": "transform", "output": {"n": "{{ input.n }}", "hi": "hello {{ input.name }}"}},
-             {"id": "b", "type": "transform", "output": "{{ steps.a.output.hi | upper }} #{{ steps.a.output.n }}"}]}' |
-        json_field '["id"]')
+    new_workflow() { # $1 = where the input's fields are (input or input.body)
+        curl -fs -X POST "$base/api/v1/workflows" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+            -d "{\"name\": \"bench\", \"steps\": [{\"id\": \"a\", \"type\": \"transform\", \"output\": {\"n\": \"{{ $1.n }}\", \"hi\": \"hello {{ $1.name }}\"}},
+                 {\"id\": \"b\", \"type\": \"transform\", \"output\": \"{{ steps.a.output.hi | upper }} #{{ steps.a.output.n }}\"}]}" |
+            json_field '["id"]'
+    }
+    wf_api=$(new_workflow input)
+    wf_trigger=$(new_workflow input.body)
+    read -r trigger_url trigger_secret < <(curl -fs -X POST "$base/api/v1/workflows/$wf_trigger/webhooks" \
+        -H "Authorization: Bearer $token" -H 'content-type: application/json' -d '{"name": "bench"}' |
+        python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["url"], d["secret"])')
     read -r healthz _ < <(duration=5s run_wrk "$base/healthz")
     cat >"$workdir/execute.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"input": {"n": 7, "name": "bench"}}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
+    cat >"$workdir/trigger.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"n": 7, "name": "bench"}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-Webhook-Secret"] = "$trigger_secret"
+LUA
+    workflow_phase "$1" "POST execute (202)" "$wf_api" "$healthz" -H "Authorization: Bearer $token" \
+        -s "$workdir/execute.lua" "$base/api/v1/workflows/$wf_api/execute"
+    workflow_phase "$1" "POST trigger URL (202)" "$wf_trigger" "$healthz" -s "$workdir/trigger.lua" "$base$trigger_url"
+    stop_server
+}
+
+# One phase of bench_workflows: wrk ARGS for 5 s, then waits for workflow WF's executions to
+# finish; prints the starts and the completions per second.
+workflow_phase() { # name label wf healthz wrk-args...
+    local name=$1 label=$2 wf=$3 healthz=$4 rps p50 p99 non2xx t0 t1 running=1 completed started line
+    shift 4
     t0=$(date +%s.%N)
-    read -r rps p50 p99 non2xx < <(duration=5s run_wrk -H "Authorization: Bearer $token" -s "$workdir/execute.lua" \
-        "$base/api/v1/workflows/$wf/execute")
-    report "$1" "POST execute (202)" "$rps" "$p50" "$p99" "$non2xx" "$healthz"
-    running=1
+    read -r rps p50 p99 non2xx < <(duration=5s run_wrk "$@")
+    report "$name" "$label" "$rps" "$p50" "$p99" "$non2xx" "$healthz"
     while [ "$running" != 0 ]; do
         running=$(curl -fs "$base/api/v1/workflows/$wf/executions?status=running&per_page=1" \
             -H "Authorization: Bearer $token" | json_field '["total"]')
@@ -273,11 +298,11 @@ LUA
     t1=$(date +%s.%N)
     completed=$(curl -fs "$base/api/v1/workflows/$wf/executions?status=completed&per_page=1" \
         -H "Authorization: Bearer $token" | json_field '["total"]')
-    started=$(curl -fs "$base/api/v1/workflows/$wf/executions?per_page=1" -H "Authorization: Bearer $token" | json_field '["total"]')
+    started=$(curl -fs "$base/api/v1/workflows/$wf/executions?per_page=1" -H "Authorization: Bearer $token" |
+        json_field '["total"]')
     line=$(python3 -c "r = $completed / ($t1 - $t0); print(f'{r:.0f} {r / float($healthz):.4f}')")
-    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' "$1" "executions completed" "${line% *}" "-" "-" "${line#* }x" \
-        "$((started - completed))"
-    stop_server
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' "$name" "  executions completed" "${line% *}" "-" "-" \
+        "${line#* }x" "$((started - completed))"
 }
 
 fresh_pg() {

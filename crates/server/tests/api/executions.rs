@@ -17,6 +17,7 @@ use crate::helpers::{TestApp, json_with_status, on_both_databases};
 pub fn loopback(config: &mut agentry_server::Config) {
     config.webhook_allow_insecure = true;
     config.webhook_allow_private = true;
+    config.webhook_poll_interval_ms = 50;
 }
 
 /// A receiver answering `{"ok": true}` on `POST /in`, after `delay`.
@@ -85,6 +86,11 @@ async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
         let agent_id = agent["id"].as_str().unwrap();
         let fact = json!({"content": "The customer's favourite colour is teal.", "memory_type": "semantic", "agent_id": agent_id});
         json_with_status(app.post_json_with_token("/api/v1/memory", &token, &fact).await, 201).await;
+        // A subscriber to the execution events.
+        let subscriber = MockServer::start().await;
+        Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&subscriber).await;
+        let hook = json!({"url": format!("{}/hook", subscriber.uri()), "events": ["workflow.execution.started", "workflow.completed"]});
+        json_with_status(app.post_json_with_token("/api/v1/webhooks", &token, &hook).await, 201).await;
         let credits_before = json_with_status(app.get_with_token("/api/v1/billing", &token).await, 200).await["credits"]
             .as_i64()
             .unwrap();
@@ -156,6 +162,22 @@ async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
         let data = completed.payload.data().unwrap();
         assert_eq!(data["execution_id"], id.as_str());
         assert_eq!(data["output"]["status"], 200);
+        // …and delivered to the subscriber, signed like every event.
+        let mut delivered = Vec::new();
+        for _ in 0..200 {
+            delivered = subscriber.received_requests().await.unwrap();
+            if delivered.len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut types: Vec<String> = delivered
+            .iter()
+            .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["type"].as_str().unwrap().to_owned())
+            .collect();
+        types.sort();
+        assert_eq!(types, ["workflow.execution.completed", "workflow.execution.started"]);
+        assert!(delivered.iter().all(|r| r.headers.contains_key("webhook-signature")));
     })
     .await;
 }
