@@ -85,8 +85,9 @@ pub struct NewTrigger {
     pub allowed_methods: Option<Vec<String>>,
 }
 
-/// A call to a trigger URL, as it arrived.
-#[derive(Debug, Clone)]
+/// A call to a trigger URL, as it arrived. Its `Debug` shows neither the path nor any header
+/// value nor the body: they carry the trigger's secret and the caller's data.
+#[derive(Clone)]
 pub struct TriggerCall {
     /// The path segment after `/webhooks/trigger/`.
     pub path: String,
@@ -98,6 +99,17 @@ pub struct TriggerCall {
     pub headers: Vec<(String, String)>,
     /// The raw body.
     pub body: Vec<u8>,
+}
+
+impl std::fmt::Debug for TriggerCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("TriggerCall")
+            .field("method", &self.method)
+            .field("headers", &names)
+            .field("body_bytes", &self.body.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a call that passed every gate did.

@@ -428,6 +428,13 @@ async fn a_failed_count_does_not_fail_a_started_call() {
 }
 
 #[test]
+fn a_call_never_prints_its_secret_path_or_body() {
+    let printed = format!("{:?}", call("POST", &with_secret(), br#"{"card": "4111"}"#));
+    assert!(!printed.contains(SECRET) && !printed.contains(PATH) && !printed.contains("4111"), "{printed}");
+    assert!(printed.contains("X-Webhook-Secret"), "header names are shown: {printed}");
+}
+
+#[test]
 fn idempotency_keys_are_trimmed_and_bounded() {
     assert_eq!(idempotency_key(None).unwrap(), None);
     assert_eq!(idempotency_key(Some(" a-1 ")).unwrap().as_deref(), Some("a-1"));
