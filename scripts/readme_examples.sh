@@ -30,6 +30,7 @@ expect() {
 expect '"session_id":"user-42:support"'
 expect '"workflows":[{"id":"wf_'
 expect '"status":"completed","origin":"api","input":{"name":"Ada"},"output":"Hello Ada"'
+expect '"trigger_id":"trg_'
 expect '"total":4'
 expect '"error":"conflict"'
 expect '"email":"ada@example.com"'

@@ -161,7 +161,7 @@ impl FromRequest for Caller {
 }
 
 /// A refusal by the rate limit `limit` (a label of `/metrics`), counted.
-fn rate_limited(limit: &'static str, retry_after: u64) -> ApiError {
+pub(crate) fn rate_limited(limit: &'static str, retry_after: u64) -> ApiError {
     metrics::counter!(agentry_domain::metrics::RATE_LIMIT_REJECTIONS, "limit" => limit).increment(1);
     ApiError::new(ErrorCode::RateLimitExceeded, format!("rate limit exceeded; retry in {retry_after} s"))
         .with_retry_after(retry_after)

@@ -15,7 +15,9 @@ use agentry_domain::identity::{
 use agentry_domain::memory::{EmbedError, MemoryError};
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use agentry_domain::webhooks::WebhookError;
-use agentry_domain::workflows::{ExecutionError, WorkflowError};
+use agentry_domain::workflows::{
+    ExecutionError, InboundError, IntegrationError, TriggerError, WorkflowError,
+};
 use serde_json::{Value, json};
 
 use crate::settings::{Envelope, HttpSettings};
@@ -127,6 +129,11 @@ pub struct ApiError {
     message: String,
     details: Vec<FieldError>,
     retry_after: Option<u64>,
+    /// The `Allow` header of a 405.
+    allow: Option<String>,
+    /// Whether a 401 names the bearer scheme (`WWW-Authenticate: Bearer`): not for the inbound
+    /// routes, whose proofs are secrets and signatures.
+    bearer_challenge: bool,
     /// The cause of an internal error, for the log only.
     cause: Option<anyhow::Error>,
 }
@@ -134,7 +141,15 @@ pub struct ApiError {
 impl ApiError {
     /// An error with `code` and a human-readable `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: Vec::new(), retry_after: None, cause: None }
+        Self {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+            retry_after: None,
+            allow: None,
+            bearer_challenge: true,
+            cause: None,
+        }
     }
 
     /// A validation error naming the refused fields.
@@ -172,6 +187,18 @@ impl ApiError {
         self
     }
 
+    /// Adds the `Allow` header (the methods the resource accepts) to a 405.
+    pub fn with_allow(mut self, allow: impl Into<String>) -> Self {
+        self.allow = Some(allow.into());
+        self
+    }
+
+    /// A 401 of a route that takes no bearer token: no `WWW-Authenticate: Bearer`.
+    pub fn without_bearer_challenge(mut self) -> Self {
+        self.bearer_challenge = false;
+        self
+    }
+
     /// The error's code.
     pub fn code(&self) -> ErrorCode {
         self.code
@@ -200,8 +227,11 @@ impl ApiError {
         if let Some(seconds) = self.retry_after {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
-        if self.code == ErrorCode::Unauthorized {
+        if self.code == ErrorCode::Unauthorized && self.bearer_challenge {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+        }
+        if let Some(allow) = self.allow.as_deref().and_then(|a| HeaderValue::from_str(a).ok()) {
+            response.insert_header((header::ALLOW, allow));
         }
         response.json(body)
     }
@@ -475,6 +505,60 @@ impl From<ExecutionError> for ApiError {
                 Self::new(ErrorCode::Conflict, e.to_string())
             }
             ExecutionError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<TriggerError> for ApiError {
+    fn from(e: TriggerError) -> Self {
+        match e {
+            TriggerError::Forbidden(f) => f.into(),
+            TriggerError::Invalid(v) => v.into(),
+            TriggerError::WorkflowNotFound => Self::not_found("no such workflow"),
+            TriggerError::NotFound => Self::not_found("no such trigger of this workflow"),
+            TriggerError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<IntegrationError> for ApiError {
+    fn from(e: IntegrationError) -> Self {
+        match e {
+            IntegrationError::Forbidden(f) => f.into(),
+            IntegrationError::Invalid(v) => v.into(),
+            IntegrationError::NotFound => Self::not_found("no such integration"),
+            IntegrationError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+/// Trigger calls and integration deliveries. A refused proof says which header was wrong, not
+/// the secret's value; a 429 is rendered by the handler, which also records the rate status.
+impl From<InboundError> for ApiError {
+    fn from(e: InboundError) -> Self {
+        match e {
+            InboundError::NotFound => Self::not_found("no such trigger or integration"),
+            InboundError::MethodNotAllowed { allow } => {
+                Self::new(ErrorCode::MethodNotAllowed, format!("this trigger accepts only {allow}"))
+                    .with_allow(allow)
+            }
+            InboundError::Unauthorized(reason) => {
+                tracing::debug!(%reason, "inbound proof refused");
+                Self::unauthorized(format!("the secret or signature was refused: {reason}"))
+                    .without_bearer_challenge()
+            }
+            InboundError::Invalid(v) => v.into(),
+            e @ InboundError::UnsupportedBody => Self::new(ErrorCode::UnsupportedMediaType, e.to_string()),
+            e @ InboundError::Inactive => Self::new(ErrorCode::Conflict, e.to_string()),
+            InboundError::RateLimited(status) => {
+                let retry_after = status.retry_after.unwrap_or(1);
+                Self::new(
+                    ErrorCode::RateLimitExceeded,
+                    format!("rate limit exceeded; retry in {retry_after} s"),
+                )
+                .with_retry_after(retry_after)
+            }
+            InboundError::Unexpected(e) => Self::internal(e),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Request extractors that answer every bad input with an [`ApiError`] in the configured
-//! envelope: JSON and form bodies (content type, size, syntax, field types), and the bearer
-//! credentials of the caller.
+//! envelope: JSON and form bodies (content type, size, syntax, field types), raw bodies (size),
+//! and the bearer credentials of the caller.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -232,6 +232,23 @@ impl<T: DeserializeOwned + 'static> FromRequest for FormBody<T> {
             })?;
             Ok(FormBody(value))
         })
+    }
+}
+
+/// A request body of any content type, as bytes, at most the configured size (413 past it):
+/// for the inbound routes, whose signatures cover the raw body.
+#[derive(Debug)]
+pub struct RawBody(pub Vec<u8>);
+
+impl FromRequest for RawBody {
+    type Error = ApiError;
+    type Future = LocalFuture<Self>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let limit = settings(req).max_body_bytes;
+        let declared = declared_length(req);
+        let payload = payload.take();
+        Box::pin(async move { read_body(payload, declared, limit).await.map(RawBody) })
     }
 }
 

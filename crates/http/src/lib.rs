@@ -31,7 +31,7 @@ use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
-use agentry_domain::workflows::{ExecutionService, WorkflowService};
+use agentry_domain::workflows::{ExecutionService, IntegrationService, TriggerService, WorkflowService};
 use async_trait::async_trait;
 
 pub use error::{ApiError, ErrorCode};
@@ -94,6 +94,10 @@ pub struct AppState {
     pub workflows: WorkflowService,
     /// Workflow executions.
     pub executions: ExecutionService,
+    /// Workflow triggers and the calls to their URLs.
+    pub triggers: TriggerService,
+    /// Inbound integrations and their receivers.
+    pub integrations: IntegrationService,
     /// Rate limiting.
     pub limiter: RateLimiter,
     /// Rate-limit settings.
@@ -124,8 +128,13 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::billing::configure)
         .configure(routes::workflows::configure)
         .configure(routes::executions::configure)
-        // After every route with a static segment under /webhooks (trigger calls and
-        // integration receivers join before it), so none is taken for a subscription id.
+        .configure(routes::triggers::configure)
+        .configure(routes::integrations::configure)
+        // Static segments under /webhooks before the subscriptions' `/webhooks/{webhook_id}`.
+        .configure(routes::triggers::configure_calls)
+        .configure(routes::integrations::configure_receivers)
+        // After every route with a static segment under /webhooks, so none is taken for a
+        // subscription id.
         .configure(routes::webhooks::configure)
         .service(web::resource("/openapi.json").route(web::get().to(openapi::openapi_json)));
 }

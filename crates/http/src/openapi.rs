@@ -21,7 +21,8 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::routes::{
-    agents, api_keys, auth, billing, executions, health, memory, recovery, webhooks, workflows,
+    agents, api_keys, auth, billing, executions, health, integrations, memory, recovery, triggers, webhooks,
+    workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -50,6 +51,10 @@ use crate::settings::{Envelope, HttpSettings};
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
         workflows::list, workflows::create, workflows::get, workflows::update, workflows::delete,
         executions::execute, executions::list, executions::get, executions::cancel,
+        triggers::list, triggers::create, triggers::delete,
+        triggers::call_post, triggers::call_get, triggers::call_put, triggers::call_patch, triggers::call_delete,
+        integrations::list, integrations::create, integrations::get, integrations::delete,
+        integrations::receive,
         health::healthz, health::readyz, health::metrics,
     ),
     tags(
@@ -59,7 +64,8 @@ use crate::settings::{Envelope, HttpSettings};
         (name = "memory", description = "Memory: Variant A (`/memory`) and Variant B (`/memory-stores/entries`)"),
         (name = "billing", description = "Plan, credits, ledger and purchases"),
         (name = "webhooks", description = "Outbound webhook subscriptions, signed deliveries, the delivery log"),
-        (name = "workflows", description = "Workflows: steps run in order, with templates"),
+        (name = "workflows", description = "Workflows: steps run in order, with templates; their trigger URLs"),
+        (name = "integrations", description = "Inbound integrations: receivers of six kinds of services' signed events, each bound to a workflow"),
         (name = "operations", description = "Health and readiness"),
     )
 )]
@@ -135,7 +141,60 @@ const LINKS: &[Link] = &[
     ),
     ("createWebhook", "201", "DeleteWebhook", "deleteWebhook", &[("webhook_id", "$response.body#{data}/id")]),
     ("createApiKey", "201", "RevokeApiKey", "revokeApiKey", &[("key_id", "$response.body#{data}/id")]),
+    (
+        "createWorkflow",
+        "201",
+        "CreateWorkflowTrigger",
+        "createWorkflowTrigger",
+        &[("workflow_id", "$response.body#{data}/id")],
+    ),
+    (
+        "createWorkflow",
+        "201",
+        "ListWorkflowTriggers",
+        "listWorkflowTriggers",
+        &[("workflow_id", "$response.body#{data}/id")],
+    ),
+    (
+        "createWorkflowTrigger",
+        "201",
+        "DeleteWorkflowTrigger",
+        "deleteWorkflowTrigger",
+        &[("workflow_id", "$request.path.workflow_id"), ("webhook_id", "$response.body#{data}/id")],
+    ),
+    (
+        "createWorkflowTrigger",
+        "201",
+        "CallTrigger",
+        "callTriggerPost",
+        &[("path", "$response.body#{data}/path")],
+    ),
+    (
+        "createIntegration",
+        "201",
+        "GetIntegration",
+        "getIntegration",
+        &[("integration_id", "$response.body#{data}/id")],
+    ),
+    (
+        "createIntegration",
+        "201",
+        "ReceiveIntegrationEvent",
+        "receiveIntegrationEvent",
+        &[("kind", "$response.body#{data}/kind"), ("integration_id", "$response.body#{data}/id")],
+    ),
+    (
+        "createIntegration",
+        "201",
+        "DeleteIntegration",
+        "deleteIntegration",
+        &[("integration_id", "$response.body#{data}/id")],
+    ),
 ];
+
+/// Successes answered outside the envelope, as their callers need them: (operation, status).
+/// Slack reads its URL-verification challenge at the top level of the body.
+const UNWRAPPED: &[(&str, &str)] = &[("receiveIntegrationEvent", "200")];
 
 /// The document for `settings`, as served.
 pub fn document(settings: &HttpSettings) -> Value {
@@ -313,6 +372,7 @@ fn header_ref(name: &str, required: bool) -> Value {
 
 fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: Envelope) {
     let Some(op) = op.as_object_mut() else { return };
+    let operation = op.get("operationId").and_then(Value::as_str).unwrap_or_default().to_owned();
     let secured = op.get("security").and_then(Value::as_array).is_some_and(|s| !s.is_empty());
     let limited_by_address = op.get("x-rate-limit").is_some();
     if secured {
@@ -417,6 +477,7 @@ fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: En
             response
                 .insert("content".into(), json!({"application/json": {"schema": {"$ref": ERROR_SCHEMA}}}));
         } else if envelope == Envelope::Wrapped
+            && !UNWRAPPED.contains(&(operation.as_str(), status.as_str()))
             && let Some(content) = response.get_mut("content").and_then(|c| c.get_mut("application/json"))
             && let Some(schema) = content.get("schema").cloned()
         {

@@ -10,7 +10,9 @@ use agentry_domain::agents::{AgentStatus, AgentType, MemoryType};
 use agentry_domain::events::EventType;
 use agentry_domain::tenancy::Scope;
 use agentry_domain::webhooks::EventSelector;
-use agentry_domain::workflows::{MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS, StepType};
+use agentry_domain::workflows::{
+    IntegrationKind, MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS, StepType, TRIGGER_METHODS,
+};
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::{RefOr, Schema};
 
@@ -133,6 +135,33 @@ pub fn webhook_events_optional() -> impl Into<RefOr<Schema>> {
         .min_items(Some(1))
         .max_items(Some(32))
         .description(Some("Event types, the aliases `agent.message` and `workflow.completed`, or `*`."))
+}
+
+/// A trigger's `allowed_methods`: at least one of the methods a trigger may accept, in any
+/// case; null or absent means `["POST"]`.
+pub fn trigger_methods() -> impl Into<RefOr<Schema>> {
+    // Any case: each letter as a class of its two cases (ECMA-262 has no inline `(?i)`).
+    let any_case =
+        |m: &str| m.chars().map(|c| format!("[{}{}]", c, c.to_ascii_lowercase())).collect::<String>();
+    let names: Vec<String> = TRIGGER_METHODS.iter().map(|m| any_case(m.as_str())).collect();
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(
+            ObjectBuilder::new().schema_type(Type::String).pattern(Some(format!("^({})$", names.join("|")))),
+        )
+        .min_items(Some(1))
+        .description(Some(
+            "Any of `GET`, `POST`, `PUT`, `PATCH`, `DELETE`, in any case; default `[\"POST\"]`.",
+        ))
+        .examples([serde_json::json!(["POST"])])
+}
+
+/// An integration's `kind`.
+pub fn integration_kind() -> impl Into<RefOr<Schema>> {
+    string_enum(IntegrationKind::ALL.iter().map(|k| k.as_str()), false).description(Some(
+        "`chat` (Slack), `code-host` (GitHub), `issue-tracker` (Linear), `issue-tracker-2` (Jira), \
+         `incident` (PagerDuty) or `wiki` (Confluence).",
+    ))
 }
 
 /// The status a subscription may be set to.

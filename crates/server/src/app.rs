@@ -25,7 +25,8 @@ use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
 use agentry_domain::workflows::{
-    ExecutionService, ExecutionServiceDeps, ExecutionSettings, WorkflowService, WorkflowServiceDeps,
+    ExecutionService, ExecutionServiceDeps, ExecutionSettings, IntegrationService, IntegrationServiceDeps,
+    TriggerService, TriggerServiceDeps, WorkflowService, WorkflowServiceDeps,
 };
 use agentry_embed::{
     HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
@@ -35,8 +36,8 @@ use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
-    DbRateCounter, ExecutionStore, JobStore, MemoryStore, OneTimeTokenStore, RefreshTokenStore, WebhookStore,
-    WorkflowStore, redact,
+    DbRateCounter, ExecutionStore, IntegrationStore, JobStore, MemoryStore, OneTimeTokenStore,
+    RefreshTokenStore, TriggerStore, WebhookStore, WorkflowStore, redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -223,8 +224,6 @@ pub fn webhook_service(
     ids: Arc<dyn IdGenerator>,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<WebhookService> {
-    use secrecy::ExposeSecret as _;
-    let key = keys::secret_key(config.secret_key.as_ref(), &config.data_dir)?;
     let sender = agentry_outbound::WebhookClient::new(
         agentry_outbound::OutboundSettings {
             allow_private: config.webhook_allow_private,
@@ -238,7 +237,7 @@ pub fn webhook_service(
     Ok(WebhookService::new(
         WebhookServiceDeps {
             webhooks: store,
-            cipher: Arc::new(AesGcmCipher::new(key.expose_secret())?),
+            cipher: secret_cipher(config)?,
             sender: Arc::new(sender),
             hmac: Arc::new(RingHmac),
             secrets,
@@ -255,6 +254,17 @@ pub fn webhook_service(
             ..WebhookSettings::default()
         },
     ))
+}
+
+/// The cipher of the secrets the service must use in clear (webhook signing secrets, trigger
+/// secrets, integrations' signing secrets), keyed with `AGENTRY_SECRET_KEY` or the key
+/// generated once into the data directory.
+///
+/// # Errors
+/// When the key is invalid or cannot be read or written.
+pub fn secret_cipher(config: &Config) -> anyhow::Result<Arc<AesGcmCipher>> {
+    let key = keys::secret_key(config.secret_key.as_ref(), &config.data_dir)?;
+    Ok(Arc::new(AesGcmCipher::new(key.expose_secret())?))
 }
 
 /// The services and the background work over `db`.
@@ -431,7 +441,7 @@ pub fn build_services(
     )?;
     let executions = ExecutionService::new(
         ExecutionServiceDeps {
-            workflows: workflow_store,
+            workflows: workflow_store.clone(),
             executions: execution_store,
             performer: Arc::new(ServiceSteps::new(
                 chat.clone(),
@@ -448,6 +458,31 @@ pub fn build_services(
             batch: config.workflow_concurrency,
         },
     );
+    let limiter = RateLimiter::new(counter, clock.clone());
+    let cipher = secret_cipher(config)?;
+    let triggers = TriggerService::new(TriggerServiceDeps {
+        triggers: Arc::new(TriggerStore::new(db.clone())),
+        workflows: workflow_store.clone(),
+        executions: executions.clone(),
+        cipher: cipher.clone(),
+        hmac: Arc::new(RingHmac),
+        secrets: secrets.clone(),
+        limiter: limiter.clone(),
+        plans,
+        ids: ids.clone(),
+        clock: clock.clone(),
+    });
+    let integrations = IntegrationService::new(IntegrationServiceDeps {
+        integrations: Arc::new(IntegrationStore::new(db.clone())),
+        workflows: workflow_store,
+        executions: executions.clone(),
+        cipher,
+        hmac: Arc::new(RingHmac),
+        limiter: limiter.clone(),
+        plans,
+        ids: ids.clone(),
+        clock: clock.clone(),
+    });
     let state = AppState {
         accounts,
         access,
@@ -459,7 +494,9 @@ pub fn build_services(
         webhooks,
         workflows,
         executions,
-        limiter: RateLimiter::new(counter, clock.clone()),
+        triggers,
+        integrations,
+        limiter,
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
         metrics,

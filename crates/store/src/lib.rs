@@ -27,6 +27,7 @@ pub(crate) mod sqlite;
 mod statements;
 #[cfg(feature = "test-support")]
 pub mod test_support;
+mod triggers;
 pub mod types;
 mod vectors;
 mod webhooks;
@@ -45,5 +46,6 @@ pub use memory::MemoryStore;
 pub use one_time_tokens::OneTimeTokenStore;
 pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;
+pub use triggers::{IntegrationStore, TriggerStore};
 pub use webhooks::WebhookStore;
 pub use workflows::WorkflowStore;

@@ -413,6 +413,43 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    workflow_triggers (id) {
+        id -> Text,
+        tenant_id -> Text,
+        workflow_id -> Text,
+        path -> Text,
+        name -> Text,
+        allowed_methods -> Json,
+        secret_sealed -> Text,
+        is_active -> Bool,
+        trigger_count -> BigInt,
+        run_as_user_id -> Text,
+        run_as_role -> Text,
+        created_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    integrations (id) {
+        id -> Text,
+        tenant_id -> Text,
+        kind -> Text,
+        name -> Text,
+        workflow_id -> Text,
+        signing_secret_sealed -> Text,
+        run_as_user_id -> Text,
+        run_as_role -> Text,
+        created_at -> UtcTime,
+    }
+}
+
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
@@ -443,4 +480,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_subscriptions,
     webhook_deliveries,
     webhook_attempts,
+    workflow_triggers,
+    integrations,
 );

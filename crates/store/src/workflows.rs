@@ -1,4 +1,5 @@
-//! [`WorkflowRepository`]: workflows, scoped by tenant in every query.
+//! [`WorkflowRepository`]: workflows, scoped by tenant in every query. Deleting one deletes its
+//! triggers and integrations (their foreign keys cascade; see [`crate::triggers`]).
 
 use agentry_domain::ids::{TenantId, WorkflowId};
 use agentry_domain::pagination::Page;
@@ -27,7 +28,7 @@ impl WorkflowStore {
 
 #[derive(Queryable, Selectable, Insertable, AsChangeset)]
 #[diesel(table_name = workflows, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-struct WorkflowRow {
+pub(crate) struct WorkflowRow {
     id: String,
     tenant_id: String,
     name: String,
@@ -53,7 +54,7 @@ impl WorkflowRow {
         }
     }
 
-    fn into_domain(self) -> anyhow::Result<Workflow> {
+    pub(crate) fn into_domain(self) -> anyhow::Result<Workflow> {
         // Stored steps were validated when saved; reading them back parses their templates
         // again, which also catches a row written by hand.
         let steps = validate_steps(&self.steps.0).map_err(|errors| {

@@ -418,6 +418,8 @@ pub struct Trigger {
     pub is_active: bool,
     /// Calls that started an execution.
     pub trigger_count: u64,
+    /// Whose authority the executions it starts act with: its creator's.
+    pub run_as: RunAs,
     /// Creation time.
     pub created_at: DateTime<Utc>,
 }
@@ -543,6 +545,8 @@ pub struct Integration {
     pub workflow_id: WorkflowId,
     /// The secret the sender signs with, sealed.
     pub signing_secret: SealedSecret,
+    /// Whose authority the executions it starts act with: its creator's.
+    pub run_as: RunAs,
     /// Creation time.
     pub created_at: DateTime<Utc>,
 }
@@ -642,6 +646,7 @@ mod tests {
             secret: SealedSecret("sealed".into()),
             is_active: true,
             trigger_count: 0,
+            run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
             created_at: DateTime::UNIX_EPOCH,
         };
         assert!(trigger.allows("POST") && trigger.allows("GET"));

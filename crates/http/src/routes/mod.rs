@@ -7,9 +7,11 @@ pub mod auth;
 pub mod billing;
 pub mod executions;
 pub mod health;
+pub mod integrations;
 pub mod memory;
 pub mod pages;
 pub mod recovery;
+pub mod triggers;
 pub mod webhooks;
 pub mod workflows;
 

@@ -16,5 +16,6 @@ mod memory;
 mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;
+mod triggers;
 mod webhooks;
 mod workflows;

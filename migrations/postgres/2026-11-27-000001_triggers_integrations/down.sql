@@ -1,0 +1,2 @@
+DROP TABLE integrations;
+DROP TABLE workflow_triggers;
