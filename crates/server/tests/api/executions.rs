@@ -76,6 +76,9 @@ pub async fn finished(app: &TestApp, token: &str, id: &str) -> Value {
     json_with_status(app.get_with_token(&format!("/api/v1/executions/{id}"), token).await, 200).await
 }
 
+/// The topic of the three-step workflow, from an API execution's input or a trigger call's body.
+const TOPIC: &str = "{{ input.body.topic if input.body is defined else input.topic }}";
+
 #[tokio::test]
 async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
     on_both_databases(loopback, |app| async move {
@@ -98,11 +101,12 @@ async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
         let workflow = create_workflow(&app, &token, &json!({
             "name": "Recall, ask, report",
             "steps": [
-                {"id": "recall", "type": "memory_search", "query": "{{ input.topic }}", "agent_id": agent_id, "top_k": 1},
+                // Executed by API the topic is `input.topic`; by a trigger URL, the call's `input.body.topic`.
+                {"id": "recall", "type": "memory_search", "query": TOPIC, "agent_id": agent_id, "top_k": 1},
                 {"id": "ask", "type": "agent_chat", "agent_id": agent_id,
                  "message": "Remember this: {{ steps.recall.output.results[0].content }}"},
                 {"id": "report", "type": "http_request", "method": "POST", "url": format!("{}/in", receiver.uri()),
-                 "headers": {"X-Topic": "{{ input.topic }}"},
+                 "headers": {"X-Topic": TOPIC},
                  "body": {"memory": "{{ steps.recall.output.results[0].content }}", "reply": "{{ steps.ask.output.content }}",
                           "tokens": "{{ steps.ask.output.usage.total_tokens }}"}}
             ]
@@ -178,6 +182,29 @@ async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
         types.sort();
         assert_eq!(types, ["workflow.execution.completed", "workflow.execution.started"]);
         assert!(delivered.iter().all(|r| r.headers.contains_key("webhook-signature")));
+
+        // The same workflow through a trigger URL: the call's body is the input's `body`.
+        let path = format!("/api/v1/workflows/{workflow}/webhooks");
+        let trigger = json_with_status(app.post_json_with_token(&path, &token, &json!({"name": "ci"})).await, 201).await;
+        let r = app
+            .client
+            .post(app.url(trigger["url"].as_str().unwrap()))
+            .header("X-Webhook-Secret", trigger["secret"].as_str().unwrap())
+            .json(&json!({"topic": "favourite colour"}))
+            .send()
+            .await
+            .unwrap();
+        let by_trigger = json_with_status(r, 202).await;
+        let done = finished(&app, &token, by_trigger["execution_id"].as_str().unwrap()).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["origin"], "trigger");
+        assert_eq!(done["steps"][0]["output"]["results"][0]["content"], "The customer's favourite colour is teal.");
+        assert!(done["steps"].as_array().unwrap().iter().all(|s| s["status"] == "completed"), "{done}");
+        let requests = receiver.received_requests().await.unwrap();
+        assert_eq!(requests.len(), 2);
+        let body: Value = serde_json::from_slice(&requests[1].body).unwrap();
+        assert_eq!(body["reply"], done["steps"][1]["output"]["content"]);
+        assert_eq!(requests[1].headers.get("x-topic").unwrap(), "favourite colour");
     })
     .await;
 }
