@@ -419,3 +419,32 @@ async fn executions_are_listed_filtered_and_refused_where_they_must_be() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_memory_add_step_stores_an_entry_a_later_step_finds() {
+    on_both_databases(|_| {}, |app| async move {
+        let token = app.access_token("ada@example.com").await;
+        let workflow = create_workflow(&app, &token, &json!({
+            "name": "Remember",
+            "steps": [
+                {"id": "keep", "type": "memory_add", "content": "{{ input.fact }}", "memory_type": "semantic",
+                 "metadata": {"from": "{{ input.who }}"}},
+                {"id": "find", "type": "memory_search", "query": "{{ input.fact }}", "memory_type": "semantic", "top_k": 1}
+            ]
+        })).await;
+        let input = json!({"fact": "The office plants are watered on Tuesdays.", "who": "Ada"});
+        let id = execute(&app, &token, &workflow, input).await["execution_id"].as_str().unwrap().to_owned();
+        let done = finished(&app, &token, &id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        let entry = &done["steps"][0]["output"];
+        let entry_id = entry["id"].as_str().unwrap();
+        assert!(entry_id.starts_with("mem_"), "{entry}");
+        assert_eq!(entry["source"], "workflow");
+        assert_eq!(entry["metadata"], json!({"from": "Ada"}));
+        assert_eq!(done["steps"][1]["output"]["results"][0]["id"], entry_id);
+        // The entry is the tenant's, as if added through the API.
+        let r = app.get_with_token(&format!("/api/v1/memory/{entry_id}"), &token).await;
+        assert_eq!(json_with_status(r, 200).await["content"], "The office plants are watered on Tuesdays.");
+    })
+    .await;
+}
