@@ -522,8 +522,7 @@ impl ExecutionRepository for ExecutionStore {
         result: &StepResult,
         finish: Option<Finish>,
     ) -> anyhow::Result<bool> {
-        let execution = ExecutionId::from_string(id.as_str());
-        let step = StepRow::new(&execution, position, result);
+        let step = StepRow::new(id, position, result);
         let (id, token) = (id.to_string(), lease.token.clone());
         let at = DbTime(result.finished_at.unwrap_or_else(Utc::now));
         let finish =

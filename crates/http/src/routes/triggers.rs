@@ -120,26 +120,9 @@ impl From<Trigger> for TriggerResponse {
 /// A new trigger with its secret: the only answer that shows it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedTriggerResponse {
-    /// Trigger id.
-    pub id: String,
-    /// The workflow it executes.
-    pub workflow_id: String,
-    /// Name.
-    pub name: String,
-    /// The opaque token of its URL.
-    pub path: String,
-    /// `/api/v1/webhooks/trigger/<path>`, to be prefixed with the service's address.
-    pub url: String,
-    /// Whether calls are accepted.
-    pub is_active: bool,
-    /// Calls that started an execution (0).
-    pub trigger_count: u64,
-    /// The methods its URL accepts.
-    pub allowed_methods: Vec<String>,
-    /// Creation time.
-    #[serde(serialize_with = "timestamp::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
+    /// The trigger.
+    #[serde(flatten)]
+    pub trigger: TriggerResponse,
     /// The secret a call presents as `X-Webhook-Secret`, or signs with
     /// (`X-Service-Signature`). Shown only here: keep it.
     pub secret: String,
@@ -147,19 +130,7 @@ pub struct CreatedTriggerResponse {
 
 impl CreatedTriggerResponse {
     fn new(t: Trigger, secret: String) -> Self {
-        let r = TriggerResponse::from(t);
-        Self {
-            id: r.id,
-            workflow_id: r.workflow_id,
-            name: r.name,
-            path: r.path,
-            url: r.url,
-            is_active: r.is_active,
-            trigger_count: r.trigger_count,
-            allowed_methods: r.allowed_methods,
-            created_at: r.created_at,
-            secret,
-        }
+        Self { trigger: TriggerResponse::from(t), secret }
     }
 }
 
