@@ -38,6 +38,9 @@ pub const CREDITS_CHARGED: &str = "agentry_credits_charged_total";
 /// Counter: requests refused by a rate limit, by `limit` (`plan`, `auth_per_ip`,
 /// `failed_auth_per_ip`).
 pub const RATE_LIMIT_REJECTIONS: &str = "agentry_rate_limit_rejections_total";
+/// Counter: requests whose rate-limit store failed, by `policy` (`open`: let through
+/// uncounted; `closed`: refused with 503).
+pub const RATE_LIMIT_STORE_ERRORS: &str = "agentry_rate_limit_store_errors_total";
 /// Gauge: items waiting in a background queue, by `queue`.
 pub const QUEUE_DEPTH: &str = "agentry_queue_depth";
 /// Gauge: age in seconds of the oldest item due in a background queue, by `queue`.

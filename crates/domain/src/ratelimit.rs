@@ -1,9 +1,11 @@
 //! Fixed-window rate limiting: per-minute and per-day budgets counted in a shared store.
 //!
 //! The store only counts ([`RateCounter`]); the decisions — which window, what remains, when
-//! it resets, how long to wait — are made here, the same for every store.
+//! it resets, how long to wait, what happens when the store fails — are made here, the same for
+//! every store (process memory, the database, Redis).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -54,21 +56,58 @@ impl PlanTable {
     }
 }
 
-/// Counts hits per bucket and window. Implementations shared by several service instances must
-/// count in a shared store, so that the instances enforce one limit together.
+/// One window a request is counted in: the minute or the day of a subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Which window of the subject: `"m"` (minute) or `"d"` (day). The store keeps the count
+    /// under the subject and this name.
+    pub name: &'static str,
+    /// When the window began, Unix seconds.
+    pub start: i64,
+    /// Its length in seconds; a store may forget the window once it has ended.
+    pub secs: i64,
+    /// Its budget: a hit that takes the count past it ends the counting (see [`RateCounter`]).
+    pub limit: u64,
+}
+
+/// Counts hits per subject and window. Implementations shared by several service instances
+/// must count in a shared store, so that the instances enforce one limit together.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
 pub trait RateCounter: Send + Sync {
-    /// Adds one hit to `bucket` in the window starting at `window_start` (Unix seconds) and
-    /// returns the window's count including it. `window_secs` lets a store expire old windows.
-    async fn hit(&self, bucket: &str, window_start: i64, window_secs: i64) -> anyhow::Result<u64>;
+    /// Adds one hit to each of `windows` in order, **atomically**, and returns each counted
+    /// window's count including the hit. Counting stops after the first window whose count
+    /// then exceeds its limit: the windows after it are neither counted nor returned, so a
+    /// request the minute refuses does not use up the day. One call is one round trip to the
+    /// store (a script, a statement), whatever the number of windows.
+    async fn hit(&self, subject: &str, windows: &[Window]) -> anyhow::Result<Vec<u64>>;
 }
+
+/// What a request gets when the counter's store fails (`AGENTRY_RATE_LIMIT_FAILURE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// Let the request through, uncounted and without rate-limit headers: an outage of the
+    /// limiter's store does not become an outage of the service.
+    #[default]
+    Open,
+    /// Refuse it with [`LimiterUnavailable`] (answered 503 with `Retry-After`): no request
+    /// goes uncounted.
+    Closed,
+}
+
+/// The counter's store failed and the policy is [`FailurePolicy::Closed`]. Travels inside an
+/// `anyhow::Error` through the services, so that the HTTP layer can answer it 503 wherever it
+/// surfaces.
+#[derive(Debug, thiserror::Error)]
+#[error("the rate-limit store is unavailable: {0}")]
+pub struct LimiterUnavailable(String);
 
 /// The outcome of one rate-limited request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateStatus {
     /// The limit of the window that decided (`X-RateLimit-Limit`): the per-minute limit, or
-    /// the per-day one when the day's budget refused the request; `None` when there is none.
+    /// the per-day one when the day's budget refused the request; `None` when there is none
+    /// (or when the request went uncounted because the store failed open).
     pub limit: Option<u64>,
     /// Requests left in that window (`X-RateLimit-Remaining`).
     pub remaining: u64,
@@ -93,11 +132,15 @@ const DAY: i64 = 86_400;
 pub struct RateLimiter {
     counter: Arc<dyn RateCounter>,
     clock: Arc<dyn Clock>,
+    policy: FailurePolicy,
+    /// The second of the last logged store failure: during an outage every request fails, and
+    /// one line a second says so as well as thousands would.
+    last_failure_logged: Arc<AtomicI64>,
 }
 
 impl std::fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RateLimiter { .. }")
+        f.debug_struct("RateLimiter").field("policy", &self.policy).finish_non_exhaustive()
     }
 }
 
@@ -106,55 +149,164 @@ fn window_start(now: i64, len: i64) -> i64 {
 }
 
 impl RateLimiter {
-    /// A limiter counting with `counter`.
+    /// A limiter counting with `counter`; it fails open (see [`FailurePolicy`]).
     pub fn new(counter: Arc<dyn RateCounter>, clock: Arc<dyn Clock>) -> Self {
-        Self { counter, clock }
+        Self { counter, clock, policy: FailurePolicy::Open, last_failure_logged: Arc::new(AtomicI64::new(0)) }
     }
 
-    /// Counts one request of `subject` against `quota`. The minute window is checked first;
-    /// a request refused by it does not use up the day's budget.
+    /// The same limiter with `policy` for store failures.
+    #[must_use]
+    pub fn with_failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Counts one request of `subject` against `quota`, the minute window first; a request
+    /// refused by it does not use up the day's budget.
     ///
     /// # Errors
-    /// When the counter's store fails.
+    /// [`LimiterUnavailable`] when the counter's store fails and the policy is
+    /// [`FailurePolicy::Closed`].
     pub async fn check(&self, subject: &str, quota: Quota) -> anyhow::Result<RateStatus> {
         let now: DateTime<Utc> = self.clock.now();
         let now = now.timestamp();
         let minute = window_start(now, MINUTE);
+        let day = window_start(now, DAY);
         let mut status = RateStatus {
             limit: quota.per_minute,
             remaining: 0,
             reset_at: minute + MINUTE,
             retry_after: None,
         };
-        if let Some(limit) = quota.per_minute {
-            let count = self.counter.hit(&format!("{subject}:m"), minute, MINUTE).await?;
-            status.remaining = limit.saturating_sub(count);
-            if count > limit {
-                status.retry_after = Some(u64::try_from(minute + MINUTE - now).unwrap_or(1).max(1));
+        let windows: Vec<Window> = [
+            quota.per_minute.map(|limit| Window { name: "m", start: minute, secs: MINUTE, limit }),
+            quota.per_day.map(|limit| Window { name: "d", start: day, secs: DAY, limit }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if windows.is_empty() {
+            return Ok(status);
+        }
+        let counts = match self.counter.hit(subject, &windows).await {
+            Ok(counts) => counts,
+            Err(e) => return self.store_failed(&e, now, status),
+        };
+        for (window, &count) in windows.iter().zip(&counts) {
+            let refused = count > window.limit;
+            let minute_decides = window.name == "m" || quota.per_minute.is_none();
+            if refused {
+                // The window that refused is the one the headers describe.
+                status.limit = Some(window.limit);
+                status.remaining = 0;
+                status.reset_at = window.start + window.secs;
+                status.retry_after =
+                    Some(u64::try_from(window.start + window.secs - now).unwrap_or(1).max(1));
                 return Ok(status);
             }
-        }
-        if let Some(limit) = quota.per_day {
-            let day = window_start(now, DAY);
-            let count = self.counter.hit(&format!("{subject}:d"), day, DAY).await?;
-            if count > limit {
-                // The day window refused: the headers describe it, not the minute.
-                status.limit = Some(limit);
-                status.remaining = 0;
-                status.reset_at = day + DAY;
-                status.retry_after = Some(u64::try_from(day + DAY - now).unwrap_or(1).max(1));
-            } else if quota.per_minute.is_none() {
-                status.remaining = limit - count;
+            if minute_decides {
+                status.limit = Some(window.limit);
+                status.remaining = window.limit - count;
+                status.reset_at = window.start + window.secs;
             }
         }
         Ok(status)
+    }
+
+    /// The store failed: counted in `/metrics`, logged (once a second at most), then the
+    /// policy decides.
+    fn store_failed(&self, e: &anyhow::Error, now: i64, status: RateStatus) -> anyhow::Result<RateStatus> {
+        let policy = match self.policy {
+            FailurePolicy::Open => "open",
+            FailurePolicy::Closed => "closed",
+        };
+        metrics::counter!(crate::metrics::RATE_LIMIT_STORE_ERRORS, "policy" => policy).increment(1);
+        if self.last_failure_logged.swap(now, Ordering::Relaxed) != now {
+            tracing::warn!(error = format!("{e:#}"), policy, "the rate-limit store failed");
+        }
+        match self.policy {
+            FailurePolicy::Open => Ok(RateStatus { limit: None, retry_after: None, ..status }),
+            FailurePolicy::Closed => Err(LimiterUnavailable(format!("{e:#}")).into()),
+        }
+    }
+}
+
+/// The contract every [`RateCounter`] keeps, as checks an adapter's tests run against it: the
+/// same checks for process memory, the database on both backends, and Redis. They panic on a
+/// breach. `tag` makes the subjects unique, so that runs sharing one store never meet.
+#[cfg(any(test, feature = "testkit"))]
+pub mod contract {
+    use super::{RateCounter, Window};
+
+    /// The windows counted are tomorrow's (UTC): current enough for a store that expires
+    /// ended windows, and forgotten by it within two days.
+    fn start() -> i64 {
+        (chrono::Utc::now().timestamp() / 86_400 + 1) * 86_400
+    }
+
+    fn minute(start: i64, limit: u64) -> Window {
+        Window { name: "m", start, secs: 60, limit }
+    }
+
+    fn day(limit: u64) -> Window {
+        Window { name: "d", start: start(), secs: 86_400, limit }
+    }
+
+    /// Every check below.
+    pub async fn run_all(counter: &dyn RateCounter, tag: &str) {
+        counts_each_subject_and_window_apart(counter, tag).await;
+        stops_at_the_window_that_refuses(counter, tag).await;
+        concurrent_hits_are_each_counted_once(counter, tag).await;
+    }
+
+    /// Counts grow by one per hit, per subject and per window; a new window starts at one.
+    pub async fn counts_each_subject_and_window_apart(counter: &dyn RateCounter, tag: &str) {
+        let (a, b) = (format!("{tag}:apart:a"), format!("{tag}:apart:b"));
+        let start = start();
+        let hit = |subject: String, windows: Vec<Window>| async move {
+            counter.hit(&subject, &windows).await.expect("the store counts")
+        };
+        assert_eq!(hit(a.clone(), vec![minute(start, 10), day(100)]).await, [1, 1]);
+        assert_eq!(hit(a.clone(), vec![minute(start, 10), day(100)]).await, [2, 2]);
+        assert_eq!(hit(b.clone(), vec![minute(start, 10), day(100)]).await, [1, 1], "another subject");
+        assert_eq!(hit(a.clone(), vec![minute(start + 60, 10), day(100)]).await, [1, 3], "the next minute");
+        assert_eq!(hit(a, vec![day(100)]).await, [4], "a window alone");
+    }
+
+    /// A hit that takes a window past its limit is counted there, and not in the windows
+    /// after it: the minute's refusals spare the day.
+    pub async fn stops_at_the_window_that_refuses(counter: &dyn RateCounter, tag: &str) {
+        let subject = format!("{tag}:stops");
+        let start = start();
+        let windows = [minute(start, 2), day(100)];
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(counter.hit(&subject, &windows).await.expect("the store counts"));
+        }
+        assert_eq!(seen, [vec![1, 1], vec![2, 2], vec![3], vec![4]]);
+        let next = counter.hit(&subject, &[minute(start + 60, 2), day(100)]).await.expect("the store counts");
+        assert_eq!(next, [1, 3], "the day counted only the two requests the minute let through");
+    }
+
+    /// 64 hits at once on one window get the counts 1 to 64, each once: the store counts
+    /// atomically.
+    pub async fn concurrent_hits_are_each_counted_once(counter: &dyn RateCounter, tag: &str) {
+        let subject = format!("{tag}:concurrent");
+        let windows = [minute(start(), 1_000), day(1_000)];
+        let hits = (0..64).map(|_| counter.hit(&subject, &windows));
+        let mut minutes: Vec<u64> = futures_util::future::join_all(hits)
+            .await
+            .into_iter()
+            .map(|counts| counts.expect("the store counts")[0])
+            .collect();
+        minutes.sort_unstable();
+        assert_eq!(minutes, (1..=64).collect::<Vec<u64>>());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
-    use mockall::predicate::eq;
 
     use super::*;
     use crate::time::MockClock;
@@ -169,11 +321,23 @@ mod tests {
         Utc.timestamp_opt(s, 0).unwrap()
     }
 
+    fn minute(start: i64, limit: u64) -> Window {
+        Window { name: "m", start, secs: 60, limit }
+    }
+
+    fn day(start: i64, limit: u64) -> Window {
+        Window { name: "d", start, secs: 86_400, limit }
+    }
+
     #[tokio::test]
     async fn within_the_minute_budget_requests_pass_and_count_down() {
         let mut counter = MockRateCounter::new();
-        counter.expect_hit().with(eq("ten_1:m"), eq(1_000_020), eq(60)).returning(|_, _, _| Ok(59));
-        counter.expect_hit().with(eq("ten_1:d"), eq(950_400), eq(86_400)).returning(|_, _, _| Ok(500));
+        counter
+            .expect_hit()
+            .withf(|subject, windows| {
+                subject == "ten_1" && windows == [minute(1_000_020, 60), day(950_400, 1000)]
+            })
+            .returning(|_, _| Ok(vec![59, 500]));
         let status = limiter(counter, at_secs(1_000_045))
             .check("ten_1", Quota { per_minute: Some(60), per_day: Some(1000) })
             .await
@@ -185,17 +349,15 @@ mod tests {
     #[tokio::test]
     async fn past_the_minute_budget_the_wait_is_until_the_window_ends_and_the_day_is_spared() {
         let mut counter = MockRateCounter::new();
-        counter.expect_hit().with(eq("ten_1:m"), eq(1_000_020), eq(60)).returning(|_, _, _| Ok(61));
-        counter
-            .expect_hit()
-            .with(eq("ten_1:d"), mockall::predicate::always(), mockall::predicate::always())
-            .never();
+        // The store stops at the minute that refused: no count for the day comes back.
+        counter.expect_hit().returning(|_, _| Ok(vec![61]));
         let status = limiter(counter, at_secs(1_000_045))
             .check("ten_1", Quota { per_minute: Some(60), per_day: Some(1000) })
             .await
             .unwrap();
         assert_eq!(status.retry_after, Some(35));
         assert_eq!(status.remaining, 0);
+        assert_eq!((status.limit, status.reset_at), (Some(60), 1_000_080));
     }
 
     #[tokio::test]
@@ -203,12 +365,8 @@ mod tests {
         let mut counter = MockRateCounter::new();
         counter
             .expect_hit()
-            .with(eq("ip:1:m"), mockall::predicate::always(), eq(60))
-            .returning(|_, _, _| Ok(1));
-        counter
-            .expect_hit()
-            .with(eq("ip:1:d"), mockall::predicate::always(), eq(86_400))
-            .returning(|_, _, _| Ok(1001));
+            .withf(|subject, windows| subject == "ip:1" && windows.len() == 2)
+            .returning(|_, _| Ok(vec![1, 1001]));
         let status = limiter(counter, at_secs(86_400 * 3 - 100))
             .check("ip:1", Quota { per_minute: Some(60), per_day: Some(1000) })
             .await
@@ -216,6 +374,41 @@ mod tests {
         assert_eq!(status.retry_after, Some(100));
         assert_eq!(status.remaining, 0);
         assert_eq!((status.limit, status.reset_at), (Some(1000), 86_400 * 3), "the headers describe the day");
+    }
+
+    #[tokio::test]
+    async fn a_day_only_quota_is_described_by_its_day() {
+        let mut counter = MockRateCounter::new();
+        counter.expect_hit().withf(|_, windows| windows == [day(86_400, 10)]).returning(|_, _| Ok(vec![4]));
+        let status = limiter(counter, at_secs(86_400 + 5))
+            .check("x", Quota { per_minute: None, per_day: Some(10) })
+            .await
+            .unwrap();
+        assert_eq!((status.limit, status.remaining, status.reset_at), (Some(10), 6, 86_400 * 2));
+    }
+
+    #[tokio::test]
+    async fn a_failing_store_lets_requests_through_uncounted_when_open() {
+        let mut counter = MockRateCounter::new();
+        counter.expect_hit().returning(|_, _| Err(anyhow::anyhow!("connection refused")));
+        let status =
+            limiter(counter, at_secs(1_000_045)).check("ten_1", Quota::per_minute(60)).await.unwrap();
+        assert!(status.allowed());
+        assert_eq!(status.limit, None, "no rate-limit headers for an uncounted request");
+    }
+
+    #[tokio::test]
+    async fn a_failing_store_refuses_requests_when_closed() {
+        let mut counter = MockRateCounter::new();
+        counter.expect_hit().returning(|_, _| Err(anyhow::anyhow!("connection refused")));
+        let e = limiter(counter, at_secs(1_000_045))
+            .with_failure_policy(FailurePolicy::Closed)
+            .check("ten_1", Quota::per_minute(60))
+            .await
+            .unwrap_err();
+        let unavailable =
+            e.downcast_ref::<LimiterUnavailable>().expect("a typed error the HTTP layer answers 503");
+        assert!(unavailable.to_string().contains("connection refused"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use agentry_domain::jobs::{JobHandler, JobQueue, JobRunner, RetryPolicy, WorkerS
 use agentry_domain::mail::Mailer;
 use agentry_domain::memory::ranking::RankingSettings;
 use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemorySettings};
-use agentry_domain::ratelimit::{PlanTable, Quota, RateCounter, RateLimiter};
+use agentry_domain::ratelimit::{FailurePolicy, PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
 use agentry_domain::workflows::{
@@ -44,7 +44,9 @@ use async_trait::async_trait;
 use secrecy::ExposeSecret as _;
 use tokio::sync::watch;
 
-use crate::config::{Config, EmbeddingProvider, LlmProvider, PaymentProviderKind};
+use crate::config::{
+    Config, EmbeddingProvider, LlmProvider, PaymentProviderKind, RateLimitFailure, RateLimitStore,
+};
 use crate::keys;
 use crate::metrics::{MeteredModel, PrometheusMetrics};
 use crate::steps::ServiceSteps;
@@ -359,10 +361,20 @@ pub fn build_services(
             max_emails_per_hour: config.mail_per_address_per_hour,
         },
     );
-    let counter: Arc<dyn RateCounter> = if config.rate_limits_in_database() {
-        Arc::new(DbRateCounter::new(db.clone()))
-    } else {
-        Arc::new(InProcessRateCounter::default())
+    let counter: Arc<dyn RateCounter> = match config.rate_limit_backend() {
+        RateLimitStore::Redis => {
+            let url = config
+                .redis_url
+                .as_ref()
+                .context("AGENTRY_RATE_LIMIT_STORE=redis needs AGENTRY_REDIS_URL")?;
+            Arc::new(agentry_redis::RedisRateCounter::new(&agentry_redis::RedisSettings {
+                url: url.expose_secret().to_owned(),
+                key_prefix: config.redis_key_prefix.clone(),
+                timeout: Duration::from_millis(config.redis_timeout_ms),
+            })?)
+        }
+        RateLimitStore::Database => Arc::new(DbRateCounter::new(db.clone())),
+        RateLimitStore::Memory | RateLimitStore::Auto => Arc::new(InProcessRateCounter::default()),
     };
     let plans = if config.plan_table == 2 { PlanTable::Two } else { PlanTable::One };
     let agent_store = Arc::new(AgentStore::new(db.clone()));
@@ -458,7 +470,11 @@ pub fn build_services(
             batch: config.workflow_concurrency,
         },
     );
-    let limiter = RateLimiter::new(counter, clock.clone());
+    let limiter =
+        RateLimiter::new(counter, clock.clone()).with_failure_policy(match config.rate_limit_failure {
+            RateLimitFailure::Open => FailurePolicy::Open,
+            RateLimitFailure::Closed => FailurePolicy::Closed,
+        });
     let cipher = secret_cipher(config)?;
     let triggers = TriggerService::new(TriggerServiceDeps {
         triggers: Arc::new(TriggerStore::new(db.clone())),

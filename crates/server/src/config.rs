@@ -24,12 +24,26 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RateLimitStore {
-    /// Database on PostgreSQL, memory on SQLite.
+    /// Redis when `AGENTRY_REDIS_URL` is set; else the database on PostgreSQL, memory on
+    /// SQLite.
     Auto,
     /// The `rate_limit_counters` table: one limit across all instances.
     Database,
     /// This process's memory.
     Memory,
+    /// Redis (`AGENTRY_REDIS_URL`): one limit across all instances, one round trip per
+    /// request, no database write.
+    Redis,
+}
+
+/// What a request gets when the rate-limit store fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateLimitFailure {
+    /// Let it through uncounted (logged, counted in `/metrics`).
+    Open,
+    /// Refuse it: 503 with `Retry-After: 1`.
+    Closed,
 }
 
 /// Which chat model answers.
@@ -134,9 +148,20 @@ pub struct Config {
     pub trusted_proxies: String,
     /// Which published plan-limit table applies: 1 or 2.
     pub plan_table: u8,
-    /// Where rate-limit counters live: `database` (shared by every instance), `memory` (this
-    /// process only) or `auto` (database on PostgreSQL, memory on SQLite).
+    /// Where rate-limit counters live: `redis` or `database` (shared by every instance),
+    /// `memory` (this process only) or `auto` (redis when `redis_url` is set, else database on
+    /// PostgreSQL and memory on SQLite).
     pub rate_limit_store: RateLimitStore,
+    /// What a request gets when the rate-limit store fails: `open` (through, uncounted) or
+    /// `closed` (503).
+    pub rate_limit_failure: RateLimitFailure,
+    /// The Redis of the `redis` rate-limit store: `redis://[user:password@]host:port[/db]`.
+    #[serde(skip_serializing)]
+    pub redis_url: Option<SecretString>,
+    /// Prepended to every Redis key, so that several services can share one Redis.
+    pub redis_key_prefix: String,
+    /// The most one Redis count may take, connecting included, in milliseconds.
+    pub redis_timeout_ms: u64,
     /// The chat model: `builtin` (offline, deterministic) or `openai` (any OpenAI-compatible
     /// server).
     pub llm_provider: LlmProvider,
@@ -250,6 +275,10 @@ impl Default for Config {
             trusted_proxies: String::new(),
             plan_table: 1,
             rate_limit_store: RateLimitStore::Auto,
+            rate_limit_failure: RateLimitFailure::Open,
+            redis_url: None,
+            redis_key_prefix: "agentry:".into(),
+            redis_timeout_ms: 250,
             llm_provider: LlmProvider::Builtin,
             llm_base_url: "https://api.openai.com".into(),
             llm_api_key: None,
@@ -325,6 +354,14 @@ impl Config {
             "AGENTRY_DATABASE_MAX_CONNECTIONS must be at least 1"
         );
         anyhow::ensure!(self.plan_table == 1 || self.plan_table == 2, "AGENTRY_PLAN_TABLE must be 1 or 2");
+        anyhow::ensure!(
+            self.rate_limit_store != RateLimitStore::Redis || self.redis_url.is_some(),
+            "AGENTRY_RATE_LIMIT_STORE=redis needs AGENTRY_REDIS_URL"
+        );
+        anyhow::ensure!(
+            (1..=60_000).contains(&self.redis_timeout_ms),
+            "AGENTRY_REDIS_TIMEOUT_MS must be from 1 to 60000"
+        );
         anyhow::ensure!(self.auth_rate_per_minute >= 1, "AGENTRY_AUTH_RATE_PER_MINUTE must be at least 1");
         anyhow::ensure!(
             self.auth_failures_per_minute >= 1,
@@ -442,14 +479,21 @@ impl Config {
             .map_or_else(|| "agentry".to_owned(), |u| u.trim_end_matches('/').to_owned())
     }
 
-    /// Whether rate-limit counters live in the database.
-    pub fn rate_limits_in_database(&self) -> bool {
+    /// Where rate-limit counters live, `auto` resolved.
+    pub fn rate_limit_backend(&self) -> RateLimitStore {
         match self.rate_limit_store {
-            RateLimitStore::Database => true,
-            RateLimitStore::Memory => false,
+            RateLimitStore::Auto if self.redis_url.is_some() => RateLimitStore::Redis,
             RateLimitStore::Auto => {
-                matches!(agentry_store::backend_of(&self.database_url), Ok(agentry_store::Backend::Postgres))
+                if matches!(
+                    agentry_store::backend_of(&self.database_url),
+                    Ok(agentry_store::Backend::Postgres)
+                ) {
+                    RateLimitStore::Database
+                } else {
+                    RateLimitStore::Memory
+                }
             }
+            store => store,
         }
     }
 
@@ -473,6 +517,22 @@ mod tests {
         assert_eq!(c.database_url, "sqlite://data/agentry.db");
         assert!(c.migrates_on_start());
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn the_rate_limit_store_follows_the_database_unless_redis_is_configured() {
+        let mut c = Config::default();
+        assert_eq!(c.rate_limit_backend(), RateLimitStore::Memory, "SQLite: this process");
+        c.database_url = "postgres://db.internal/agentry".into();
+        assert_eq!(c.rate_limit_backend(), RateLimitStore::Database, "PostgreSQL: shared");
+        c.redis_url = Some(SecretString::from("redis://cache.internal:6379"));
+        assert_eq!(c.rate_limit_backend(), RateLimitStore::Redis, "a Redis URL: Redis");
+        c.rate_limit_store = RateLimitStore::Database;
+        assert_eq!(c.rate_limit_backend(), RateLimitStore::Database, "an explicit choice wins");
+        c.rate_limit_store = RateLimitStore::Redis;
+        c.redis_url = None;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("AGENTRY_REDIS_URL"), "{e}");
     }
 
     #[test]

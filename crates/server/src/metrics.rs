@@ -72,6 +72,10 @@ fn describe() {
     describe_counter!(names::CHAT_TOKENS, "Tokens of chat completions, by kind.");
     describe_counter!(names::CREDITS_CHARGED, "Credits charged for usage.");
     describe_counter!(names::RATE_LIMIT_REJECTIONS, "Requests refused by a rate limit.");
+    describe_counter!(
+        names::RATE_LIMIT_STORE_ERRORS,
+        "Requests whose rate-limit store failed, by the failure policy applied."
+    );
     describe_gauge!(names::QUEUE_DEPTH, "Items waiting or running in a background queue.");
     describe_gauge!(names::QUEUE_OLDEST_AGE, Unit::Seconds, "Age of the oldest due item of a queue.");
     describe_counter!(names::QUEUE_OUTCOMES, "Items background workers finished, by outcome.");

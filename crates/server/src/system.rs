@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use agentry_domain::ids::IdGenerator;
-use agentry_domain::ratelimit::RateCounter;
+use agentry_domain::ratelimit::{RateCounter, Window};
 use agentry_domain::time::Clock;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -88,21 +88,33 @@ const SWEEP_ABOVE: usize = 10_000;
 
 #[async_trait]
 impl RateCounter for InProcessRateCounter {
-    async fn hit(&self, bucket: &str, window_start: i64, window_secs: i64) -> anyhow::Result<u64> {
-        let mut windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    async fn hit(&self, subject: &str, windows: &[Window]) -> anyhow::Result<Vec<u64>> {
+        let mut counters = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // One entry per bucket, holding only its current window, so memory stays bounded by the
-        // number of active subjects.
-        // Forget subjects whose window has ended, now and then, so memory tracks the subjects
-        // active in the current window rather than every subject ever seen.
-        if windows.len() > SWEEP_ABOVE {
-            windows.retain(|_, (start, len, _)| *start + *len > window_start);
+        // number of active subjects. Now and then, subjects whose window has ended are
+        // forgotten, so memory tracks the subjects active now rather than every one ever seen.
+        if counters.len() > SWEEP_ABOVE
+            && let Some(first) = windows.first()
+        {
+            counters.retain(|_, (start, len, _)| *start + *len > first.start);
         }
-        let entry = windows.entry(bucket.to_owned()).or_insert((window_start, window_secs, 0));
-        if entry.0 != window_start {
-            *entry = (window_start, window_secs, 0);
+        let mut counts = Vec::with_capacity(windows.len());
+        for window in windows {
+            let entry = counters.entry(format!("{subject}:{}", window.name)).or_insert((
+                window.start,
+                window.secs,
+                0,
+            ));
+            if entry.0 != window.start {
+                *entry = (window.start, window.secs, 0);
+            }
+            entry.2 += 1;
+            counts.push(entry.2);
+            if entry.2 > window.limit {
+                break;
+            }
         }
-        entry.2 += 1;
-        Ok(entry.2)
+        Ok(counts)
     }
 }
 
@@ -120,12 +132,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn in_process_counts_restart_with_each_window() {
-        let c = InProcessRateCounter::default();
-        assert_eq!(c.hit("a", 0, 60).await.unwrap(), 1);
-        assert_eq!(c.hit("a", 0, 60).await.unwrap(), 2);
-        assert_eq!(c.hit("b", 0, 60).await.unwrap(), 1);
-        assert_eq!(c.hit("a", 60, 60).await.unwrap(), 1);
+    async fn the_in_process_counter_keeps_the_counter_contract() {
+        agentry_domain::ratelimit::contract::run_all(&InProcessRateCounter::default(), "mem").await;
     }
 
     #[test]

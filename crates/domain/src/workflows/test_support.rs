@@ -159,8 +159,8 @@ pub fn limiter(count: Option<u64>) -> RateLimiter {
         Some(n) => {
             counter
                 .expect_hit()
-                .withf(|bucket, _, _| bucket.starts_with("tenant:ten_1:"))
-                .returning(move |_, _, _| Ok(n));
+                .withf(|subject, _| subject == "tenant:ten_1")
+                .returning(move |_, windows| Ok(vec![n; windows.len()]));
         }
         None => {
             counter.expect_hit().never();

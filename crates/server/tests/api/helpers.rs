@@ -279,3 +279,37 @@ where
         body(app).await;
     }
 }
+
+/// The Redis of the tests (`AGENTRY_TEST_REDIS_URL`, by default the local one), or `None`
+/// with a note when it does not answer — a failure instead under `AGENTRY_REQUIRE_REDIS=1`.
+pub async fn test_redis_url() -> Option<String> {
+    let url = std::env::var("AGENTRY_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let address = url.trim_start_matches("redis://").split('/').next().unwrap_or_default().to_owned();
+    let reachable = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        tokio::net::TcpStream::connect(address.rsplit('@').next().unwrap_or_default().to_owned()),
+    )
+    .await
+    .is_ok_and(|connected| connected.is_ok());
+    if reachable {
+        return Some(url);
+    }
+    assert!(
+        std::env::var("AGENTRY_REQUIRE_REDIS").as_deref() != Ok("1"),
+        "AGENTRY_REQUIRE_REDIS=1 but Redis does not answer at {url}"
+    );
+    eprintln!("skipping: Redis does not answer at {url}");
+    None
+}
+
+/// A Redis key prefix no other test (or run) uses.
+pub fn unique_redis_prefix() -> String {
+    format!("agentry-test:{}:{}:", std::process::id(), ulid::Ulid::new())
+}
+
+/// `config` counting its rate limits in the Redis at `url`, under a prefix of its own.
+pub fn use_redis(config: &mut Config, url: &str) {
+    config.rate_limit_store = agentry_server::config::RateLimitStore::Redis;
+    config.redis_url = Some(SecretString::from(url.to_owned()));
+    config.redis_key_prefix = unique_redis_prefix();
+}

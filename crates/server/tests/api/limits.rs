@@ -1,18 +1,56 @@
-//! Plan rate limits per tenant, shared across instances on PostgreSQL.
+//! Plan rate limits per tenant, the same with each rate-limit store (process memory, the
+//! database, Redis), shared across instances with the shared stores, and what a request gets
+//! when Redis goes away and comes back.
 
 use agentry_domain::time::Clock as _;
+use agentry_server::config::{Config, RateLimitFailure, RateLimitStore};
 
 use crate::helpers::{
     TestApp, json_with_status, minute_clock, spawn, spawn_with_clock, start_with, test_config,
+    test_redis_url, use_redis,
 };
 
 async fn hit(app: &TestApp, token: &str) -> reqwest::Response {
     app.get_with_token("/api/v1/agents", token).await
 }
 
-#[tokio::test]
-async fn the_61st_request_of_a_minute_is_429_and_other_tenants_are_unaffected() {
-    let app = spawn_with_clock(|_| {}).await;
+/// Runs a limit test body with each store: memory, the database (the SQLite file here; the
+/// PostgreSQL statement has its own test below and in the store's contract tests), and Redis
+/// when it answers.
+macro_rules! with_each_store {
+    ($body:ident: $memory:ident, $database:ident, $redis:ident) => {
+        #[tokio::test]
+        async fn $memory() {
+            $body(|c: &mut Config| c.rate_limit_store = RateLimitStore::Memory).await;
+        }
+
+        #[tokio::test]
+        async fn $database() {
+            $body(|c: &mut Config| c.rate_limit_store = RateLimitStore::Database).await;
+        }
+
+        #[tokio::test]
+        async fn $redis() {
+            let Some(url) = test_redis_url().await else { return };
+            $body(move |c: &mut Config| use_redis(c, &url)).await;
+        }
+    };
+}
+
+with_each_store!(the_61st_request_of_a_minute_is_429_and_other_tenants_are_unaffected:
+    the_61st_request_is_429_with_the_memory_store,
+    the_61st_request_is_429_with_the_database_store,
+    the_61st_request_is_429_with_the_redis_store);
+
+with_each_store!(when_the_day_is_spent_the_headers_describe_the_day:
+    the_day_is_spent_with_the_memory_store,
+    the_day_is_spent_with_the_database_store,
+    the_day_is_spent_with_the_redis_store);
+
+async fn the_61st_request_of_a_minute_is_429_and_other_tenants_are_unaffected(
+    store: impl FnOnce(&mut Config),
+) {
+    let app = spawn_with_clock(store).await;
     let ada = app.access_token("ada@example.com").await;
     let eve = app.access_token("eve@example.com").await;
     for i in 1..=60 {
@@ -38,9 +76,8 @@ async fn the_61st_request_of_a_minute_is_429_and_other_tenants_are_unaffected() 
     assert_eq!(hit(&app, &ada).await.status(), 200);
 }
 
-#[tokio::test]
-async fn when_the_day_is_spent_the_headers_describe_the_day() {
-    let app = spawn_with_clock(|_| {}).await;
+async fn when_the_day_is_spent_the_headers_describe_the_day(store: impl FnOnce(&mut Config)) {
+    let app = spawn_with_clock(store).await;
     let ada = app.access_token("ada@example.com").await;
     // 1,000 a day on Starter: 16 minutes of 60, then 40 more.
     for minute in 0..16 {
@@ -64,9 +101,25 @@ async fn when_the_day_is_spent_the_headers_describe_the_day() {
     assert_eq!(reset - app.clock().now().timestamp(), retry_after);
 }
 
-/// Two instances on one PostgreSQL database enforce one limit together.
+/// Two instances on one PostgreSQL database enforce one limit together: with the database
+/// store (PostgreSQL's default) and with Redis.
 #[tokio::test]
 async fn two_instances_on_one_postgresql_database_share_the_limit() {
+    two_instances_share_the_limit(|_| {}).await;
+}
+
+#[tokio::test]
+async fn two_instances_with_the_redis_store_share_the_limit() {
+    let Some(redis) = test_redis_url().await else { return };
+    let prefix = crate::helpers::unique_redis_prefix();
+    two_instances_share_the_limit(move |c| {
+        use_redis(c, &redis);
+        c.redis_key_prefix.clone_from(&prefix);
+    })
+    .await;
+}
+
+async fn two_instances_share_the_limit(store: impl Fn(&mut Config)) {
     let Some(url) = agentry_store::test_support::postgres_url().await.unwrap() else {
         eprintln!("skipping: AGENTRY_TEST_DATABASE_URL is not set");
         return;
@@ -75,6 +128,7 @@ async fn two_instances_on_one_postgresql_database_share_the_limit() {
         let mut c = test_config(dir);
         c.database_url = url.clone();
         c.auto_migrate = Some(true);
+        store(&mut c);
         c
     };
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -109,4 +163,139 @@ async fn an_enterprise_tenant_is_not_limited() {
         assert_eq!(r.status(), 200);
         assert!(r.headers().get("x-ratelimit-limit").is_none());
     }
+}
+
+/// A Redis of the test's own, on a free loopback port, that the test can stop and start again.
+struct OwnRedis {
+    port: u16,
+    process: Option<tokio::process::Child>,
+}
+
+impl OwnRedis {
+    /// `None` (a note) when `redis-server` is not installed, unless `AGENTRY_REQUIRE_REDIS=1`.
+    async fn start() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut redis = Self { port, process: None };
+        if !redis.resume().await {
+            assert!(
+                std::env::var("AGENTRY_REQUIRE_REDIS").as_deref() != Ok("1"),
+                "AGENTRY_REQUIRE_REDIS=1 but redis-server does not start"
+            );
+            eprintln!("skipping: redis-server is not installed");
+            return None;
+        }
+        Some(redis)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (nothing kept on disk) and waits until it accepts connections.
+    async fn resume(&mut self) -> bool {
+        let Ok(child) = tokio::process::Command::new("redis-server")
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &self.port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+        else {
+            return false;
+        };
+        self.process = Some(child);
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    async fn stop(&mut self) {
+        if let Some(mut child) = self.process.take() {
+            child.kill().await.unwrap();
+        }
+    }
+}
+
+/// Redis stops in the middle of the traffic: with `open` requests go on, uncounted and without
+/// rate-limit headers; with `closed` they are refused with 503 and `Retry-After`. Both are
+/// counted in `/metrics`. When Redis is back, counting resumes by itself.
+#[tokio::test]
+async fn when_redis_stops_the_failure_policy_decides_and_counting_resumes_when_it_returns() {
+    let Some(mut redis) = OwnRedis::start().await else { return };
+    let with_policy = |policy| {
+        let url = redis.url();
+        move |c: &mut Config| {
+            use_redis(c, &url);
+            c.rate_limit_failure = policy;
+            c.redis_timeout_ms = 300;
+        }
+    };
+    let open = spawn_with_clock(with_policy(RateLimitFailure::Open)).await;
+    let closed = spawn_with_clock(with_policy(RateLimitFailure::Closed)).await;
+    let (open_token, closed_token) =
+        (open.access_token("ada@example.com").await, closed.access_token("eve@example.com").await);
+    for (app, token) in [(&open, &open_token), (&closed, &closed_token)] {
+        let r = hit(app, token).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-ratelimit-remaining"], "59", "counted in Redis");
+    }
+    let errors = |scrape: &prom_text_format_parser::Scrape, policy| {
+        crate::metrics::value(scrape, "agentry_rate_limit_store_errors_total", &[("policy", policy)])
+            .unwrap_or(0.0)
+    };
+    let before = crate::metrics::scrape(&open.url("/metrics")).await;
+
+    redis.stop().await;
+    for _ in 0..3 {
+        let r = hit(&open, &open_token).await;
+        assert_eq!(r.status(), 200, "open: the request goes on");
+        assert!(r.headers().get("x-ratelimit-limit").is_none(), "uncounted, so no rate-limit headers");
+        let r = hit(&closed, &closed_token).await;
+        assert_eq!(r.headers()["retry-after"], "1");
+        let body = json_with_status(r, 503).await;
+        assert_eq!(body["error"], "unavailable", "closed: refused until Redis answers");
+    }
+    let during = crate::metrics::scrape(&open.url("/metrics")).await;
+    assert!(errors(&during, "open") >= errors(&before, "open") + 3.0, "open failures are counted");
+    assert!(errors(&during, "closed") >= errors(&before, "closed") + 3.0, "closed failures are counted");
+
+    assert!(redis.resume().await, "Redis starts again");
+    for (app, token) in [(&open, &open_token), (&closed, &closed_token)] {
+        let mut resumed = None;
+        for _ in 0..100 {
+            let r = hit(app, token).await;
+            if r.status() == 200 && r.headers().contains_key("x-ratelimit-limit") {
+                resumed = Some(r);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let r = resumed.expect("counting resumes once Redis is back");
+        // Redis kept nothing on disk: the minute starts again from its first request.
+        assert_eq!(r.headers()["x-ratelimit-remaining"], "59");
+    }
+}
+
+/// With the Redis store, the database holds no rate-limit counters at all: the hot path does
+/// not write to it.
+#[tokio::test]
+async fn the_redis_store_writes_no_counter_rows() {
+    let Some(url) = test_redis_url().await else { return };
+    let app = spawn_with_clock(|c| use_redis(c, &url)).await;
+    let token = app.access_token("ada@example.com").await;
+    for _ in 0..5 {
+        assert_eq!(hit(&app, &token).await.status(), 200);
+    }
+    assert_eq!(app.db.count_rows("rate_limit_counters").await.unwrap(), 0);
 }

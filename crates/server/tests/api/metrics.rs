@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::helpers::{TestApp, install_crypto, on_both_databases, test_config};
 
-async fn scrape(url: &str) -> Scrape {
+pub(crate) async fn scrape(url: &str) -> Scrape {
     let response = reqwest::get(url).await.unwrap();
     assert_eq!(response.status(), 200);
     let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
@@ -16,12 +16,12 @@ async fn scrape(url: &str) -> Scrape {
     Scrape::parse(&text).expect("the Prometheus text format")
 }
 
-fn family<'a>(scrape: &'a Scrape, name: &str) -> Option<&'a Metric> {
+pub(crate) fn family<'a>(scrape: &'a Scrape, name: &str) -> Option<&'a Metric> {
     scrape.metrics.iter().find(|m| m.name == name)
 }
 
 /// The value of the sample of `name` with `labels` (a histogram's count), if there is one.
-fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let family = family(scrape, name)?;
     let wanted = if family.kind == Type::Histogram { ValueType::Count } else { ValueType::Sample };
     family

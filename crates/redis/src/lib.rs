@@ -1,0 +1,212 @@
+//! Agentry's Redis adapter: the [`RateCounter`] that several service instances share
+//! (`AGENTRY_RATE_LIMIT_STORE=redis`).
+//!
+//! Each request is one round trip: a server-side Lua script counts the hit in each of its
+//! windows in order, atomically (Redis runs a script alone), and stops after the first window
+//! the hit takes past its limit — the same fixed windows, with the same semantics, as the
+//! in-process and database counters, so every store gives the same answers and headers.
+//!
+//! Failures (Redis down, a slow answer past the timeout) come back as errors; what a request
+//! then gets is the limiter's failure policy, decided in the domain, not here.
+
+use std::time::Duration;
+
+use agentry_domain::ratelimit::{RateCounter, Window};
+use anyhow::Context as _;
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+/// Counts one hit in each window (`KEYS[i]`, expiring at `ARGV[2i-1]`, limit `ARGV[2i]`), in
+/// order, and returns the counts; stops after a window whose count passes its limit. The
+/// window's key expires a little after the window ends, so Redis forgets ended windows by
+/// itself.
+const HIT_SCRIPT: &str = r"
+local counts = {}
+for i, key in ipairs(KEYS) do
+  local count = redis.call('INCR', key)
+  if count == 1 then
+    redis.call('EXPIREAT', key, ARGV[2 * i - 1])
+  end
+  counts[i] = count
+  if count > tonumber(ARGV[2 * i]) then
+    break
+  end
+end
+return counts
+";
+
+/// How long a window's key outlives the window: an instance whose clock lags Redis's by less
+/// than this still finds the key of its current window, rather than recreating one that Redis
+/// deletes at once.
+const EXPIRY_MARGIN_SECS: i64 = 60;
+
+/// How the counter reaches Redis.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `redis://[user:password@]host:port[/db]` or `rediss://…`.
+    pub url: String,
+    /// Prepended to every key, so that several services (or test runs) can share one Redis.
+    pub key_prefix: String,
+    /// The most one count may take, connecting included; past it the count fails and the
+    /// limiter's failure policy applies.
+    pub timeout: Duration,
+}
+
+/// Rate-limit windows in Redis, one key per subject and window.
+#[derive(Clone)]
+pub struct RedisRateCounter {
+    connection: ConnectionManager,
+    script: redis::Script,
+    key_prefix: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisRateCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisRateCounter").field("key_prefix", &self.key_prefix).finish_non_exhaustive()
+    }
+}
+
+impl RedisRateCounter {
+    /// A counter on the Redis at `settings.url`. It connects on first use and reconnects by
+    /// itself after Redis went away, so the service starts (and, failing open, serves) while
+    /// Redis is down.
+    ///
+    /// # Errors
+    /// When the URL is not a Redis URL.
+    pub fn new(settings: &RedisSettings) -> anyhow::Result<Self> {
+        let client =
+            redis::Client::open(settings.url.as_str()).context("AGENTRY_REDIS_URL is not a Redis URL")?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.timeout))
+            .set_response_timeout(Some(settings.timeout))
+            // A short reconnection schedule: requests wait for a reconnection in progress, and
+            // the timeout below bounds that wait anyway; the next request starts a new one.
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(Self {
+            connection,
+            script: redis::Script::new(HIT_SCRIPT),
+            key_prefix: settings.key_prefix.clone(),
+            timeout: settings.timeout,
+        })
+    }
+
+    /// The key of `subject`'s `window`. The subject is a hash tag (`{…}`), so that a subject's
+    /// windows share a slot and one script may touch them all on a Redis Cluster too.
+    fn key(&self, subject: &str, window: &Window) -> String {
+        format!("{}rl:{{{subject}}}:{}:{}", self.key_prefix, window.name, window.start)
+    }
+
+    /// Whether Redis answers a PING within the timeout (for readiness checks and tests).
+    ///
+    /// # Errors
+    /// When it does not.
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        let mut connection = self.connection.clone();
+        let ping = redis::cmd("PING");
+        tokio::time::timeout(self.timeout, ping.query_async::<String>(&mut connection))
+            .await
+            .context("Redis did not answer in time")??;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RateCounter for RedisRateCounter {
+    async fn hit(&self, subject: &str, windows: &[Window]) -> anyhow::Result<Vec<u64>> {
+        let mut invocation = self.script.prepare_invoke();
+        for window in windows {
+            invocation
+                .key(self.key(subject, window))
+                .arg(window.start + window.secs + EXPIRY_MARGIN_SECS)
+                .arg(window.limit);
+        }
+        let mut connection = self.connection.clone();
+        // The whole count — waiting for a reconnection, loading the script after a Redis
+        // restart, the answer — within the timeout.
+        let counted = invocation.invoke_async::<Vec<u64>>(&mut connection);
+        let counts = tokio::time::timeout(self.timeout, counted)
+            .await
+            .with_context(|| format!("Redis did not answer within {} ms", self.timeout.as_millis()))?
+            .context("the Redis rate-limit script failed")?;
+        Ok(counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Redis of the tests: `AGENTRY_TEST_REDIS_URL`, by default the local one. Skipped
+    /// with a note when it does not answer, unless `AGENTRY_REQUIRE_REDIS=1`.
+    async fn test_counter(prefix: &str) -> Option<RedisRateCounter> {
+        let url =
+            std::env::var("AGENTRY_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+        let settings = RedisSettings { url, key_prefix: prefix.to_owned(), timeout: Duration::from_secs(2) };
+        let counter = RedisRateCounter::new(&settings).expect("a Redis URL");
+        match counter.ping().await {
+            Ok(()) => Some(counter),
+            Err(e) if std::env::var("AGENTRY_REQUIRE_REDIS").as_deref() == Ok("1") => {
+                panic!("AGENTRY_REQUIRE_REDIS=1 but Redis does not answer: {e:#}")
+            }
+            Err(e) => {
+                eprintln!("skipping: Redis does not answer ({e:#})");
+                None
+            }
+        }
+    }
+
+    fn unique_prefix() -> String {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        format!("agentry-test:{}:{nanos}:", std::process::id())
+    }
+
+    #[tokio::test]
+    async fn the_redis_counter_keeps_the_counter_contract() {
+        let Some(counter) = test_counter(&unique_prefix()).await else { return };
+        agentry_domain::ratelimit::contract::run_all(&counter, "redis").await;
+    }
+
+    #[tokio::test]
+    async fn a_window_expires_a_minute_after_it_ends() {
+        let prefix = unique_prefix();
+        let Some(counter) = test_counter(&prefix).await else { return };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let start = i64::try_from(now).unwrap() - 59;
+        let window = Window { name: "m", start, secs: 60, limit: 5 };
+        assert_eq!(counter.hit("ttl", &[window]).await.unwrap(), [1]);
+        let mut connection = counter.connection.clone();
+        let ttl: i64 =
+            redis::cmd("TTL").arg(counter.key("ttl", &window)).query_async(&mut connection).await.unwrap();
+        assert!((60..=61).contains(&ttl), "expires a minute after the window ends: TTL {ttl}");
+    }
+
+    #[tokio::test]
+    async fn keys_carry_the_prefix_and_hash_tag_the_subject() {
+        let counter = RedisRateCounter::new(&RedisSettings {
+            url: "redis://127.0.0.1:1".to_owned(),
+            key_prefix: "agentry:".to_owned(),
+            timeout: Duration::from_millis(10),
+        })
+        .unwrap();
+        let window = Window { name: "d", start: 86_400, secs: 86_400, limit: 1 };
+        assert_eq!(counter.key("tenant:ten_1", &window), "agentry:rl:{tenant:ten_1}:d:86400");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_fails_within_the_timeout() {
+        // Port 1 on loopback: nothing listens, the connection is refused at once.
+        let counter = RedisRateCounter::new(&RedisSettings {
+            url: "redis://127.0.0.1:1".to_owned(),
+            key_prefix: "agentry:".to_owned(),
+            timeout: Duration::from_millis(300),
+        })
+        .unwrap();
+        let window = Window { name: "m", start: 0, secs: 60, limit: 1 };
+        assert!(counter.hit("x", &[window]).await.is_err());
+    }
+}
