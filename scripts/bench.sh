@@ -322,14 +322,65 @@ enumeration_timing() {
 }
 
 if [ "${1:-}" = "timing" ]; then
-    echo
-echo "workflow executions"
-bench_workflows sqlite "sqlite://$workdir/workflows.db"
-if [ -n "$pg_url" ]; then
-    fresh_pg
-    bench_workflows postgres "$pg_url"
+    enumeration_timing
+    exit 0
 fi
-enumeration_timing
+
+# GET /api/v1/agents with each rate-limit store: process memory, the database, Redis. Unlike
+# the routes above (an Enterprise tenant, whose requests no limiter counts), every request here
+# is counted: the traffic is spread round-robin over $store_tenants Pro tenants (600 a minute
+# each), enough that none reaches its limit in the $store_duration run (the non-2xx column
+# shows it). The tenants are made once per database; each store gets a fresh server.
+store_tenants=${BENCH_STORE_TENANTS:-200}
+store_duration=${BENCH_STORE_DURATION:-5s}
+redis_url=${BENCH_REDIS_URL:-redis://127.0.0.1:6379}
+
+pro_tenants() { # $1 = database URL; writes $workdir/stores.lua
+    python3 scripts/bench_tenants.py "$base" "$store_tenants" >"$workdir/tenants.txt"
+    while read -r _ tenant; do
+        AGENTRY_DATABASE_URL="$1" AGENTRY_LOG=warn "$bin" tenant set-plan "$tenant" pro >/dev/null
+    done <"$workdir/tenants.txt"
+    local tokens
+    tokens=$(awk '{printf "\"%s\",", $1}' "$workdir/tenants.txt")
+    cat >"$workdir/stores.lua" <<LUA
+local tokens = {$tokens}
+local n = 0
+request = function()
+    n = n + 1
+    return wrk.format("GET", "/api/v1/agents", {["Authorization"] = "Bearer " .. tokens[(n % #tokens) + 1]})
+end
+LUA
+}
+
+bench_stores() { # name url
+    local store healthz="" rps p50 p99 err
+    for store in memory database redis; do
+        if [ "$store" = redis ] && ! redis-cli -u "$redis_url" ping >/dev/null 2>&1; then
+            echo "$1: skipping the redis store: no Redis answers at $redis_url"
+            continue
+        fi
+        AGENTRY_RATE_LIMIT_STORE=$store AGENTRY_REDIS_URL=$redis_url \
+            AGENTRY_REDIS_KEY_PREFIX="agentry-bench:$RANDOM$RANDOM:" start_server "$2"
+        if [ -z "$healthz" ]; then
+            pro_tenants "$2"
+            read -r healthz h_p50 h_p99 h_err < <(duration=$store_duration run_wrk "$base/healthz")
+            report "$1" "GET /healthz" "$healthz" "$h_p50" "$h_p99" "$h_err" "$healthz"
+        fi
+        read -r rps p50 p99 err < <(duration=$store_duration run_wrk -s "$workdir/stores.lua" "$base")
+        report "$1" "GET /agents ($store)" "$rps" "$p50" "$p99" "$err" "$healthz"
+        stop_server
+    done
+}
+
+if [ "${1:-}" = "stores" ]; then
+    echo "GET /api/v1/agents with each rate-limit store; $store_tenants Pro tenants round-robin;" \
+        "wrk: $threads threads, $connections connections, $store_duration; $(nproc) CPUs"
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+    bench_stores sqlite "sqlite://$workdir/stores.db"
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        bench_stores postgres "$pg_url"
+    fi
     exit 0
 fi
 
@@ -409,5 +460,12 @@ bench_workflows sqlite "sqlite://$workdir/workflows.db"
 if [ -n "$pg_url" ]; then
     fresh_pg
     bench_workflows postgres "$pg_url"
+fi
+echo
+echo "GET /api/v1/agents with each rate-limit store ($store_tenants Pro tenants, $store_duration)"
+bench_stores sqlite "sqlite://$workdir/stores.db"
+if [ -n "$pg_url" ]; then
+    fresh_pg
+    bench_stores postgres "$pg_url"
 fi
 enumeration_timing
