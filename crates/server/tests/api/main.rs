@@ -16,6 +16,7 @@ mod limits;
 mod memory;
 mod metrics;
 mod operations;
+mod processes;
 mod recovery;
 mod sessions;
 mod triggers;
