@@ -1,6 +1,6 @@
 //! Background work is durable: the service is killed (SIGKILL) while a mail waits for its
 //! server, or while webhook deliveries are in flight, and everything goes out after a restart.
-//! Also: two instances on one PostgreSQL database deliver each event once.
+//! Several instances on one database: `scale_out.rs`.
 
 use std::time::Duration;
 
@@ -132,51 +132,6 @@ async fn webhook_deliveries_survive_a_sigkill_on_postgresql() {
         return;
     };
     deliveries_survive_a_kill(&url).await;
-}
-
-#[tokio::test]
-async fn two_instances_on_one_postgresql_deliver_each_event_once() {
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let Some(url) = agentry_store::test_support::postgres_url().await.unwrap() else {
-        eprintln!("skipping: AGENTRY_TEST_DATABASE_URL is not set");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let (port_a, port_b) = (free_port(), free_port());
-    let _a = start_with(port_a, dir.path(), &url, WEBHOOK_ENV, std::process::Stdio::inherit()).await;
-    let _b = start_with(port_b, dir.path(), &url, WEBHOOK_ENV, std::process::Stdio::inherit()).await;
-    let bases = [format!("http://127.0.0.1:{port_a}"), format!("http://127.0.0.1:{port_b}")];
-    let server = MockServer::start().await;
-    Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&server)
-        .await;
-    let token = unlimited_tenant(&bases[0], &url, "ada@example.com").await;
-    let r = reqwest::Client::new()
-        .post(format!("{}/api/v1/webhooks", bases[1]))
-        .bearer_auth(&token)
-        .json(&json!({"url": format!("{}/hook", server.uri()), "events": ["*"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    create_agents(&bases, &token, 500).await;
-    let (ids, total) = wait_for_ids(&server, 500).await;
-    assert_eq!((ids.len(), total), (500, 500), "each event delivered once");
-    // Every delivery is recorded as delivered (each a moment after its receiver answered), and no
-    // (event, subscription) pair has two delivery rows.
-    use agentry_domain::webhooks::DeliveryStatus;
-    let db =
-        agentry_store::Database::connect(&agentry_store::DatabaseSettings::new(url.clone())).await.unwrap();
-    let store = agentry_store::WebhookStore::new(db);
-    for _ in 0..200 {
-        if store.count_deliveries(DeliveryStatus::Delivered).await.unwrap() == 500 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(store.count_deliveries(DeliveryStatus::Delivered).await.unwrap(), 500);
-    assert_eq!(store.count_deliveries(DeliveryStatus::Pending).await.unwrap(), 0);
 }
 
 /// A four-step workflow (HTTP to `/first`, a slow HTTP step, a transform, HTTP to `/last`) is

@@ -18,6 +18,7 @@ mod metrics;
 mod operations;
 mod processes;
 mod recovery;
+mod scale_out;
 mod sessions;
 mod triggers;
 mod webhooks;
