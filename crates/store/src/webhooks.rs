@@ -51,6 +51,18 @@ impl WebhookStore {
             .get_result(conn)
             .await)?)
     }
+
+    /// The (event, subscription) pair of every delivery row of every tenant, for tests that
+    /// check no pair was recorded twice.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn delivery_pairs(&self) -> anyhow::Result<Vec<(String, String)>> {
+        Ok(with_conn!(self.db, conn => webhook_deliveries::table
+            .select((webhook_deliveries::event_id, webhook_deliveries::subscription_id))
+            .load::<(String, String)>(conn)
+            .await)?)
+    }
 }
 
 const PENDING: &str = "pending";

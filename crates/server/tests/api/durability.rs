@@ -1,62 +1,21 @@
 //! Background work is durable: the service is killed (SIGKILL) while a mail waits for its
 //! server, or while webhook deliveries are in flight, and everything goes out after a restart.
-//! Also: two instances on one PostgreSQL database deliver each event once.
+//! Several instances on one database: `scale_out.rs`.
 
 use std::time::Duration;
 
 use agentry_mailer::test_support::SmtpSink;
-use futures_util::StreamExt as _;
 use serde_json::json;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
-use crate::helpers::JWT_SECRET;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use crate::processes::{
+    WEBHOOK_ENV, create_agents, free_port, received_ids, start_with, unlimited_tenant, wait_for_ids,
+};
 
 /// The `agentry` binary serving on `port`, with `smtp_url` for mail.
 async fn start(port: u16, dir: &std::path::Path, database_url: &str, smtp_url: &str) -> Child {
     start_with(port, dir, database_url, &[("AGENTRY_SMTP_URL", smtp_url)], std::process::Stdio::inherit())
         .await
-}
-
-/// The `agentry` binary serving on `port`, with `env` on top of the test settings and its log
-/// (standard output) on `log`.
-async fn start_with(
-    port: u16,
-    dir: &std::path::Path,
-    database_url: &str,
-    env: &[(&str, &str)],
-    log: impl Into<std::process::Stdio>,
-) -> Child {
-    crate::helpers::install_crypto();
-    let child = Command::new(env!("CARGO_BIN_EXE_agentry"))
-        .current_dir(dir)
-        .env_clear()
-        .env("AGENTRY_BIND", format!("127.0.0.1:{port}"))
-        .env("AGENTRY_DATABASE_URL", database_url)
-        .env("AGENTRY_AUTO_MIGRATE", "true")
-        .env("AGENTRY_DATA_DIR", dir.join("data"))
-        .env("AGENTRY_JWT_SECRET", JWT_SECRET)
-        .env("AGENTRY_SMTP_TIMEOUT_SECS", "2")
-        .env("AGENTRY_MAIL_RETRY_FIRST_DELAY_SECS", "1")
-        .env("AGENTRY_JOB_LEASE_SECS", "2")
-        .env("AGENTRY_JOB_POLL_INTERVAL_MS", "100")
-        .env("AGENTRY_LOG", "warn")
-        .envs(env.iter().copied())
-        .stdout(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the agentry binary starts");
-    let client = reqwest::Client::new();
-    for _ in 0..200 {
-        if client.get(format!("http://127.0.0.1:{port}/healthz")).send().await.is_ok() {
-            return child;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the service did not come up on port {port}");
 }
 
 async fn a_mail_request_survives_a_kill(database_url: &str) {
@@ -109,94 +68,6 @@ async fn a_mail_request_survives_a_sigkill_on_postgresql() {
     };
     a_mail_request_survives_a_kill(&url).await;
 }
-
-/// Registers a tenant on the service at `base`, lifts its plan's limits (the `tenant set-plan`
-/// command, as an operator would), and returns its access token.
-async fn unlimited_tenant(base: &str, database_url: &str, email: &str) -> String {
-    let client = reqwest::Client::new();
-    let r = client
-        .post(format!("{base}/api/v1/auth/register"))
-        .json(&json!({"email": email, "password": "correct horse battery", "full_name": "Ada"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let r = client
-        .post(format!("{base}/api/v1/auth/login"))
-        .form(&[("username", email), ("password", "correct horse battery")])
-        .send()
-        .await
-        .unwrap();
-    let token = r.json::<serde_json::Value>().await.unwrap()["access_token"].as_str().unwrap().to_owned();
-    let me: serde_json::Value = client
-        .get(format!("{base}/api/v1/auth/me"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let tenant = me["tenants"][0]["id"].as_str().unwrap();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_agentry"))
-        .args(["tenant", "set-plan", tenant, "enterprise"])
-        .env("AGENTRY_DATABASE_URL", database_url)
-        .env("AGENTRY_LOG", "warn")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    token
-}
-
-/// Creates `n` agents (one `agent.created` event each), spread over `bases`.
-async fn create_agents(bases: &[String], token: &str, n: usize) {
-    let client = reqwest::Client::new();
-    let requests = (0..n).map(|i| {
-        let (client, url) = (client.clone(), format!("{}/api/v1/agents", bases[i % bases.len()]));
-        async move {
-            let r = client
-                .post(url)
-                .bearer_auth(token)
-                .json(&json!({"name": format!("agent {i}")}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 201);
-        }
-    });
-    futures_util::stream::iter(requests).buffer_unordered(16).collect::<Vec<()>>().await;
-}
-
-/// The distinct `webhook-id`s a receiver got, and how many requests in all.
-async fn received_ids(server: &wiremock::MockServer) -> (std::collections::HashSet<String>, usize) {
-    let requests = server.received_requests().await.unwrap_or_default();
-    let ids = requests
-        .iter()
-        .filter_map(|r| r.headers.get("webhook-id").and_then(|v| v.to_str().ok()).map(str::to_owned))
-        .collect();
-    (ids, requests.len())
-}
-
-async fn wait_for_ids(server: &wiremock::MockServer, n: usize) -> (std::collections::HashSet<String>, usize) {
-    for _ in 0..600 {
-        let (ids, total) = received_ids(server).await;
-        if ids.len() >= n {
-            return (ids, total);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (ids, total) = received_ids(server).await;
-    panic!("the receiver got {} distinct events ({total} requests), not {n}", ids.len());
-}
-
-/// Webhooks to loopback receivers, attempts of at most 2 s, leases of 7 s.
-const WEBHOOK_ENV: &[(&str, &str)] = &[
-    ("AGENTRY_WEBHOOK_ALLOW_INSECURE", "true"),
-    ("AGENTRY_WEBHOOK_ALLOW_PRIVATE", "true"),
-    ("AGENTRY_WEBHOOK_TIMEOUT_SECS", "2"),
-    ("AGENTRY_WEBHOOK_POLL_INTERVAL_MS", "50"),
-    ("AGENTRY_WEBHOOK_RETRY_SCHEDULE", "0,1,1,1,1"),
-];
 
 async fn deliveries_survive_a_kill(database_url: &str) {
     use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -261,51 +132,6 @@ async fn webhook_deliveries_survive_a_sigkill_on_postgresql() {
         return;
     };
     deliveries_survive_a_kill(&url).await;
-}
-
-#[tokio::test]
-async fn two_instances_on_one_postgresql_deliver_each_event_once() {
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let Some(url) = agentry_store::test_support::postgres_url().await.unwrap() else {
-        eprintln!("skipping: AGENTRY_TEST_DATABASE_URL is not set");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let (port_a, port_b) = (free_port(), free_port());
-    let _a = start_with(port_a, dir.path(), &url, WEBHOOK_ENV, std::process::Stdio::inherit()).await;
-    let _b = start_with(port_b, dir.path(), &url, WEBHOOK_ENV, std::process::Stdio::inherit()).await;
-    let bases = [format!("http://127.0.0.1:{port_a}"), format!("http://127.0.0.1:{port_b}")];
-    let server = MockServer::start().await;
-    Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&server)
-        .await;
-    let token = unlimited_tenant(&bases[0], &url, "ada@example.com").await;
-    let r = reqwest::Client::new()
-        .post(format!("{}/api/v1/webhooks", bases[1]))
-        .bearer_auth(&token)
-        .json(&json!({"url": format!("{}/hook", server.uri()), "events": ["*"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    create_agents(&bases, &token, 500).await;
-    let (ids, total) = wait_for_ids(&server, 500).await;
-    assert_eq!((ids.len(), total), (500, 500), "each event delivered once");
-    // Every delivery is recorded as delivered (each a moment after its receiver answered), and no
-    // (event, subscription) pair has two delivery rows.
-    use agentry_domain::webhooks::DeliveryStatus;
-    let db =
-        agentry_store::Database::connect(&agentry_store::DatabaseSettings::new(url.clone())).await.unwrap();
-    let store = agentry_store::WebhookStore::new(db);
-    for _ in 0..200 {
-        if store.count_deliveries(DeliveryStatus::Delivered).await.unwrap() == 500 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(store.count_deliveries(DeliveryStatus::Delivered).await.unwrap(), 500);
-    assert_eq!(store.count_deliveries(DeliveryStatus::Pending).await.unwrap(), 0);
 }
 
 /// A four-step workflow (HTTP to `/first`, a slow HTTP step, a transform, HTTP to `/last`) is

@@ -6,8 +6,8 @@ use agentry_domain::time::Clock as _;
 use agentry_server::config::{Config, RateLimitFailure, RateLimitStore};
 
 use crate::helpers::{
-    TestApp, json_with_status, minute_clock, spawn, spawn_with_clock, start_with, test_config,
-    test_redis_url, use_redis,
+    TestApp, json_with_status, minute_clock, redis_url, spawn, spawn_with_clock, start_with, test_config,
+    use_redis,
 };
 
 async fn hit(app: &TestApp, token: &str) -> reqwest::Response {
@@ -31,7 +31,7 @@ macro_rules! with_each_store {
 
         #[tokio::test]
         async fn $redis() {
-            let Some(url) = test_redis_url().await else { return };
+            let Some(url) = redis_url() else { return };
             $body(move |c: &mut Config| use_redis(c, &url)).await;
         }
     };
@@ -110,7 +110,7 @@ async fn two_instances_on_one_postgresql_database_share_the_limit() {
 
 #[tokio::test]
 async fn two_instances_with_the_redis_store_share_the_limit() {
-    let Some(redis) = test_redis_url().await else { return };
+    let Some(redis) = redis_url() else { return };
     let prefix = crate::helpers::unique_redis_prefix();
     two_instances_share_the_limit(move |c| {
         use_redis(c, &redis);
@@ -291,7 +291,7 @@ async fn when_redis_stops_the_failure_policy_decides_and_counting_resumes_when_i
 /// not write to it.
 #[tokio::test]
 async fn the_redis_store_writes_no_counter_rows() {
-    let Some(url) = test_redis_url().await else { return };
+    let Some(url) = redis_url() else { return };
     let app = spawn_with_clock(|c| use_redis(c, &url)).await;
     let token = app.access_token("ada@example.com").await;
     for _ in 0..5 {
