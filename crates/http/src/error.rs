@@ -179,13 +179,11 @@ impl ApiError {
     /// 500 `internal_error`; `cause` is logged, a generic message is sent.
     pub fn internal(cause: anyhow::Error) -> Self {
         // The rate limiter's store is down and its policy is to refuse: whichever service the
-        // check ran in, the caller gets a 503 to retry, not a 500.
+        // check ran in, the caller gets a 503 to retry, not a 500. Not logged again per
+        // request: the limiter logs the outage (once a second) and counts every refusal.
         if cause.downcast_ref::<agentry_domain::ratelimit::LimiterUnavailable>().is_some() {
-            return Self {
-                cause: Some(cause),
-                ..Self::new(ErrorCode::Unavailable, "the rate limiter is unavailable; retry shortly")
-            }
-            .with_retry_after(1);
+            return Self::new(ErrorCode::Unavailable, "the rate limiter is unavailable; retry shortly")
+                .with_retry_after(1);
         }
         Self { cause: Some(cause), ..Self::new(ErrorCode::Internal, "an unexpected error occurred") }
     }
