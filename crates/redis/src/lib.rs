@@ -43,7 +43,7 @@ const EXPIRY_MARGIN_SECS: i64 = 60;
 /// How the counter reaches Redis.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// `redis://[user:password@]host:port[/db]` or `rediss://…`.
+    /// `redis://[user:password@]host:port[/db]` (plain TCP: the TLS feature is not compiled in).
     pub url: String,
     /// Prepended to every key, so that several services (or test runs) can share one Redis.
     pub key_prefix: String,
