@@ -144,6 +144,18 @@ impl std::fmt::Debug for RateLimiter {
     }
 }
 
+/// Whether `counts` keeps the [`RateCounter`] contract for `windows`: one count per window,
+/// or fewer when the last one given refused. Anything else would let a request through that a
+/// window it skipped should have counted.
+fn answers_every_window(windows: &[Window], counts: &[u64]) -> bool {
+    match counts.len() {
+        n if n == windows.len() => true,
+        0 => false,
+        n if n < windows.len() => counts[n - 1] > windows[n - 1].limit,
+        _ => false,
+    }
+}
+
 fn window_start(now: i64, len: i64) -> i64 {
     now - now.rem_euclid(len)
 }
@@ -189,7 +201,11 @@ impl RateLimiter {
             return Ok(status);
         }
         let counts = match self.counter.hit(subject, &windows).await {
-            Ok(counts) => counts,
+            Ok(counts) if answers_every_window(&windows, &counts) => counts,
+            Ok(counts) => {
+                let e = anyhow::anyhow!("the store counted {} of {} windows", counts.len(), windows.len());
+                return self.store_failed(&e, now, status);
+            }
             Err(e) => return self.store_failed(&e, now, status),
         };
         for (window, &count) in windows.iter().zip(&counts) {
@@ -248,8 +264,8 @@ pub mod contract {
         Window { name: "m", start, secs: 60, limit }
     }
 
-    fn day(limit: u64) -> Window {
-        Window { name: "d", start: start(), secs: 86_400, limit }
+    fn day(start: i64, limit: u64) -> Window {
+        Window { name: "d", start, secs: 86_400, limit }
     }
 
     /// Every check below.
@@ -266,11 +282,15 @@ pub mod contract {
         let hit = |subject: String, windows: Vec<Window>| async move {
             counter.hit(&subject, &windows).await.expect("the store counts")
         };
-        assert_eq!(hit(a.clone(), vec![minute(start, 10), day(100)]).await, [1, 1]);
-        assert_eq!(hit(a.clone(), vec![minute(start, 10), day(100)]).await, [2, 2]);
-        assert_eq!(hit(b.clone(), vec![minute(start, 10), day(100)]).await, [1, 1], "another subject");
-        assert_eq!(hit(a.clone(), vec![minute(start + 60, 10), day(100)]).await, [1, 3], "the next minute");
-        assert_eq!(hit(a, vec![day(100)]).await, [4], "a window alone");
+        assert_eq!(hit(a.clone(), vec![minute(start, 10), day(start, 100)]).await, [1, 1]);
+        assert_eq!(hit(a.clone(), vec![minute(start, 10), day(start, 100)]).await, [2, 2]);
+        assert_eq!(hit(b.clone(), vec![minute(start, 10), day(start, 100)]).await, [1, 1], "another subject");
+        assert_eq!(
+            hit(a.clone(), vec![minute(start + 60, 10), day(start, 100)]).await,
+            [1, 3],
+            "the next minute"
+        );
+        assert_eq!(hit(a, vec![day(start, 100)]).await, [4], "a window alone");
     }
 
     /// A hit that takes a window past its limit is counted there, and not in the windows
@@ -278,13 +298,14 @@ pub mod contract {
     pub async fn stops_at_the_window_that_refuses(counter: &dyn RateCounter, tag: &str) {
         let subject = format!("{tag}:stops");
         let start = start();
-        let windows = [minute(start, 2), day(100)];
+        let windows = [minute(start, 2), day(start, 100)];
         let mut seen = Vec::new();
         for _ in 0..4 {
             seen.push(counter.hit(&subject, &windows).await.expect("the store counts"));
         }
         assert_eq!(seen, [vec![1, 1], vec![2, 2], vec![3], vec![4]]);
-        let next = counter.hit(&subject, &[minute(start + 60, 2), day(100)]).await.expect("the store counts");
+        let next =
+            counter.hit(&subject, &[minute(start + 60, 2), day(start, 100)]).await.expect("the store counts");
         assert_eq!(next, [1, 3], "the day counted only the two requests the minute let through");
     }
 
@@ -292,7 +313,8 @@ pub mod contract {
     /// atomically.
     pub async fn concurrent_hits_are_each_counted_once(counter: &dyn RateCounter, tag: &str) {
         let subject = format!("{tag}:concurrent");
-        let windows = [minute(start(), 1_000), day(1_000)];
+        let start = start();
+        let windows = [minute(start, 1_000), day(start, 1_000)];
         let hits = (0..64).map(|_| counter.hit(&subject, &windows));
         let mut minutes: Vec<u64> = futures_util::future::join_all(hits)
             .await
@@ -395,6 +417,19 @@ mod tests {
             limiter(counter, at_secs(1_000_045)).check("ten_1", Quota::per_minute(60)).await.unwrap();
         assert!(status.allowed());
         assert_eq!(status.limit, None, "no rate-limit headers for an uncounted request");
+    }
+
+    #[tokio::test]
+    async fn a_store_that_skips_a_window_it_should_count_has_failed() {
+        let mut counter = MockRateCounter::new();
+        // The minute is within its limit, so the day had to be counted too.
+        counter.expect_hit().returning(|_, _| Ok(vec![5]));
+        let e = limiter(counter, at_secs(1_000_045))
+            .with_failure_policy(FailurePolicy::Closed)
+            .check("ten_1", Quota { per_minute: Some(60), per_day: Some(1000) })
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("counted 1 of 2 windows"), "{e}");
     }
 
     #[tokio::test]

@@ -285,20 +285,27 @@ async fn sixty_concurrent_chats_over_three_instances_never_overdraw_and_the_ledg
 // ---------------------------------------------------------------------------------------------
 // 3. Webhooks.
 
+/// An unlimited tenant (signed up through the first instance) subscribed to `events` at
+/// `server`'s `/hook` (through the second); its access token.
+async fn subscribed_tenant(cluster: &Cluster, server: &MockServer, events: &str) -> String {
+    let token = unlimited_tenant(cluster.base(0), &cluster.database_url, "ada@example.com").await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/webhooks", cluster.base(1)))
+        .bearer_auth(&token)
+        .json(&json!({"url": format!("{}/hook", server.uri()), "events": [events]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    token
+}
+
 #[tokio::test]
 async fn three_instances_deliver_each_of_500_events_once() {
     let Some(cluster) = Cluster::start(WEBHOOK_ENV).await else { return };
     let server = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(204)).mount(&server).await;
-    let token = unlimited_tenant(cluster.base(0), &cluster.database_url, "ada@example.com").await;
-    let r = reqwest::Client::new()
-        .post(format!("{}/api/v1/webhooks", cluster.base(1)))
-        .bearer_auth(&token)
-        .json(&json!({"url": format!("{}/hook", server.uri()), "events": ["*"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    let token = subscribed_tenant(&cluster, &server, "*").await;
     create_agents(&cluster.bases, &token, 500).await;
     let (ids, total) = wait_for_ids(&server, 500).await;
     assert_eq!((ids.len(), total), (500, 500), "each event delivered once");
@@ -335,15 +342,7 @@ async fn a_killed_instances_deliveries_are_taken_over_within_their_lease() {
     let slow = Duration::from_secs(2);
     let server = MockServer::start().await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(204).set_delay(slow)).mount(&server).await;
-    let token = unlimited_tenant(cluster.base(0), &cluster.database_url, "ada@example.com").await;
-    let r = reqwest::Client::new()
-        .post(format!("{}/api/v1/webhooks", cluster.base(1)))
-        .bearer_auth(&token)
-        .json(&json!({"url": format!("{}/hook", server.uri()), "events": ["agent.created"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    let token = subscribed_tenant(&cluster, &server, "agent.created").await;
     create_agents(&cluster.bases, &token, EVENTS).await;
     // Twelve attempts in flight at once: four on each instance.
     wait_until_in_flight(&server, None, 12, slow).await;
