@@ -331,7 +331,7 @@ fi
 # is counted: the traffic is spread round-robin over $store_tenants Pro tenants (600 a minute
 # each), enough that none reaches its limit in the $store_duration run (the non-2xx column
 # shows it). The tenants are made once per database; each store gets a fresh server.
-store_tenants=${BENCH_STORE_TENANTS:-200}
+store_tenants=${BENCH_STORE_TENANTS:-800}
 store_duration=${BENCH_STORE_DURATION:-5s}
 redis_url=${BENCH_REDIS_URL:-redis://127.0.0.1:6379}
 
