@@ -274,27 +274,25 @@ async fn call(
     }
 }
 
-/// The trigger URL's description, the same for each method.
+/// The trigger URL's route, the same for each method but for the body: a method with a body
+/// documents it (and so, through the document's post-processing, 413 and 415); one without
+/// lists those two itself, since a body may still be sent.
 macro_rules! trigger_call {
-    ($name:ident, $method:ident, $operation:literal, body) => {
+    ($name:ident, $method:ident, $operation:literal, $about:literal, $signed:literal,
+     $(request_body($($body:tt)*))? responses($($more:tt)*)) => {
         #[doc = concat!("Call a trigger URL with ", stringify!($method), ": executes the trigger's workflow.")]
         ///
-        /// Present the trigger's secret as `X-Webhook-Secret`, or sign the raw body as
-        /// outbound webhooks are signed: `X-Service-Signature: t=<unix seconds>,v1=<hex
-        /// HMAC-SHA256(secret, "<t>.<body>")>` (within 5 minutes). The execution's input is
-        /// `{method, query, headers, body}`; a JSON or form body is parsed, other text kept as
-        /// text. The call counts against the workflow's tenant's plan limit.
+        #[doc = $about]
         #[utoipa::path(
             $method, path = "/api/v1/webhooks/trigger/{path}", tag = "workflows", operation_id = $operation,
             params(
                 ("path" = String, Path, description = "The trigger's path"),
                 ("X-Webhook-Secret" = Option<String>, Header, description = "The trigger's secret"),
-                ("X-Service-Signature" = Option<String>, Header, description = "`t=<unix seconds>,v1=<hex>`: the body signed with the secret"),
+                ("X-Service-Signature" = Option<String>, Header, description = $signed),
                 ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$",
                     description = "1–255 characters: a repeated call with the same key returns the first call's execution and starts nothing"),
             ),
-            request_body(description = "Any body: JSON and forms are parsed, other UTF-8 text kept as text (at most 1 MiB)",
-                content((serde_json::Value = "application/json"), (String = "application/x-www-form-urlencoded"), (String = "text/plain"))),
+            $(request_body($($body)*),)?
             extensions(("x-rate-limit" = json!("the trigger's tenant"))),
             responses(
                 (status = 202, description = "The execution started (or, for a repeated `Idempotency-Key`, the first one)", body = TriggerCallResponse),
@@ -302,6 +300,7 @@ macro_rules! trigger_call {
                 (status = 404, description = "`not_found`: no such trigger (or it was deleted)"),
                 (status = 405, description = "`method_not_allowed`: the trigger does not accept this method; `Allow` lists those it does"),
                 (status = 409, description = "`conflict`: the workflow is inactive"),
+                $($more)*
                 (status = 429, description = "`rate_limit_exceeded`: the workflow's tenant has spent its plan limit"),
             )
         )]
@@ -314,39 +313,22 @@ macro_rules! trigger_call {
             call(state, req, path, body).await
         }
     };
+    ($name:ident, $method:ident, $operation:literal, body) => {
+        trigger_call!($name, $method, $operation,
+            "Present the trigger's secret as `X-Webhook-Secret`, or sign the raw body as outbound webhooks are signed: `X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>` (within 5 minutes). The execution's input is `{method, query, headers, body}`; a JSON or form body is parsed, other text kept as text. The call counts against the workflow's tenant's plan limit.",
+            "`t=<unix seconds>,v1=<hex>`: the body signed with the secret",
+            request_body(description = "Any body: JSON and forms are parsed, other UTF-8 text kept as text (at most 1 MiB)",
+                content((serde_json::Value = "application/json"), (String = "application/x-www-form-urlencoded"), (String = "text/plain")))
+            responses());
+    };
     ($name:ident, $method:ident, $operation:literal) => {
-        #[doc = concat!("Call a trigger URL with ", stringify!($method), ": executes the trigger's workflow.")]
-        ///
-        /// As the POST call, without a body (`body` is null in the execution's input).
-        #[utoipa::path(
-            $method, path = "/api/v1/webhooks/trigger/{path}", tag = "workflows", operation_id = $operation,
-            params(
-                ("path" = String, Path, description = "The trigger's path"),
-                ("X-Webhook-Secret" = Option<String>, Header, description = "The trigger's secret"),
-                ("X-Service-Signature" = Option<String>, Header, description = "`t=<unix seconds>,v1=<hex>`: the (empty) body signed with the secret"),
-                ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$",
-                    description = "1–255 characters: a repeated call with the same key returns the first call's execution and starts nothing"),
-            ),
-            extensions(("x-rate-limit" = json!("the trigger's tenant"))),
+        trigger_call!($name, $method, $operation,
+            "As the POST call, without a body (`body` is null in the execution's input).",
+            "`t=<unix seconds>,v1=<hex>`: the (empty) body signed with the secret",
             responses(
-                (status = 202, description = "The execution started (or, for a repeated `Idempotency-Key`, the first one)", body = TriggerCallResponse),
-                (status = 401, description = "`unauthorized`: the secret or signature is missing, wrong or stale"),
-                (status = 404, description = "`not_found`: no such trigger (or it was deleted)"),
-                (status = 405, description = "`method_not_allowed`: the trigger does not accept this method; `Allow` lists those it does"),
-                (status = 409, description = "`conflict`: the workflow is inactive"),
                 (status = 413, description = "`payload_too_large`: the body is larger than the limit (1 MiB by default)"),
                 (status = 415, description = "`unsupported_media_type`: a body that is neither JSON, a form nor UTF-8 text"),
-                (status = 429, description = "`rate_limit_exceeded`: the workflow's tenant has spent its plan limit"),
-            )
-        )]
-        pub async fn $name(
-            state: web::Data<AppState>,
-            req: HttpRequest,
-            path: web::Path<String>,
-            body: RawBody,
-        ) -> Result<Reply<TriggerCallResponse>, ApiError> {
-            call(state, req, path, body).await
-        }
+            ));
     };
 }
 
