@@ -2,20 +2,21 @@
 //! a finished exchange together with its charge and events.
 
 use agentry_domain::agents::{ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message};
-use agentry_domain::billing::{credits_low_event, crosses_low_threshold};
+use agentry_domain::billing::{LedgerEntry, credits_low_event, crosses_low_threshold};
 use agentry_domain::ids::{AgentId, MessageId, SessionId, TenantId};
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
-use diesel::QueryResult;
 use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Nullable, Text};
+use diesel_async::AsyncPgConnection;
 use diesel_async::RunQueryDsl;
 
-use crate::database::{Database, StoreError, split_page};
+use crate::database::{Database, DbPool, StoreError, split_page};
 use crate::events::EventRow;
 use crate::memory::NewEntryRow;
-use crate::postgres::Pipelining as _;
+use crate::postgres::PgConn;
 use crate::schema::{chat_messages, chat_sessions, credit_holds, events, memory_entries};
-use crate::types::DbTime;
+use crate::types::{DbJson, DbTime, Json, UtcTime};
 
 /// Conversations in the database.
 #[derive(Debug, Clone)]
@@ -155,75 +156,76 @@ impl ConversationRepository for ConversationStore {
     }
 
     async fn record_exchange(&self, x: &Exchange) -> anyhow::Result<ExchangeOutcome> {
+        let outcome = match &self.db.pool {
+            DbPool::Pg(pools) => {
+                let statement = ExchangeStatement::new(x)?;
+                match x.memory.as_ref().map(NewEntryRow::from_domain) {
+                    // Most agents keep no episodic memory: the exchange is the one statement,
+                    // atomic by itself.
+                    None => with_pg_conn!(pools, conn => statement.run(conn).await),
+                    // With the memory entry, the statement and the entry share a transaction.
+                    // The entry comes after the statement: the same lock order (the tenant
+                    // row, then its memory version) as every other transaction.
+                    Some(mut row) => pg_transaction!(pools, conn => {
+                        let remaining = statement.run(conn).await?;
+                        row.seq = bump_memory_version!(conn, &statement.tenant)?;
+                        diesel::insert_into(memory_entries::table).values(&row).execute(conn).await?;
+                        Ok(remaining)
+                    }),
+                }
+            }
+            DbPool::Sqlite(_) => self.record_in_the_writer(x).await,
+        };
+        match outcome {
+            Ok(remaining) => Ok(ExchangeOutcome::Recorded { remaining }),
+            Err(e) if e.is_foreign_key_violation() => Ok(ExchangeOutcome::AgentGone),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl ConversationStore {
+    /// SQLite: the exchange as one unit of the single writer, statement by statement.
+    async fn record_in_the_writer(&self, x: &Exchange) -> Result<i64, StoreError> {
         let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
-        let event_rows = EventRow::all(&x.events)?;
+        let event_rows = EventRow::all(&x.events).map_err(|e| StoreError::Encode(e.to_string()))?;
         let mut memory = x.memory.as_ref().map(NewEntryRow::from_domain);
         let x = x.clone();
-        let outcome = transaction!(self.db, conn => {
+        transaction!(self.db, conn => {
             let s = &x.settlement;
             let tenant = s.hold.tenant_id.as_str();
-            let agent = x.user_message.agent_id.as_str();
             let cost = -s.entry.delta;
+            // Released already (by the stale-hold sweeper): store nothing, so the exchange is
+            // neither charged twice nor free.
+            let Some(held) = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
+                .returning(credit_holds::amount)
+                .get_result::<i64>(conn)
+                .await
+                .optional()?
+            else {
+                return Err(StoreError::Precondition(HOLD_GONE));
+            };
             // Created on first use; the same id again continues the conversation. The agent's
             // foreign key fails here when it was deleted while the model answered.
-            let session = diesel::insert_into(chat_sessions::table)
+            diesel::insert_into(chat_sessions::table)
                 .values((
                     chat_sessions::id.eq(x.session_id.as_str()),
                     chat_sessions::tenant_id.eq(tenant),
-                    chat_sessions::agent_id.eq(agent),
+                    chat_sessions::agent_id.eq(x.user_message.agent_id.as_str()),
                     chat_sessions::created_at.eq(DbTime(x.user_message.created_at)),
                 ))
-                .on_conflict_do_nothing();
-            let release_hold = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
-                .returning(credit_holds::amount);
-            let held: Option<i64> = match conn.pipeline() {
-                // PostgreSQL: the session first (its agent's foreign key is what a deleted
-                // agent fails, and the messages refer to it); then both messages, the events and
-                // the hold's release, which need none of each other's answers, as one pipeline:
-                // two round trips instead of six. A failure aborts the transaction.
-                Some(mut pipe) => {
-                    session.execute(&mut pipe).await?;
-                    let mut inserts: Vec<futures_util::future::BoxFuture<'_, QueryResult<usize>>> = Vec::new();
-                    for row in &messages {
-                        let mut c = pipe;
-                        inserts.push(Box::pin(async move {
-                            diesel::insert_into(chat_messages::table).values(row).execute(&mut c).await
-                        }));
-                    }
-                    for row in &event_rows {
-                        let mut c = pipe;
-                        inserts.push(Box::pin(async move {
-                            diesel::insert_into(events::table).values(row).execute(&mut c).await
-                        }));
-                    }
-                    let mut c = pipe;
-                    let release = async move { release_hold.get_result(&mut c).await.optional() };
-                    let (_, held) = futures_util::try_join!(futures_util::future::try_join_all(inserts), release)?;
-                    held
-                }
-                None => {
-                    session.execute(conn).await?;
-                    // Row by row: the SQLite connection has no multi-row INSERT.
-                    for row in &messages {
-                        diesel::insert_into(chat_messages::table).values(row).execute(conn).await?;
-                    }
-                    for row in &event_rows {
-                        diesel::insert_into(events::table).values(row).execute(conn).await?;
-                    }
-                    release_hold.get_result(conn).await.optional()?
-                }
-            };
-            // Released already (by the stale-hold sweeper): store nothing, so the exchange is
-            // neither charged twice nor free.
-            let Some(held) = held else {
-                return Err(StoreError::Precondition("the credit hold of this chat no longer exists"));
-            };
-            // The tenant row is locked from here to the commit, and every chat of the tenant
-            // needs it: only what needs the new balance comes after this point. What was held
-            // beyond the actual cost goes back to the balance.
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?;
+            // Row by row: the SQLite connection has no multi-row INSERT.
+            for row in &messages {
+                diesel::insert_into(chat_messages::table).values(row).execute(conn).await?;
+            }
+            for row in &event_rows {
+                diesel::insert_into(events::table).values(row).execute(conn).await?;
+            }
+            // What was held beyond the actual cost goes back to the balance.
             let (available, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
-            // The exchange as an episodic memory, after the ledger: the same lock order (the
-            // tenant row, then its memory version) as every other transaction.
             if let Some(row) = &mut memory {
                 row.seq = bump_memory_version!(conn, tenant)?;
                 diesel::insert_into(memory_entries::table).values(&*row).execute(conn).await?;
@@ -234,11 +236,153 @@ impl ConversationRepository for ConversationStore {
                 diesel::insert_into(events::table).values(&row).execute(conn).await?;
             }
             Ok(available)
-        });
-        match outcome {
-            Ok(remaining) => Ok(ExchangeOutcome::Recorded { remaining }),
-            Err(e) if e.is_foreign_key_violation() => Ok(ExchangeOutcome::AgentGone),
-            Err(e) => Err(e.into()),
-        }
+        })
     }
+}
+
+const HOLD_GONE: &str = "the credit hold of this chat no longer exists";
+
+/// PostgreSQL: a finished exchange as one statement, one round trip with no transaction
+/// around it (see [`EXCHANGE_SQL`]): the hold's release, the session, both messages, the
+/// events, the settlement of the tenant's balance, its ledger entry and, when the balance
+/// crosses the threshold, the low-credit event. Every step reads the released hold, so a hold
+/// already released (by the stale-hold sweeper) writes nothing: the exchange is neither
+/// charged twice nor free.
+struct ExchangeStatement {
+    hold: String,
+    tenant: String,
+    agent: String,
+    session: String,
+    session_created_at: DbTime,
+    /// The two messages, one array per column.
+    message_ids: Vec<String>,
+    message_roles: Vec<String>,
+    message_contents: Vec<String>,
+    message_prompt_tokens: Vec<i64>,
+    message_completion_tokens: Vec<i64>,
+    message_created_at: Vec<DbTime>,
+    /// The events, one array per column.
+    event_ids: Vec<String>,
+    event_types: Vec<String>,
+    event_data: Vec<DbJson>,
+    event_created_at: Vec<DbTime>,
+    cost: i64,
+    entry: LedgerEntry,
+    /// `billing.credits.low` with a balance of 0; the statement writes in the settled one.
+    low_event: EventRow,
+    low_threshold: i64,
+}
+
+impl ExchangeStatement {
+    fn new(x: &Exchange) -> anyhow::Result<Self> {
+        let s = &x.settlement;
+        let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
+        let events = EventRow::all(&x.events)?;
+        let low =
+            credits_low_event(s.low_event.clone(), &s.hold.tenant_id, 0, s.low_threshold, x.reply.created_at);
+        Ok(Self {
+            hold: s.hold.id.to_string(),
+            tenant: s.hold.tenant_id.to_string(),
+            agent: x.user_message.agent_id.to_string(),
+            session: x.session_id.to_string(),
+            session_created_at: DbTime(x.user_message.created_at),
+            message_ids: messages.iter().map(|m| m.id.clone()).collect(),
+            message_roles: messages.iter().map(|m| m.role.clone()).collect(),
+            message_contents: messages.iter().map(|m| m.content.clone()).collect(),
+            message_prompt_tokens: messages.iter().map(|m| m.prompt_tokens).collect(),
+            message_completion_tokens: messages.iter().map(|m| m.completion_tokens).collect(),
+            message_created_at: messages.iter().map(|m| m.created_at).collect(),
+            event_ids: events.iter().map(|e| e.id.clone()).collect(),
+            event_types: events.iter().map(|e| e.event_type.clone()).collect(),
+            event_data: events.iter().map(|e| e.data.clone()).collect(),
+            event_created_at: events.iter().map(|e| e.created_at).collect(),
+            cost: -s.entry.delta,
+            entry: s.entry.clone(),
+            low_event: EventRow::from_domain(&low)?,
+            low_threshold: s.low_threshold,
+        })
+    }
+
+    /// Runs the statement; the tenant's available balance after it.
+    async fn run(&self, conn: &mut PgConn<&mut AsyncPgConnection>) -> Result<i64, StoreError> {
+        let e = &self.entry;
+        let settled: Option<SettledRow> = diesel::sql_query(EXCHANGE_SQL)
+            .bind::<Text, _>(&self.hold)
+            .bind::<Text, _>(&self.tenant)
+            .bind::<Text, _>(&self.agent)
+            .bind::<Text, _>(&self.session)
+            .bind::<UtcTime, _>(self.session_created_at)
+            .bind::<Array<Text>, _>(&self.message_ids)
+            .bind::<Array<Text>, _>(&self.message_roles)
+            .bind::<Array<Text>, _>(&self.message_contents)
+            .bind::<Array<BigInt>, _>(&self.message_prompt_tokens)
+            .bind::<Array<BigInt>, _>(&self.message_completion_tokens)
+            .bind::<Array<UtcTime>, _>(&self.message_created_at)
+            .bind::<Array<Text>, _>(&self.event_ids)
+            .bind::<Array<Text>, _>(&self.event_types)
+            .bind::<Array<Json>, _>(&self.event_data)
+            .bind::<Array<UtcTime>, _>(&self.event_created_at)
+            .bind::<BigInt, _>(self.cost)
+            .bind::<Text, _>(e.id.as_str())
+            .bind::<BigInt, _>(e.delta)
+            .bind::<Text, _>(e.reason.as_str())
+            .bind::<UtcTime, _>(DbTime(e.created_at))
+            .bind::<Nullable<Text>, _>(e.reference.as_deref())
+            .bind::<Text, _>(&self.low_event.id)
+            .bind::<Text, _>(&self.low_event.event_type)
+            .bind::<Json, _>(&self.low_event.data)
+            .bind::<UtcTime, _>(self.low_event.created_at)
+            .bind::<BigInt, _>(self.low_threshold)
+            .get_result(conn)
+            .await
+            .optional()?;
+        settled.map(|r| r.available).ok_or(StoreError::Precondition(HOLD_GONE))
+    }
+}
+
+/// The statement of [`ExchangeStatement`]. Each step is a data-modifying CTE reading the
+/// released hold (`FROM released`), so none writes without it; the ledger entry and the
+/// low-credit event read the settled tenant row. The session's foreign key to its agent fails
+/// the whole statement when the agent was deleted while the model answered.
+const EXCHANGE_SQL: &str = "\
+WITH released AS (
+    DELETE FROM credit_holds WHERE id = $1 RETURNING amount
+), session AS (
+    INSERT INTO chat_sessions (id, tenant_id, agent_id, created_at)
+    SELECT $4, $2, $3, $5 FROM released
+    ON CONFLICT DO NOTHING
+), messages AS (
+    INSERT INTO chat_messages
+        (id, tenant_id, agent_id, session_id, role, content, prompt_tokens, completion_tokens, created_at)
+    SELECT m.id, $2, $3, $4, m.role, m.content, m.prompt_tokens, m.completion_tokens, m.created_at
+    FROM released, unnest($6, $7, $8, $9, $10, $11)
+        AS m (id, role, content, prompt_tokens, completion_tokens, created_at)
+), outbox AS (
+    INSERT INTO events (id, tenant_id, event_type, data, created_at)
+    SELECT e.id, $2, e.event_type, e.data, e.created_at
+    FROM released, unnest($12, $13, $14, $15) AS e (id, event_type, data, created_at)
+), settled AS (
+    UPDATE tenants SET
+        credits = tenants.credits + released.amount - $16,
+        held = tenants.held - released.amount,
+        ledger_seq = tenants.ledger_seq + 1
+    FROM released
+    WHERE tenants.id = $2
+    RETURNING tenants.credits AS available, tenants.credits + tenants.held AS settled, tenants.ledger_seq AS seq
+), ledger AS (
+    INSERT INTO credit_ledger (id, tenant_id, delta, balance_after, reason, created_at, reference, seq)
+    SELECT $17, $2, $18, settled.settled, $19, $20, $21, settled.seq FROM settled
+), low AS (
+    INSERT INTO events (id, tenant_id, event_type, data, created_at)
+    SELECT $22, $2, $23, jsonb_set($24, '{credits}', to_jsonb(settled.settled)), $25
+    FROM settled
+    WHERE settled.settled + $16 >= $26 AND settled.settled < $26
+)
+SELECT available FROM settled";
+
+/// What [`EXCHANGE_SQL`] answers.
+#[derive(QueryableByName)]
+struct SettledRow {
+    #[diesel(sql_type = BigInt)]
+    available: i64,
 }

@@ -10,17 +10,14 @@ use agentry_domain::tenancy::Plan;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Text};
 use diesel_async::RunQueryDsl;
 
 use crate::accounts::parse_stored;
-use crate::database::{Database, StoreError, split_page};
+use crate::database::{Database, DbPool, PgPools, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{credit_holds, credit_ledger, events, purchases, tenants};
-use crate::types::DbTime;
-
-/// How often a hold reads the balance again after other chats took credits in between.
-const HOLD_ATTEMPTS: usize = 16;
-const BALANCE_MOVED: &str = "the balance changed while the hold was taken";
+use crate::types::{DbTime, UtcTime};
 
 /// Credits in the database.
 #[derive(Debug, Clone)]
@@ -33,6 +30,87 @@ impl CreditStore {
     pub fn new(db: Database) -> Self {
         Self { db }
     }
+
+    /// SQLite: read the balance, hold `min(wanted, balance)` if that is at least `minimum`, in
+    /// one unit of the single writer, which runs units one at a time: nothing can take the
+    /// credits between the read and the update.
+    async fn hold_in_the_writer(&self, r: &HoldRequest) -> Result<Option<i64>, StoreError> {
+        let r = r.clone();
+        transaction!(self.db, conn => {
+            let balance: Option<i64> = tenants::table
+                .filter(tenants::id.eq(r.tenant_id.as_str()))
+                .select(tenants::credits)
+                .first(conn)
+                .await
+                .optional()?;
+            let amount = r.wanted.min(balance.unwrap_or(0));
+            if amount < r.minimum || amount <= 0 {
+                return Ok(None);
+            }
+            diesel::insert_into(credit_holds::table)
+                .values((
+                    credit_holds::id.eq(r.id.as_str()),
+                    credit_holds::tenant_id.eq(r.tenant_id.as_str()),
+                    credit_holds::amount.eq(amount),
+                    credit_holds::created_at.eq(DbTime(r.created_at)),
+                ))
+                .execute(conn)
+                .await?;
+            // The CHECK on `credits` would refuse a negative balance anyway; the condition
+            // makes a broken assumption an error rather than a constraint violation.
+            let taken = diesel::update(
+                tenants::table.filter(tenants::id.eq(r.tenant_id.as_str())).filter(tenants::credits.ge(amount)),
+            )
+            .set((tenants::credits.eq(tenants::credits - amount), tenants::held.eq(tenants::held + amount)))
+            .execute(conn)
+            .await?;
+            if taken == 0 {
+                return Err(StoreError::Precondition("the balance changed while the hold was taken"));
+            }
+            Ok(Some(amount))
+        })
+    }
+}
+
+/// PostgreSQL: the hold as one statement (one round trip, no transaction around it). The tenant
+/// row is locked by the statement's first step, so the amount is computed from the balance as
+/// it is while no other chat can change it; the update and the hold row follow only when that
+/// amount reaches `minimum`. Two chats can never both take the last credits, and nothing
+/// retries: a concurrent hold makes this one wait for the row, then read it afresh.
+async fn hold_in_one_statement(pools: &PgPools, r: &HoldRequest) -> Result<Option<i64>, StoreError> {
+    let held: Option<HeldRow> = with_pg_conn!(pools, conn => diesel::sql_query(HOLD_SQL)
+        .bind::<Text, _>(r.tenant_id.as_str())
+        .bind::<BigInt, _>(r.wanted)
+        .bind::<BigInt, _>(r.minimum)
+        .bind::<Text, _>(r.id.as_str())
+        .bind::<UtcTime, _>(DbTime(r.created_at))
+        .get_result(conn)
+        .await
+        .optional())?;
+    Ok(held.map(|h| h.amount))
+}
+
+/// The statement of [`hold_in_one_statement`]. Binds: tenant, wanted, minimum, hold id,
+/// created at. Answers the amount held, or no row when the balance does not reach `minimum`.
+/// `MATERIALIZED` keeps the locking read a step of its own before the update.
+const HOLD_SQL: &str = "\
+WITH balance AS MATERIALIZED (
+    SELECT id, LEAST($2, credits) AS amount FROM tenants WHERE id = $1 FOR UPDATE
+), taken AS (
+    UPDATE tenants SET credits = tenants.credits - balance.amount, held = tenants.held + balance.amount
+    FROM balance
+    WHERE tenants.id = balance.id AND balance.amount >= $3 AND balance.amount > 0
+    RETURNING balance.amount
+)
+INSERT INTO credit_holds (id, tenant_id, amount, created_at)
+SELECT $4, $1, amount, $5 FROM taken
+RETURNING amount";
+
+/// The amount a hold took.
+#[derive(QueryableByName)]
+struct HeldRow {
+    #[diesel(sql_type = BigInt)]
+    amount: i64,
 }
 
 #[derive(Queryable, Selectable)]
@@ -50,62 +128,16 @@ struct LedgerRow {
 #[async_trait]
 impl CreditRepository for CreditStore {
     async fn hold(&self, request: &HoldRequest) -> anyhow::Result<Option<CreditHold>> {
-        // Read the balance, hold `min(wanted, balance)` if that is at least `minimum`, and
-        // take it with one conditional UPDATE, so two chats can never both take the last
-        // credits. On PostgreSQL the balance can change between the read and the UPDATE; the
-        // condition then fails, everything rolls back, and the loop reads again. (SQLite's
-        // write transactions are serial: it never loops.)
-        for _ in 0..HOLD_ATTEMPTS {
-            let r = request.clone();
-            let attempt = transaction!(self.db, conn => {
-                let balance: Option<i64> = tenants::table
-                    .filter(tenants::id.eq(r.tenant_id.as_str()))
-                    .select(tenants::credits)
-                    .first(conn)
-                    .await
-                    .optional()?;
-                let amount = r.wanted.min(balance.unwrap_or(0));
-                if amount < r.minimum || amount <= 0 {
-                    return Ok(None);
-                }
-                // The hold row first, the tenant row last: the tenant row stays locked until
-                // the commit and every chat of the tenant needs it.
-                diesel::insert_into(credit_holds::table)
-                    .values((
-                        credit_holds::id.eq(r.id.as_str()),
-                        credit_holds::tenant_id.eq(r.tenant_id.as_str()),
-                        credit_holds::amount.eq(amount),
-                        credit_holds::created_at.eq(DbTime(r.created_at)),
-                    ))
-                    .execute(conn)
-                    .await?;
-                let taken = diesel::update(
-                    tenants::table.filter(tenants::id.eq(r.tenant_id.as_str())).filter(tenants::credits.ge(amount)),
-                )
-                .set((tenants::credits.eq(tenants::credits - amount), tenants::held.eq(tenants::held + amount)))
-                .execute(conn)
-                .await?;
-                if taken == 0 {
-                    return Err(StoreError::Precondition(BALANCE_MOVED));
-                }
-                Ok(Some(amount))
-            });
-            match attempt {
-                Ok(Some(amount)) => {
-                    return Ok(Some(CreditHold {
-                        id: request.id.clone(),
-                        tenant_id: request.tenant_id.clone(),
-                        amount,
-                        created_at: request.created_at,
-                    }));
-                }
-                Ok(None) => return Ok(None),
-                Err(StoreError::Precondition(BALANCE_MOVED)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        // Other chats of the tenant kept taking credits as fast as this one read them.
-        Ok(None)
+        let amount = match &self.db.pool {
+            DbPool::Pg(pools) => hold_in_one_statement(pools, request).await?,
+            DbPool::Sqlite(_) => self.hold_in_the_writer(request).await?,
+        };
+        Ok(amount.map(|amount| CreditHold {
+            id: request.id.clone(),
+            tenant_id: request.tenant_id.clone(),
+            amount,
+            created_at: request.created_at,
+        }))
     }
 
     async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()> {

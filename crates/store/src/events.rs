@@ -11,14 +11,14 @@ use crate::schema::events;
 use crate::types::{DbJson, DbJsonAs, DbTime};
 
 /// An event as stored: its type beside its data, so the outbox can be queried by type.
-#[derive(Queryable, Selectable, Insertable)]
+#[derive(Queryable, QueryableByName, Selectable, Insertable)]
 #[diesel(table_name = events, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(crate) struct EventRow {
-    id: String,
-    tenant_id: String,
-    event_type: String,
-    data: DbJson,
-    created_at: DbTime,
+    pub(crate) id: String,
+    pub(crate) tenant_id: String,
+    pub(crate) event_type: String,
+    pub(crate) data: DbJson,
+    pub(crate) created_at: DbTime,
 }
 
 impl EventRow {

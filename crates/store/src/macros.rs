@@ -9,16 +9,7 @@
 macro_rules! with_conn {
     ($db:expr, $conn:ident => $body:expr) => {{
         match &$db.pool {
-            $crate::database::DbPool::Pg(pools) => match pools.local() {
-                Ok(pool) => match $crate::database::timed_acquire(pool.get()).await {
-                    Ok(mut guard) => {
-                        let $conn = &mut $crate::postgres::PgConn::new(&mut guard);
-                        ($body).map_err($crate::database::StoreError::from)
-                    }
-                    Err(e) => Err($crate::database::StoreError::from(e)),
-                },
-                Err(e) => Err(e),
-            },
+            $crate::database::DbPool::Pg(pools) => with_pg_conn!(pools, $conn => $body),
             $crate::database::DbPool::Sqlite(sqlite) => match $crate::database::timed(|| sqlite.reader()) {
                 Ok(mut guard) => {
                     let $conn = &mut *guard;
@@ -26,6 +17,24 @@ macro_rules! with_conn {
                 }
                 Err(e) => Err(e),
             },
+        }
+    }};
+}
+
+/// [`with_conn!`] for a body only PostgreSQL runs (`$pools` the database's
+/// [`crate::database::PgPools`]): a pooled connection of the calling thread. A body that is one
+/// statement may write: the statement is atomic by itself.
+macro_rules! with_pg_conn {
+    ($pools:expr, $conn:ident => $body:expr) => {{
+        match $pools.local() {
+            Ok(pool) => match $crate::database::timed_acquire(pool.get()).await {
+                Ok(mut guard) => {
+                    let $conn = &mut $crate::postgres::PgConn::new(&mut guard);
+                    ($body).map_err($crate::database::StoreError::from)
+                }
+                Err(e) => Err($crate::database::StoreError::from(e)),
+            },
+            Err(e) => Err(e),
         }
     }};
 }
@@ -38,31 +47,8 @@ macro_rules! with_conn {
 /// - SQLite: a savepoint in the writer thread's next group commit.
 macro_rules! transaction {
     ($db:expr, $conn:ident => $body:expr) => {{
-        use diesel_async::AsyncConnection as _;
         match &$db.pool {
-            $crate::database::DbPool::Pg(pools) => {
-                // Spawned on the caller's thread (a request thread runs a single-threaded
-                // runtime), so the unit uses that thread's connections.
-                let pool = pools.local();
-                let unit = tokio::spawn(async move {
-                    let pool = pool?;
-                    match $crate::database::timed_acquire(pool.get()).await {
-                        Ok(mut guard) => {
-                            guard
-                                .transaction(async move |conn| -> Result<_, $crate::database::StoreError> {
-                                    let $conn = &mut $crate::postgres::PgConn::new(conn);
-                                    $body
-                                })
-                                .await
-                        }
-                        Err(e) => Err($crate::database::StoreError::from(e)),
-                    }
-                });
-                match unit.await {
-                    Ok(result) => result,
-                    Err(e) => Err($crate::database::StoreError::Pool(format!("a database task failed: {e}"))),
-                }
-            }
+            $crate::database::DbPool::Pg(pools) => pg_transaction!(pools, $conn => $body),
             $crate::database::DbPool::Sqlite(sqlite) => {
                 sqlite
                     .write(
@@ -73,6 +59,35 @@ macro_rules! transaction {
                     )
                     .await
             }
+        }
+    }};
+}
+
+/// [`transaction!`] for a body only PostgreSQL runs (`$pools` the database's
+/// [`crate::database::PgPools`]).
+macro_rules! pg_transaction {
+    ($pools:expr, $conn:ident => $body:expr) => {{
+        use diesel_async::AsyncConnection as _;
+        // Spawned on the caller's thread (a request thread runs a single-threaded runtime), so
+        // the unit uses that thread's connections.
+        let pool = $pools.local();
+        let unit = tokio::spawn(async move {
+            let pool = pool?;
+            match $crate::database::timed_acquire(pool.get()).await {
+                Ok(mut guard) => {
+                    guard
+                        .transaction(async move |conn| -> Result<_, $crate::database::StoreError> {
+                            let $conn = &mut $crate::postgres::PgConn::new(conn);
+                            $body
+                        })
+                        .await
+                }
+                Err(e) => Err($crate::database::StoreError::from(e)),
+            }
+        });
+        match unit.await {
+            Ok(result) => result,
+            Err(e) => Err($crate::database::StoreError::Pool(format!("a database task failed: {e}"))),
         }
     }};
 }

@@ -14,8 +14,7 @@ use crate::statements::{CachedBySql, uncacheable};
 /// and inserts of optional values diesel would prepare afresh each time (see
 /// [`crate::statements`]).
 ///
-/// `C` is `&mut AsyncPgConnection` for a pooled connection, or `&AsyncPgConnection` (a
-/// [`PgPipeline`]) for pipelining.
+/// `C` is `&mut AsyncPgConnection`: a pooled connection, or a transaction's.
 #[derive(Clone, Copy)]
 pub struct PgConn<C>(pub(crate) C);
 
@@ -25,11 +24,6 @@ impl<'a> PgConn<&'a mut AsyncPgConnection> {
         Self(conn)
     }
 }
-
-/// A shared handle to a PostgreSQL connection for **pipelining**: statements started together
-/// through copies of it go out back to back and their answers come back in order, so a batch of
-/// independent statements costs one round trip.
-pub type PgPipeline<'a> = PgConn<&'a AsyncPgConnection>;
 
 impl<C: SimpleAsyncConnection> SimpleAsyncConnection for PgConn<C> {
     fn batch_execute(&mut self, query: &str) -> impl Future<Output = QueryResult<()>> + Send {
@@ -65,24 +59,5 @@ impl<C: AsyncConnectionCore<Backend = Pg>> AsyncConnectionCore for PgConn<C> {
         } else {
             self.0.execute_returning_count(source)
         }
-    }
-}
-
-/// What a repository body asks of its connection beyond running queries, on either backend.
-pub(crate) trait Pipelining {
-    /// A handle for pipelined statements: PostgreSQL only (SQLite runs each statement where it
-    /// is awaited, and nothing is gained by batching).
-    fn pipeline(&mut self) -> Option<PgPipeline<'_>>;
-}
-
-impl Pipelining for PgConn<&mut AsyncPgConnection> {
-    fn pipeline(&mut self) -> Option<PgPipeline<'_>> {
-        Some(PgConn(&*self.0))
-    }
-}
-
-impl Pipelining for crate::sqlite::SqliteConn {
-    fn pipeline(&mut self) -> Option<PgPipeline<'_>> {
-        None
     }
 }

@@ -258,13 +258,6 @@ struct ClaimedRow {
     is_test: bool,
 }
 
-/// An outbox event as fan-out reads it.
-#[derive(QueryableByName)]
-struct PendingEventRow {
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    id: String,
-}
-
 const CLAIMED_COLUMNS: &str = "id, subscription_id, event_id, payload, attempts, is_test";
 
 /// The claim of due deliveries. Placeholders are numbered so both backends read them (`$n` on
@@ -312,7 +305,10 @@ fn claim_one_sql(placeholder: char) -> String {
 
 /// Undispatched outbox events, oldest first (a plain `SELECT … FOR UPDATE`: chosen once).
 fn pending_events_sql(placeholder: char, lock: &str) -> String {
-    format!("SELECT id FROM events WHERE dispatched_at IS NULL ORDER BY id LIMIT {placeholder}1 {lock}")
+    format!(
+        "SELECT id, tenant_id, event_type, data, created_at FROM events \
+         WHERE dispatched_at IS NULL ORDER BY id LIMIT {placeholder}1 {lock}"
+    )
 }
 
 /// Inside a transaction (`$conn` a connection of either backend): the claimed rows with
@@ -441,30 +437,41 @@ impl WebhookRepository for WebhookStore {
         };
         let limit = i64::from(limit);
         let now = DbTime(now);
+        // Four statements a batch, however many events it holds: the events, their tenants'
+        // subscriptions, the deliveries (only where someone subscribed) and the mark.
         let dispatched = transaction!(self.db, conn => {
-            let pending: Vec<PendingEventRow> = diesel::sql_query(sql).bind::<BigInt, _>(limit).load(conn).await?;
+            let pending: Vec<EventRow> = diesel::sql_query(sql).bind::<BigInt, _>(limit).load(conn).await?;
             let mut report = Dispatched::default();
-            // Each tenant's active subscriptions, read once per pass.
+            if pending.is_empty() {
+                return Ok(report);
+            }
+            let mut tenants: Vec<&str> = pending.iter().map(|e| e.tenant_id.as_str()).collect();
+            tenants.sort_unstable();
+            tenants.dedup();
+            let rows: Vec<(String, String, DbJsonAs<Vec<String>>, DbTime)> = webhook_subscriptions::table
+                .filter(webhook_subscriptions::tenant_id.eq_any(&tenants))
+                .filter(webhook_subscriptions::status.eq(ACTIVE))
+                .select((
+                    webhook_subscriptions::tenant_id,
+                    webhook_subscriptions::id,
+                    webhook_subscriptions::events,
+                    webhook_subscriptions::created_at,
+                ))
+                .load(conn)
+                .await?;
+            // Each tenant's active subscriptions.
             let mut subscriptions: std::collections::HashMap<String, Vec<(String, Vec<String>, DateTime<Utc>)>> =
                 std::collections::HashMap::new();
-            for PendingEventRow { id } in pending {
-                let event: EventRow = events::table
-                    .filter(events::id.eq(id.as_str()))
-                    .select(EventRow::as_select())
-                    .first(conn)
-                    .await?;
-                let event = event.into_domain().map_err(|e| StoreError::Encode(e.to_string()))?;
-                let tenant = event.tenant_id.to_string();
-                if !subscriptions.contains_key(&tenant) {
-                    let rows: Vec<(String, DbJsonAs<Vec<String>>, DbTime)> = webhook_subscriptions::table
-                        .filter(webhook_subscriptions::tenant_id.eq(tenant.as_str()))
-                        .filter(webhook_subscriptions::status.eq(ACTIVE))
-                        .select((webhook_subscriptions::id, webhook_subscriptions::events, webhook_subscriptions::created_at))
-                        .load(conn)
-                        .await?;
-                    subscriptions.insert(tenant.clone(), rows.into_iter().map(|(id, e, at)| (id, e.0, at.0)).collect());
+            for (tenant, id, names, since) in rows {
+                subscriptions.entry(tenant).or_default().push((id, names.0, since.0));
+            }
+            let ids: Vec<String> = pending.iter().map(|e| e.id.clone()).collect();
+            for row in pending {
+                let wanted = subscriptions.get(&row.tenant_id).map(Vec::as_slice).unwrap_or_default();
+                if wanted.is_empty() {
+                    continue;
                 }
-                let wanted = subscriptions.get(&tenant).map(Vec::as_slice).unwrap_or_default();
+                let event = row.into_domain().map_err(|e| StoreError::Encode(e.to_string()))?;
                 let event_type = event.event_type();
                 // A subscription receives the events of its tenant from its creation on, not
                 // those that happened before it existed and were still waiting for fan-out.
@@ -473,35 +480,35 @@ impl WebhookRepository for WebhookStore {
                     .filter(|(_, names, since)| *since <= event.created_at && wants(names, event_type))
                     .map(|(id, _, _)| id)
                     .collect();
-                if !targets.is_empty() {
-                    let payload = event.envelope().map_err(|e| StoreError::Encode(e.to_string()))?.to_string();
-                    for subscription in targets {
-                        let row = NewDeliveryRow::new(
-                            &NewDelivery {
-                                id: DeliveryId::from_string(pair_id(event.id.as_str(), subscription)),
-                                tenant_id: event.tenant_id.clone(),
-                                subscription_id: WebhookId::from_string(subscription.as_str()),
-                                event_id: event.id.clone(),
-                                event_type: event_type.as_str().to_owned(),
-                                payload: payload.clone(),
-                                test: false,
-                                created_at: now.0,
-                            },
-                            None,
-                        );
-                        report.deliveries += diesel::insert_into(webhook_deliveries::table)
-                            .values(&row)
-                            .on_conflict_do_nothing()
-                            .execute(conn)
-                            .await?;
-                    }
+                if targets.is_empty() {
+                    continue;
                 }
-                diesel::update(events::table.filter(events::id.eq(id.as_str())))
-                    .set(events::dispatched_at.eq(Some(now)))
-                    .execute(conn)
-                    .await?;
-                report.events += 1;
+                let payload = event.envelope().map_err(|e| StoreError::Encode(e.to_string()))?.to_string();
+                for subscription in targets {
+                    let row = NewDeliveryRow::new(
+                        &NewDelivery {
+                            id: DeliveryId::from_string(pair_id(event.id.as_str(), subscription)),
+                            tenant_id: event.tenant_id.clone(),
+                            subscription_id: WebhookId::from_string(subscription.as_str()),
+                            event_id: event.id.clone(),
+                            event_type: event_type.as_str().to_owned(),
+                            payload: payload.clone(),
+                            test: false,
+                            created_at: now.0,
+                        },
+                        None,
+                    );
+                    report.deliveries += diesel::insert_into(webhook_deliveries::table)
+                        .values(&row)
+                        .on_conflict_do_nothing()
+                        .execute(conn)
+                        .await?;
+                }
             }
+            report.events = diesel::update(events::table.filter(events::id.eq_any(&ids)))
+                .set(events::dispatched_at.eq(Some(now)))
+                .execute(conn)
+                .await?;
             Ok(report)
         })?;
         Ok(dispatched)
