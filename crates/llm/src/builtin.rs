@@ -1,5 +1,7 @@
 //! The offline responder and the BPE token counter.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentry_domain::agents::{
@@ -27,20 +29,52 @@ impl Default for Cl100kTokens {
     }
 }
 
+/// Texts up to this many bytes have their counts remembered (see [`RECENT_COUNTS`]).
+const REMEMBERED_TEXT_BYTES: usize = 2048;
+/// Counts remembered per thread; the memo starts afresh when it is full.
+const REMEMBERED_COUNTS: usize = 512;
+
+thread_local! {
+    /// Recent counts of short texts, per thread. Encoding is the costly part of a chat on the
+    /// service's side (a regex pre-split, then BPE merges), and the same short texts come back:
+    /// an agent's system prompt on each of its chats, and each message twice per chat (the
+    /// prompt's budget, then the model's usage). Per thread, so no lock: a request runs on one
+    /// thread from start to end.
+    static RECENT_COUNTS: RefCell<HashMap<Box<str>, u64>> = RefCell::new(HashMap::new());
+}
+
 impl Cl100kTokens {
-    /// The first `max` tokens of `text`, decoded back to text.
-    fn truncate(&self, text: &str, max: usize) -> String {
+    /// The first `max` tokens of `text`, decoded back to text, and how many tokens that is.
+    fn truncate(&self, text: &str, max: usize) -> (String, u64) {
         let tokens = self.bpe.encode_ordinary(text);
         if tokens.len() <= max {
-            return text.to_owned();
+            return (text.to_owned(), tokens.len() as u64);
         }
-        self.bpe.decode(&tokens[..max]).unwrap_or_default()
+        let cut = self.bpe.decode(&tokens[..max]).unwrap_or_default();
+        // Decoding a prefix can end inside a character that then re-encodes differently:
+        // count what is returned.
+        let count = self.count(&cut);
+        (cut, count)
     }
 }
 
 impl TokenCounter for Cl100kTokens {
     fn count(&self, text: &str) -> u64 {
-        self.bpe.encode_ordinary(text).len() as u64
+        if text.len() > REMEMBERED_TEXT_BYTES {
+            return self.bpe.encode_ordinary(text).len() as u64;
+        }
+        if let Some(n) = RECENT_COUNTS.with(|m| m.borrow().get(text).copied()) {
+            return n;
+        }
+        let n = self.bpe.encode_ordinary(text).len() as u64;
+        RECENT_COUNTS.with(|m| {
+            let mut m = m.borrow_mut();
+            if m.len() >= REMEMBERED_COUNTS {
+                m.clear();
+            }
+            m.insert(text.into(), n);
+        });
+        n
     }
 }
 
@@ -94,10 +128,11 @@ impl ChatModel for BuiltinModel {
         if memories > 0 {
             reply.push_str(" I was also given memories relevant to your message.");
         }
-        let reply = self.tokens.truncate(&reply, usize::try_from(request.max_tokens).unwrap_or(usize::MAX));
+        let (reply, completion_tokens) =
+            self.tokens.truncate(&reply, usize::try_from(request.max_tokens).unwrap_or(usize::MAX));
         Ok(Completion {
             prompt_tokens: count_prompt(self.tokens.as_ref(), &request.messages),
-            completion_tokens: self.tokens.count(&reply),
+            completion_tokens,
             content: reply,
         })
     }
@@ -124,6 +159,36 @@ mod tests {
         assert_eq!(t.count("hello world"), 2);
         assert_eq!(t.count("tiktoken is great!"), 6);
         assert_eq!(t.count(""), 0);
+    }
+
+    #[test]
+    fn remembered_counts_are_the_counts() {
+        let t = Cl100kTokens::default();
+        let fresh = |text: &str| t.bpe.encode_ordinary(text).len() as u64;
+        let long = "tokens ".repeat(REMEMBERED_TEXT_BYTES);
+        // More texts than the memo holds, each counted three times: from the encoder, then
+        // from the memo (or afresh after the memo started over).
+        let texts: Vec<String> = (0..REMEMBERED_COUNTS + 100)
+            .map(|i| format!("message {i}: {}", "ünïcödé ".repeat(i % 7)))
+            .collect();
+        for text in texts.iter().map(String::as_str).chain([long.as_str(), "", "hello world"]) {
+            let expected = fresh(text);
+            assert_eq!(t.count(text), expected, "{text:?}");
+            assert_eq!(t.count(text), expected, "{text:?}, again");
+        }
+        assert_eq!(t.count("hello world"), 2);
+    }
+
+    #[test]
+    fn a_truncated_reply_is_counted_as_returned() {
+        let t = Cl100kTokens::default();
+        let text = "The quick brown fox jumps over the lazy dog, and then it rests. ".repeat(4);
+        let (whole, n) = t.truncate(&text, 10_000);
+        assert_eq!((whole.as_str(), n), (text.as_str(), t.count(&text)));
+        let (cut, n) = t.truncate(&text, 7);
+        assert!(text.starts_with(&cut), "{cut:?}");
+        assert_eq!(n, 7);
+        assert_eq!(n, t.count(&cut));
     }
 
     #[tokio::test]
