@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
 
-.PHONY: help model run test bench-memory bench-webhooks bench-workflows bench-stores lint fmt deny bench timing conformance readme browser e2e ci migrate venv
+.PHONY: help model run test bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) (once)"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench-webhooks - only webhooks: deliveries per second and commit-to-arrival latency"
 	@echo "make bench-workflows - only workflows: executions started and completed per second"
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
+	@echo "make bench-hotpath - only the hot path: GET /agents, GET /auth/me and chat, per database"
 	@echo "make bench-stores - only GET /api/v1/agents with each rate-limit store (memory, database, redis)"
 	@echo "make timing       - only the enumeration timing (forgot-password, magic-link)"
 	@echo "make conformance  - OpenAPI validation and schemathesis against a live release server"
@@ -70,6 +71,9 @@ bench-webhooks:
 	bash scripts/bench.sh webhooks
 
 # Only GET /api/v1/agents with each rate-limit store (memory, database, Redis), per database.
+bench-hotpath:
+	bash scripts/bench.sh hotpath
+
 bench-stores:
 	bash scripts/bench.sh stores
 

@@ -5,11 +5,13 @@
 #
 # Then the enumeration timing of forgot-password and magic-link (scripts/enumeration_timing.py):
 # the median answer time for an address with an account and for one without, per database.
-# `scripts/bench.sh timing` runs only that part.
+# `scripts/bench.sh timing` runs only that part; `scripts/bench.sh hotpath` only the routes of the
+# first table (GET /agents, GET /auth/me, chat) on both databases.
 #
 # Settings: BENCH_DURATION (default 10s), BENCH_CONNECTIONS (64), BENCH_THREADS (2),
 # BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/agentry_bench; set to "" to skip),
-# BENCH_TIMING_REQUESTS (1000 per address).
+# BENCH_TIMING_REQUESTS (1000 per address), BENCH_BIN (a binary to measure instead of building
+# this tree), BENCH_SQLITE=0 (hotpath: PostgreSQL only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +26,13 @@ if [ "${1:-}" != "timing" ] && ! command -v wrk >/dev/null 2>&1; then
     echo "installing wrk (Debian package)"
     apt-get install -y -qq wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 fi
-cargo build --release --quiet
-bin=target/release/agentry
+# BENCH_BIN: a binary to measure instead of this tree's release build (to compare two builds).
+if [ -n "${BENCH_BIN:-}" ]; then
+    bin=$BENCH_BIN
+else
+    cargo build --release --quiet
+    bin=target/release/agentry
+fi
 workdir=$(mktemp -d)
 # The real embedding model for memory (make model fetches it).
 export AGENTRY_EMBEDDING_MODEL_DIR="${AGENTRY_EMBEDDING_MODEL_DIR:-$PWD/data/models/all-MiniLM-L6-v2}"
@@ -415,6 +422,17 @@ if [ "${1:-}" = "workflows" ]; then
     if [ -n "$pg_url" ]; then
         fresh_pg
         bench_workflows postgres "$pg_url"
+    fi
+    exit 0
+fi
+
+if [ "${1:-}" = "hotpath" ]; then
+    echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+    [ "${BENCH_SQLITE:-1}" = 0 ] || bench_backend sqlite "sqlite://$workdir/bench.db"
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        bench_backend postgres "$pg_url"
     fi
     exit 0
 fi

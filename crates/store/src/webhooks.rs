@@ -437,8 +437,8 @@ impl WebhookRepository for WebhookStore {
         };
         let limit = i64::from(limit);
         let now = DbTime(now);
-        // Four statements a batch, however many events it holds: the events, their tenants'
-        // subscriptions, the deliveries (only where someone subscribed) and the mark.
+        // Three statements a batch, however many events it holds (the events, their tenants'
+        // subscriptions, the mark), and one insert per delivery where someone subscribed.
         let dispatched = transaction!(self.db, conn => {
             let pending: Vec<EventRow> = diesel::sql_query(sql).bind::<BigInt, _>(limit).load(conn).await?;
             let mut report = Dispatched::default();
