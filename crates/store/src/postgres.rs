@@ -15,7 +15,6 @@ use crate::statements::{CachedBySql, uncacheable};
 /// [`crate::statements`]).
 ///
 /// `C` is `&mut AsyncPgConnection`: a pooled connection, or a transaction's.
-#[derive(Clone, Copy)]
 pub struct PgConn<C>(pub(crate) C);
 
 impl<'a> PgConn<&'a mut AsyncPgConnection> {

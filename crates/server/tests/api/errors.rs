@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{json_with_status, spawn, spawn_with};
+use crate::helpers::{json_with_status, raw_request, spawn, spawn_with};
 
 #[tokio::test]
 async fn unknown_routes_and_wrong_methods_answer_json() {
@@ -74,7 +74,6 @@ async fn wrong_content_types_answer_415() {
 
 #[tokio::test]
 async fn bodies_over_one_mebibyte_answer_413() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let app = spawn().await;
     // The answer comes from the declared length, before the body is read, and the server then
     // closes the connection: a client still writing the body may see its write refused before
@@ -85,12 +84,7 @@ async fn bodies_over_one_mebibyte_answer_413() {
          Content-Length: {}\r\nConnection: close\r\n\r\n",
         big.len()
     );
-    let mut stream = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&big.as_bytes()[..1024]).await.unwrap();
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = raw_request(&app, &[head.as_bytes(), &big.as_bytes()[..1024]].concat()).await;
     let (head, body) = answer.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 413 "), "{answer}");
     let body: serde_json::Value = serde_json::from_str(body).unwrap();

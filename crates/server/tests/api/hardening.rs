@@ -3,10 +3,9 @@
 //! malformed requests and files.
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::helpers::{
-    TestApp, json_with_status, on_both_databases, slow_model, spawn, spawn_with, use_model,
+    TestApp, json_with_status, on_both_databases, raw_request, slow_model, spawn, spawn_with, use_model,
 };
 
 async fn chat(app: &TestApp, token: &str, agent: &str, body: Value) -> reqwest::Response {
@@ -229,15 +228,6 @@ async fn head_works_wherever_get_does() {
     let r = app.client.put(app.url("/api/v1/agents/agt_x")).bearer_auth(&token).send().await.unwrap();
     assert_eq!(r.headers()["allow"], "GET, PATCH, DELETE, HEAD");
     assert_eq!(json_with_status(r, 405).await["error"], "method_not_allowed");
-}
-
-async fn raw_request(app: &TestApp, request: &[u8]) -> String {
-    let addr = app.base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request).await.unwrap();
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
-    String::from_utf8_lossy(&answer).into_owned()
 }
 
 #[tokio::test]

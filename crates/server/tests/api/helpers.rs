@@ -196,6 +196,18 @@ impl TestApp {
 }
 
 /// The body as JSON, asserting the status first.
+/// Sends `request` as written on a fresh connection and returns everything the server answers
+/// until it closes the connection (or 5 s pass): for requests an HTTP client would not send.
+pub async fn raw_request(app: &TestApp, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = app.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 pub async fn json_with_status(response: Response, status: u16) -> Value {
     let actual = response.status().as_u16();
     let text = response.text().await.expect("body");
