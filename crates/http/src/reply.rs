@@ -62,7 +62,7 @@ pub mod timestamp {
     /// # Errors
     /// As the serializer's.
     pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format(t))
+        agentry_domain::time::rfc3339::serialize(t, s)
     }
 
     /// The same for an optional timestamp (`null` when absent).
@@ -71,7 +71,7 @@ pub mod timestamp {
     /// As the serializer's.
     pub fn serialize_opt<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
         match t {
-            Some(t) => s.serialize_str(&format(t)),
+            Some(t) => serialize(t, s),
             None => s.serialize_none(),
         }
     }
