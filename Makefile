@@ -70,10 +70,11 @@ bench-webhooks:
 	cargo build --release --locked --quiet
 	bash scripts/bench.sh webhooks
 
-# Only GET /api/v1/agents with each rate-limit store (memory, database, Redis), per database.
+# Only the hot path: GET /agents, GET /auth/me and chat, per database.
 bench-hotpath:
 	bash scripts/bench.sh hotpath
 
+# Only GET /api/v1/agents with each rate-limit store (memory, database, Redis), per database.
 bench-stores:
 	bash scripts/bench.sh stores
 

@@ -11,7 +11,7 @@
 # Settings: BENCH_DURATION (default 10s), BENCH_CONNECTIONS (64), BENCH_THREADS (2),
 # BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/agentry_bench; set to "" to skip),
 # BENCH_TIMING_REQUESTS (1000 per address), BENCH_BIN (a binary to measure instead of building
-# this tree), BENCH_SQLITE=0 (hotpath: PostgreSQL only).
+# this tree), BENCH_SQLITE=0 (the hotpath, stores, webhooks and workflows parts: PostgreSQL only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -317,6 +317,22 @@ fresh_pg() {
     psql "$admin_url" -q -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" -c "CREATE DATABASE $db_name"
 }
 
+# The wrk settings and the column heads of the routes' table.
+table_head() {
+    echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
+    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+}
+
+# Runs one part of the benchmark on SQLite (unless BENCH_SQLITE=0), then on a fresh PostgreSQL
+# database (unless BENCH_PG_URL is empty).
+on_each_database() { # $1 = function (name url), $2 = SQLite file name
+    [ "${BENCH_SQLITE:-1}" = 0 ] || "$1" sqlite "sqlite://$workdir/$2"
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        "$1" postgres "$pg_url"
+    fi
+}
+
 enumeration_timing() {
     local n=${BENCH_TIMING_REQUESTS:-1000}
     echo
@@ -383,11 +399,7 @@ if [ "${1:-}" = "stores" ]; then
     echo "GET /api/v1/agents with each rate-limit store; $store_tenants Pro tenants round-robin;" \
         "wrk: $threads threads, $connections connections, $store_duration; $(nproc) CPUs"
     printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
-    bench_stores sqlite "sqlite://$workdir/stores.db"
-    if [ -n "$pg_url" ]; then
-        fresh_pg
-        bench_stores postgres "$pg_url"
-    fi
+    on_each_database bench_stores stores.db
     exit 0
 fi
 
@@ -407,39 +419,25 @@ print_quality() {
 if [ "${1:-}" = "webhooks" ]; then
     echo "webhook deliveries, commit to arrival at a local receiver; $(nproc) CPUs"
     printf '%-10s %-24s %10s %10s %10s %20s\n' backend route "delivered" p50 p99 ""
-    bench_webhooks sqlite "sqlite://$workdir/webhooks.db"
-    if [ -n "$pg_url" ]; then
-        fresh_pg
-        bench_webhooks postgres "$pg_url"
-    fi
+    on_each_database bench_webhooks webhooks.db
     exit 0
 fi
 
 if [ "${1:-}" = "workflows" ]; then
     echo "workflow executions; $(nproc) CPUs; the last column of 'executions completed' counts those not completed"
     printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
-    bench_workflows sqlite "sqlite://$workdir/workflows.db"
-    if [ -n "$pg_url" ]; then
-        fresh_pg
-        bench_workflows postgres "$pg_url"
-    fi
+    on_each_database bench_workflows workflows.db
     exit 0
 fi
 
 if [ "${1:-}" = "hotpath" ]; then
-    echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
-    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
-    [ "${BENCH_SQLITE:-1}" = 0 ] || bench_backend sqlite "sqlite://$workdir/bench.db"
-    if [ -n "$pg_url" ]; then
-        fresh_pg
-        bench_backend postgres "$pg_url"
-    fi
+    table_head
+    on_each_database bench_backend bench.db
     exit 0
 fi
 
 if [ "${1:-}" = "memory" ]; then
-    echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
-    printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+    table_head
     bench_memory sqlite "sqlite://$workdir/memory.db"
     memory_quality_hashing
     if [ -n "$pg_url" ]; then
@@ -450,8 +448,7 @@ if [ "${1:-}" = "memory" ]; then
     exit 0
 fi
 
-echo "wrk: $threads threads, $connections connections, $duration per route; $(nproc) CPUs"
-printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
+table_head
 bench_backend sqlite "sqlite://$workdir/bench.db"
 bench_memory sqlite "sqlite://$workdir/memory.db"
 memory_quality_hashing

@@ -36,7 +36,7 @@ pub mod rfc3339 {
         let mut buf = [0; LEN];
         match fixed(t, &mut buf) {
             Some(text) => s.serialize_str(text),
-            None => s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true)),
+            None => s.serialize_str(&format(t)),
         }
     }
 

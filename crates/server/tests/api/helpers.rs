@@ -195,7 +195,6 @@ impl TestApp {
     }
 }
 
-/// The body as JSON, asserting the status first.
 /// Sends `request` as written on a fresh connection and returns everything the server answers
 /// until it closes the connection (or 5 s pass): for requests an HTTP client would not send.
 pub async fn raw_request(app: &TestApp, request: &[u8]) -> String {
@@ -208,6 +207,7 @@ pub async fn raw_request(app: &TestApp, request: &[u8]) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
+/// The body as JSON, asserting the status first.
 pub async fn json_with_status(response: Response, status: u16) -> Value {
     let actual = response.status().as_u16();
     let text = response.text().await.expect("body");
