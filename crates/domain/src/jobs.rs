@@ -252,6 +252,14 @@ impl JobRunner {
         let jobs = self.queue.claim(&kinds, &lease, now, self.settings.batch).await?;
         for job in &jobs {
             let outcome = match self.handler(job.kind) {
+                // Every attempt is counted when it is claimed: one past the limit means the
+                // attempts before it never recorded their outcome (their worker crashed).
+                Some(_) if job.attempt > self.settings.retry.max_attempts => JobOutcome::Failed {
+                    error: format!(
+                        "given up after {} attempts whose outcome was never recorded (the worker crashed or stalled)",
+                        job.attempt - 1
+                    ),
+                },
                 Some(handler) => match handler.run(&job.payload).await {
                     Ok(()) => JobOutcome::Done,
                     Err(e) => {

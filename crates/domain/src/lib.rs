@@ -29,6 +29,7 @@ pub mod pagination;
 pub mod patch;
 pub mod ratelimit;
 pub mod secrets;
+pub mod storable;
 pub mod tenancy;
 pub mod time;
 pub mod validation;

@@ -468,6 +468,7 @@ pub fn build_services(
         ExecutionSettings {
             lease: chrono::Duration::seconds(i64::try_from(config.job_lease_secs).unwrap_or(60)),
             batch: config.workflow_concurrency,
+            max_claims: config.work_max_claims,
         },
     );
     let limiter =

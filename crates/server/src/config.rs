@@ -213,6 +213,9 @@ pub struct Config {
     /// How long a worker holds a claimed job before another instance may take it over, in
     /// seconds.
     pub job_lease_secs: u64,
+    /// Claims after which a job, delivery or execution that has not ended is failed with the
+    /// reason instead of run again (its worker crashed, stalled or was stopped each time).
+    pub work_max_claims: u32,
     /// The key that seals secrets needed in clear later (webhook signing secrets), 32 bytes
     /// as base64 (standard or URL-safe) or 64 hex digits. Unset: generated once into
     /// `<data_dir>/secret-key`. Every instance of one database needs the same key.
@@ -225,6 +228,8 @@ pub struct Config {
     /// When set, the only hosts webhooks may be sent to (comma-separated names or addresses).
     pub webhook_allowed_hosts: String,
     /// Seconds before each delivery attempt, comma-separated; their number is the attempt limit.
+    /// (A single number, `5`, arrives from the environment as a number: read as its text.)
+    #[serde(deserialize_with = "text_or_number")]
     pub webhook_retry_schedule: String,
     /// Longest a delivery attempt may take, in seconds.
     pub webhook_timeout_secs: u64,
@@ -301,6 +306,7 @@ impl Default for Config {
             mail_max_attempts: 10,
             job_poll_interval_ms: 250,
             job_lease_secs: 60,
+            work_max_claims: agentry_domain::workflows::DEFAULT_MAX_CLAIMS,
             secret_key: None,
             webhook_allow_insecure: false,
             webhook_allow_private: false,
@@ -370,6 +376,7 @@ impl Config {
         anyhow::ensure!(self.mail_max_attempts >= 1, "AGENTRY_MAIL_MAX_ATTEMPTS must be at least 1");
         anyhow::ensure!(self.job_poll_interval_ms >= 10, "AGENTRY_JOB_POLL_INTERVAL_MS must be at least 10");
         anyhow::ensure!(self.job_lease_secs >= 1, "AGENTRY_JOB_LEASE_SECS must be at least 1");
+        anyhow::ensure!(self.work_max_claims >= 1, "AGENTRY_WORK_MAX_CLAIMS must be at least 1");
         self.webhook_schedule()?;
         anyhow::ensure!(self.webhook_timeout_secs >= 1, "AGENTRY_WEBHOOK_TIMEOUT_SECS must be at least 1");
         anyhow::ensure!(
@@ -505,6 +512,25 @@ impl Config {
     }
 }
 
+/// A setting that is text but may be written as one number (`AGENTRY_WEBHOOK_RETRY_SCHEDULE=5`,
+/// which the environment provider reads as a number).
+fn text_or_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum TextOrNumber {
+        Text(String),
+        Unsigned(u64),
+        Signed(i64),
+        Float(f64),
+    }
+    Ok(match TextOrNumber::deserialize(deserializer)? {
+        TextOrNumber::Text(text) => text,
+        TextOrNumber::Unsigned(n) => n.to_string(),
+        TextOrNumber::Signed(n) => n.to_string(),
+        TextOrNumber::Float(n) => n.to_string(),
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment::Jail's closures return its large error type.
 mod tests {
@@ -563,6 +589,20 @@ mod tests {
             assert_eq!(c.log_format, LogFormat::Json);
             assert_eq!(c.api_envelope, Envelope::Wrapped);
             assert!(c.jwt_secret.is_some());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_retry_schedule_of_one_number_is_read_as_its_text() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("AGENTRY_WEBHOOK_RETRY_SCHEDULE", "5");
+            jail.set_env("AGENTRY_WORK_MAX_CLAIMS", "3");
+            let c = Config::load(Path::new("none.toml")).map_err(|e| e.to_string())?;
+            assert_eq!(c.webhook_retry_schedule, "5");
+            assert_eq!(c.webhook_schedule().map_err(|e| e.to_string())?.max_attempts(), 1);
+            assert_eq!(c.work_max_claims, 3);
+            c.validate().map_err(|e| e.to_string())?;
             Ok(())
         });
     }

@@ -97,6 +97,7 @@ struct RunRow {
     steps: DbJson,
     run_as_user_id: String,
     run_as_role: String,
+    claims: i64,
 }
 
 #[derive(Queryable, Selectable, Insertable)]
@@ -178,7 +179,8 @@ fn claim_due_sql(placeholder: char, lock: &str) -> String {
     format!(
         "WITH chosen AS MATERIALIZED (SELECT id FROM workflow_executions WHERE status = '{RUNNING}' \
            AND {free} ORDER BY started_at LIMIT {limit} {lock}) \
-         UPDATE workflow_executions SET lease_token = {token}, lease_until = {until}, updated_at = {now} \
+         UPDATE workflow_executions SET lease_token = {token}, lease_until = {until}, updated_at = {now}, \
+         claims = claims + 1 \
          WHERE id IN (SELECT id FROM chosen) AND status = '{RUNNING}' AND {free} \
          RETURNING id",
         token = p(1),
@@ -457,8 +459,9 @@ impl ExecutionRepository for ExecutionStore {
                 let run = runs
                     .remove(execution.id.as_str())
                     .ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
+                let claims = u32::try_from(run.claims).unwrap_or(u32::MAX);
                 let (steps, run_as) = run.into_parts()?;
-                Ok(ClaimedExecution { execution, steps, run_as, lease: lease.clone() })
+                Ok(ClaimedExecution { execution, steps, run_as, lease: lease.clone(), claims })
             })
             .collect()
     }

@@ -393,6 +393,7 @@ diesel::table! {
         started_at -> UtcTime,
         finished_at -> Nullable<UtcTime>,
         updated_at -> UtcTime,
+        claims -> BigInt,
     }
 }
 

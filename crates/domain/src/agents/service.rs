@@ -337,7 +337,8 @@ impl ChatService {
         };
         let asked_at = d.clock.now();
         let completion = match d.model.complete(&request).await {
-            Ok(c) => c,
+            // A model's answer is remote text: stored alike on both databases.
+            Ok(c) => Completion { content: crate::storable::text(c.content), ..c },
             Err(e) => {
                 self.release(&hold).await;
                 return Err(e.into());

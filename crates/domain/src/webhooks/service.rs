@@ -24,6 +24,7 @@ use crate::ids::{DeliveryId, EventId, IdGenerator, WebhookId};
 use crate::jobs::Lease;
 use crate::patch::Patch;
 use crate::secrets::Secrets;
+use crate::storable;
 use crate::tenancy::Permission;
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
@@ -463,7 +464,14 @@ impl WebhookService {
         let lease = self.new_lease(now);
         let claimed = self.deps.webhooks.claim_due(&lease, now, self.settings.batch).await?;
         let runs = claimed.iter().map(|c| async move {
-            let settlement = self.attempt(c).await;
+            // Every attempt is counted when it is claimed: one past the schedule means attempts
+            // were made whose outcome was never recorded (their worker crashed). Nothing is sent
+            // more often than the schedule allows.
+            let settlement = if c.attempt > self.settings.schedule.max_attempts() && !c.test {
+                self.given_up(c)
+            } else {
+                self.attempt(c).await
+            };
             if let Err(e) = self.settle(c, &settlement).await {
                 // The lease runs out and another pass tries again: at least once.
                 tracing::error!(delivery_id = %c.id, error = ?e, "recording a delivery attempt failed");
@@ -522,7 +530,7 @@ impl WebhookService {
                     succeeded,
                     error_kind: (!succeeded).then_some(AttemptErrorKind::HttpStatus),
                     error: (!succeeded).then(|| status_error(answer.status)),
-                    response_body: Some(String::from_utf8_lossy(body).into_owned()),
+                    response_body: Some(storable::text(String::from_utf8_lossy(body).into_owned())),
                 }
             }
             Err(failure) => Attempt {
@@ -532,7 +540,7 @@ impl WebhookService {
                 response_time_ms: failure.elapsed_ms,
                 succeeded: false,
                 error_kind: Some(failure.kind),
-                error: Some(failure.message),
+                error: Some(storable::text(failure.message)),
                 response_body: None,
             },
         };
@@ -543,6 +551,29 @@ impl WebhookService {
             );
         }
         self.decide(claimed, attempt)
+    }
+
+    /// The end of a delivery claimed once more than its schedule allows, without sending it.
+    fn given_up(&self, claimed: &ClaimedDelivery) -> Settlement {
+        let now = self.deps.clock.now();
+        Settlement {
+            attempt: Attempt {
+                number: claimed.attempt,
+                started_at: now,
+                response_status: None,
+                response_time_ms: 0,
+                succeeded: false,
+                error_kind: Some(AttemptErrorKind::Other),
+                error: Some(format!(
+                    "not sent: given up after {} attempts, the last of which never recorded its outcome (the worker crashed or stalled)",
+                    claimed.attempt - 1
+                )),
+                response_body: None,
+            },
+            status: DeliveryStatus::Failed,
+            next_attempt_at: None,
+            subscription_status: Some(SubscriptionStatus::Failed),
+        }
     }
 
     /// What an attempt's result changes.

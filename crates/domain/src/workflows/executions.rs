@@ -15,7 +15,7 @@
 //! the workflow changes later executions, not one under way.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -33,6 +33,7 @@ use crate::ids::{ExecutionId, IdGenerator, TenantId, WorkflowId};
 use crate::jobs::Lease;
 use crate::metrics::queue_outcome;
 use crate::pagination::Page;
+use crate::storable;
 use crate::tenancy::{Permission, Plan};
 use crate::time::Clock;
 
@@ -112,6 +113,9 @@ pub struct ClaimedExecution {
     pub run_as: RunAs,
     /// The lease its changes are made under.
     pub lease: Lease,
+    /// How many times it has been claimed, this claim included: more than one means a worker
+    /// before this one crashed, stalled past its lease or stopped.
+    pub claims: u32,
 }
 
 /// How an execution ends, stored with the result of its last step.
@@ -241,11 +245,17 @@ pub struct ExecutionSettings {
     pub lease: chrono::Duration,
     /// Executions claimed at most per pass.
     pub batch: u32,
+    /// Claims after which an execution that has not ended is failed instead of run again: an
+    /// input that crashes or stalls its worker every time must not be retried forever.
+    pub max_claims: u32,
 }
+
+/// The default of [`ExecutionSettings::max_claims`].
+pub const DEFAULT_MAX_CLAIMS: u32 = 5;
 
 impl Default for ExecutionSettings {
     fn default() -> Self {
-        Self { lease: chrono::Duration::seconds(30), batch: 16 }
+        Self { lease: chrono::Duration::seconds(30), batch: 16, max_claims: DEFAULT_MAX_CLAIMS }
     }
 }
 
@@ -464,7 +474,15 @@ impl ExecutionService {
         keep_going: &(dyn Fn() -> bool + Send + Sync),
     ) -> anyhow::Result<RunOutcome> {
         let d = &self.deps;
-        let ClaimedExecution { execution, steps, run_as, lease } = claimed;
+        let ClaimedExecution { execution, steps, run_as, lease, claims } = claimed;
+        // Every claim before this one ended without the execution ending: its worker crashed,
+        // stalled past its lease or was stopped. Past the limit, the step it was at fails.
+        let given_up = (claims > self.settings.max_claims).then(|| {
+            StepFailure(format!(
+                "given up after {} claims by workers that did not finish this step (each crashed, stalled past its lease or was stopped)",
+                claims - 1
+            ))
+        });
         let caller = Principal {
             user_id: run_as.user_id,
             tenant_id: execution.tenant_id.clone(),
@@ -497,7 +515,10 @@ impl ExecutionService {
             if !d.executions.start_step(&execution.id, &step_lease, position, started_at).await? {
                 return Ok(self.why_stopped(&execution).await);
             }
-            let produced = self.perform(&caller, step, &context).await;
+            let produced = match &given_up {
+                Some(failure) => Err(failure.clone()),
+                None => self.perform(&caller, step, &context).await,
+            };
             let finished_at = d.clock.now();
             let last = position + 1 == steps.len();
             let mut result = StepResult {
@@ -577,15 +598,22 @@ impl ExecutionService {
         Ok(RunOutcome::Completed)
     }
 
-    /// Renders and performs one step, checking its output's size.
+    /// Renders and performs one step within its timeout, checking its output's size.
     async fn perform(
         &self,
         caller: &Principal,
         step: &Step,
         context: &TemplateContext,
     ) -> Result<Value, StepFailure> {
-        let action = step.render(context).map_err(|e| StepFailure(e.to_string()))?;
-        let output = self.deps.performer.perform(caller, action, step.timeout()).await?;
+        let deadline = Instant::now() + step.timeout();
+        let action = render_off_runtime(step, context, deadline).await?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        // Outputs and failures quote remote answers (an HTTP response, a model's reply): stored
+        // alike on both databases.
+        let output = match self.deps.performer.perform(caller, action, remaining).await {
+            Ok(output) => storable::json(output),
+            Err(failure) => return Err(StepFailure(storable::text(failure.0))),
+        };
         output_size(&output).map_err(|e| StepFailure(e.to_string()))?;
         Ok(output)
     }
@@ -603,6 +631,28 @@ impl ExecutionService {
             Some(ExecutionStatus::Running) => RunOutcome::LostLease,
             _ => RunOutcome::Cancelled,
         }
+    }
+}
+
+/// Renders `step` on a thread of its own, so that a template that takes its whole timeout
+/// never holds one of the async runtime's threads; the render stops itself at `deadline`. A
+/// render that panics fails the step rather than the worker.
+async fn render_off_runtime(
+    step: &Step,
+    context: &TemplateContext,
+    deadline: Instant,
+) -> Result<StepAction, StepFailure> {
+    let (sender, receiver) = futures_channel::oneshot::channel();
+    let (step, context) = (step.clone(), context.clone());
+    std::thread::Builder::new()
+        .name("template-render".to_owned())
+        .spawn(move || {
+            let _ = sender.send(step.render_until(&context, Some(deadline)));
+        })
+        .map_err(|e| StepFailure(format!("the step's templates could not be rendered: {e}")))?;
+    match receiver.await {
+        Ok(rendered) => rendered.map_err(|e| StepFailure(e.to_string())),
+        Err(_) => Err(StepFailure("rendering the step's templates failed unexpectedly".to_owned())),
     }
 }
 

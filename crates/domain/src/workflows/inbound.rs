@@ -148,18 +148,10 @@ pub fn header_object<N: AsRef<str>, V: AsRef<str>>(
 /// # Errors
 /// [`InboundError::Invalid`] naming `body` (where such text almost always comes from).
 pub fn check_storable(input: &Value) -> Result<(), InboundError> {
-    fn has_nul(value: &Value) -> bool {
-        match value {
-            Value::String(s) => s.contains('\0'),
-            Value::Array(items) => items.iter().any(has_nul),
-            Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
-            Value::Null | Value::Bool(_) | Value::Number(_) => false,
-        }
+    match crate::storable::find_nul(input) {
+        Some(_) => Err(invalid("body", FieldErrorKind::InvalidFormat, crate::storable::NUL_REFUSED)),
+        None => Ok(()),
     }
-    if has_nul(input) {
-        return Err(invalid("body", FieldErrorKind::InvalidFormat, "the request must not contain U+0000"));
-    }
-    Ok(())
 }
 
 /// Counts an inbound call against its tenant's plan limit, as an authenticated request of the

@@ -34,9 +34,9 @@ mod test_support;
 pub mod triggers;
 
 pub use executions::{
-    ClaimedExecution, EXECUTION_QUEUE, ExecutionError, ExecutionRepository, ExecutionService,
-    ExecutionServiceDeps, ExecutionSettings, ExecutionWaker, Finish, NewExecution, RunOutcome, Started,
-    StepFailure, StepPerformer,
+    ClaimedExecution, DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionRepository,
+    ExecutionService, ExecutionServiceDeps, ExecutionSettings, ExecutionWaker, Finish, NewExecution,
+    RunOutcome, Started, StepFailure, StepPerformer,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use executions::{MockExecutionRepository, MockExecutionWaker, MockStepPerformer};

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
@@ -251,7 +251,19 @@ impl Step {
     /// failed or whose rendered value does not fit (a method that is none, a `top_k` that is no
     /// number).
     pub fn render(&self, ctx: &TemplateContext) -> Result<StepAction, RenderError> {
-        let rendered = match template::render(&Value::Object(self.params.clone()), ctx)? {
+        self.render_until(ctx, None)
+    }
+
+    /// [`Step::render`] that must end by `deadline` (the step's).
+    ///
+    /// # Errors
+    /// As [`Step::render`], and a [`RenderError`] when rendering runs past the deadline.
+    pub fn render_until(
+        &self,
+        ctx: &TemplateContext,
+        deadline: Option<Instant>,
+    ) -> Result<StepAction, RenderError> {
+        let rendered = match template::render_until(&Value::Object(self.params.clone()), ctx, deadline)? {
             Value::Object(map) => map,
             _ => return Err(RenderError::new("", "the parameters did not render to an object")),
         };

@@ -22,13 +22,19 @@
 //! prints as nothing (`?cursor={{ steps.a.output.next }}` with no next cursor gives `?cursor=`).
 //! No template is loaded from elsewhere: `include`, `extends`, `import` and macros do not exist.
 //!
-//! Rendering is bounded: a render may run [`TEMPLATE_FUEL`] instructions and produce at most
-//! [`MAX_RENDERED_BYTES`] of text, so a tenant's template cannot occupy a worker.
+//! Rendering is bounded, so that no tenant's template can take the process down or occupy a
+//! worker: a render may run [`TEMPLATE_FUEL`] instructions and must end by its deadline (the
+//! step's); no value it builds (a string, a list, the rendered text) may exceed
+//! [`MAX_RENDERED_BYTES`], checked as the value grows rather than once it is built; and all the
+//! values it builds may add up to at most [`MAX_BUILT_BYTES`]. The limits are enforced inside
+//! the engine (our MiniJinja carries them, see `vendor/minijinja/PATCHES.md`).
 
 use std::collections::{BTreeSet, HashSet};
 use std::io;
 use std::sync::LazyLock;
+use std::time::Instant;
 
+use minijinja::limits::{Limits, with_limits};
 use minijinja::value::ValueKind;
 use minijinja::{AutoEscape, Environment, ErrorKind, Output, State, UndefinedBehavior, Value as JinjaValue};
 use serde::Serialize;
@@ -46,8 +52,13 @@ pub const STEP_OUTPUT_FIELD: &str = "output";
 /// Instructions one render may execute before it is stopped.
 pub const TEMPLATE_FUEL: u64 = 100_000;
 
-/// Most bytes one string template may render to: as much as a step may output.
+/// Most bytes one string template may render to, and the largest value (a string's bytes, a
+/// list's items) a render may build: as much as a step may output.
 pub const MAX_RENDERED_BYTES: usize = MAX_STEP_OUTPUT_BYTES;
+
+/// Most bytes all the values one render builds may add up to (a loop that keeps appending to a
+/// list of large strings is stopped here, long before memory runs out).
+pub const MAX_BUILT_BYTES: usize = 64 * 1024 * 1024;
 
 /// How many keys an "is undefined" message lists as a hint.
 const HINT_KEYS: usize = 10;
@@ -234,7 +245,19 @@ fn closes_tag(code: &str) -> bool {
 /// # Errors
 /// [`RenderError`] for the first string that fails, naming its path within `value`.
 pub fn render(value: &Value, ctx: &TemplateContext) -> Result<Value, RenderError> {
-    let renderer = Renderer { root: JinjaValue::from_serialize(ctx.view()), ctx };
+    render_until(value, ctx, None)
+}
+
+/// [`render`] that must end by `deadline`: past it, the render stops with an error.
+///
+/// # Errors
+/// [`RenderError`] for the first string that fails or runs past the deadline.
+pub fn render_until(
+    value: &Value,
+    ctx: &TemplateContext,
+    deadline: Option<Instant>,
+) -> Result<Value, RenderError> {
+    let renderer = Renderer { root: JinjaValue::from_serialize(ctx.view()), ctx, deadline };
     renderer.value(value, "")
 }
 
@@ -243,7 +266,7 @@ pub fn render(value: &Value, ctx: &TemplateContext) -> Result<Value, RenderError
 /// # Errors
 /// [`RenderError`] with an empty path.
 pub fn render_str(template: &str, ctx: &TemplateContext) -> Result<Value, RenderError> {
-    let renderer = Renderer { root: JinjaValue::from_serialize(ctx.view()), ctx };
+    let renderer = Renderer { root: JinjaValue::from_serialize(ctx.view()), ctx, deadline: None };
     renderer.string(template, "")
 }
 
@@ -251,6 +274,7 @@ pub fn render_str(template: &str, ctx: &TemplateContext) -> Result<Value, Render
 struct Renderer<'a> {
     root: JinjaValue,
     ctx: &'a TemplateContext,
+    deadline: Option<Instant>,
 }
 
 impl Renderer<'_> {
@@ -276,6 +300,20 @@ impl Renderer<'_> {
         if !is_template(source) {
             return Ok(Value::String(source.to_owned()));
         }
+        let limits = Limits {
+            max_value_bytes: MAX_RENDERED_BYTES,
+            max_total_bytes: MAX_BUILT_BYTES,
+            deadline: self.deadline,
+        };
+        with_limits(limits, || {
+            self.limited_string(source, path).map_err(|e| {
+                if minijinja::limits::value_limit_hit() { RenderError::new(path, too_large()) } else { e }
+            })
+        })
+    }
+
+    /// Renders one template string, with the render's limits in force.
+    fn limited_string(&self, source: &str, path: &str) -> Result<Value, RenderError> {
         let env = engine();
         // Parsed as a template first, so that a string is an expression only when it is also a
         // valid template (and its syntax errors are reported as a template's).
@@ -287,12 +325,15 @@ impl Renderer<'_> {
             if value.is_undefined() {
                 return Err(RenderError::new(path, self.undefined_message(source)));
             }
-            let json = serde_json::to_value(&value)
-                .map_err(|e| RenderError::new(path, format!("the value cannot be made JSON: {e}")))?;
-            if super::steps::output_size(&json).is_err() {
-                return Err(RenderError::new(path, too_large()));
-            }
-            return Ok(json);
+            // Written out within the size limit first: a value may be a lazily repeated list
+            // whose JSON would be far larger than the value itself.
+            let mut text = BoundedWriter { buf: Vec::new(), overflowed: false };
+            return match serde_json::to_writer(&mut text, &value) {
+                Err(_) if text.overflowed => Err(RenderError::new(path, too_large())),
+                Err(e) => Err(RenderError::new(path, format!("the value cannot be made JSON: {e}"))),
+                Ok(()) => serde_json::from_slice(&text.buf)
+                    .map_err(|e| RenderError::new(path, format!("the value cannot be made JSON: {e}"))),
+            };
         }
         let mut out = BoundedWriter { buf: Vec::new(), overflowed: false };
         match template.render_captured_to(&self.root, &mut out) {
@@ -368,6 +409,9 @@ pub(crate) fn child_path(path: &str, key: &str) -> String {
 fn describe(error: &minijinja::Error, source: &str) -> String {
     let mut message = match (error.kind(), error.detail()) {
         (ErrorKind::OutOfFuel, _) => "the template takes too many steps to render".to_owned(),
+        (_, Some(minijinja::limits::DEADLINE_PASSED)) => {
+            "the template did not finish rendering within the step's timeout".to_owned()
+        }
         (kind, Some(detail)) => format!("{kind}: {detail}"),
         (kind, None) => kind.to_string(),
     };
@@ -708,6 +752,73 @@ mod tests {
         assert!(e.message.contains("more than"), "{e}");
         let e = r("{{ 'x' * 300000 }}").unwrap_err();
         assert!(e.message.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn values_are_bounded_as_they_grow() {
+        // Each of these would allocate gigabytes before any check on the result could run.
+        for (template, why) in [
+            (
+                "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+                "doubling with ~",
+            ),
+            (
+                "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}",
+                "doubling with +",
+            ),
+            (
+                "{% for i in range(1500) %}{% set y = ('x' ~ (i % 10)) * 40000000 %}{% endfor %}done",
+                "repeating",
+            ),
+            (
+                "{% set ns = namespace(s='xx') %}{% for i in range(40) %}{% set ns.s = ns.s|replace('x', 'xx') %}{% endfor %}",
+                "replace",
+            ),
+            (
+                "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s %}{{ ns.s }}{{ ns.s }}{% endset %}{% endfor %}",
+                "a capture block",
+            ),
+            ("{{ ([1] * 100000000)|list|length }}", "a repeated list"),
+            ("{{ (['x' * 1000] * 100000)|join(',') }}", "join over a repeated list"),
+            ("{{ ['x' * 1000] * 100000 }}", "the value of an expression"),
+            ("{{ (['x' * 1000] * 100000)|tojson }}", "tojson"),
+            ("{{ (['x' * 1000] * 100000)|string|length }}", "string"),
+            ("{{ 'a\nb'|indent(100000000) }}", "indent"),
+            ("{{ '%100000000s'|format('x') }}", "format's width"),
+            ("{{ [1]|batch(100000000, 0)|list|length }}", "batch's filler"),
+        ] {
+            let e = r(template).unwrap_err();
+            assert!(e.message.contains("more than"), "{why}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_bytes_built_in_all_are_bounded() {
+        // Each string is within the value limit; together they would fill the memory.
+        let e = r("{% set ns = namespace(l=[]) %}{% for i in range(50000) %}{% set ns.l = ns.l + [('x' ~ (i % 10)) * 100000] %}{% endfor %}{{ ns.l|length }}")
+            .unwrap_err();
+        assert!(e.message.contains("in all"), "{e}");
+    }
+
+    #[test]
+    fn a_render_stops_at_its_deadline() {
+        let deadline = Some(Instant::now());
+        let e = render_until(&json!("{% for i in range(100000) %}{{ i }}{% endfor %}"), &ctx(), deadline)
+            .unwrap_err();
+        assert!(e.message.contains("within the step's timeout"), "{e}");
+        // The same template renders without a deadline.
+        let long = render_until(&json!("{% for i in range(3) %}{{ i }}{% endfor %}"), &ctx(), None).unwrap();
+        assert_eq!(long, json!("012"));
+    }
+
+    #[test]
+    fn values_within_the_limits_render() {
+        assert_eq!(r("{{ ('ab' * 1000)|length }}").unwrap(), json!(2000));
+        assert_eq!(r("{{ ([1, 2] * 3)|list }}").unwrap(), json!([1, 2, 1, 2, 1, 2]));
+        assert_eq!(r("{{ 'a-b'|replace('-', '--') }}").unwrap(), json!("a--b"));
+        assert_eq!(r("{% set x %}{{ input.name }}!{% endset %}{{ x }}").unwrap(), json!("ada!"));
+        assert_eq!(r("{{ input.tags|join(', ') }}").unwrap(), json!("x, y"));
+        assert_eq!(r("{{ '%5s|'|format('x') }}").unwrap(), json!("    x|"));
     }
 
     #[test]

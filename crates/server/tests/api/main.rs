@@ -16,6 +16,7 @@ mod limits;
 mod memory;
 mod metrics;
 mod operations;
+mod probes;
 mod processes;
 mod recovery;
 mod scale_out;

@@ -24,8 +24,34 @@ pub async fn start_with(
     env: &[(&str, &str)],
     log: impl Into<std::process::Stdio>,
 ) -> Child {
+    start_command(Command::new(env!("CARGO_BIN_EXE_agentry")), port, dir, database_url, env, log).await
+}
+
+/// [`start_with`] under an address-space limit of `kib` KiB (`ulimit -v`): an allocation past it
+/// fails, and the process with it, as on a machine out of memory.
+pub async fn start_limited(
+    kib: u64,
+    port: u16,
+    dir: &std::path::Path,
+    database_url: &str,
+    env: &[(&str, &str)],
+    log: impl Into<std::process::Stdio>,
+) -> Child {
+    let mut command = Command::new("/bin/sh");
+    command.args(["-c", &format!("ulimit -v {kib} && exec \"$0\""), env!("CARGO_BIN_EXE_agentry")]);
+    start_command(command, port, dir, database_url, env, log).await
+}
+
+async fn start_command(
+    mut command: Command,
+    port: u16,
+    dir: &std::path::Path,
+    database_url: &str,
+    env: &[(&str, &str)],
+    log: impl Into<std::process::Stdio>,
+) -> Child {
     crate::helpers::install_crypto();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentry"))
+    let mut child = command
         .current_dir(dir)
         .env_clear()
         .env("AGENTRY_BIND", format!("127.0.0.1:{port}"))

@@ -118,6 +118,7 @@ fn claimed(done: usize) -> ClaimedExecution {
         steps,
         run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
         lease: Lease { token: "lease_1".into(), until: t0() + chrono::Duration::seconds(30) },
+        claims: 1,
     }
 }
 
@@ -315,6 +316,38 @@ async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
     });
     m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).execution)));
     assert_eq!(m.service().run(claimed(0), &always_go).await.unwrap(), RunOutcome::Failed);
+}
+
+#[tokio::test]
+async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it() {
+    let mut m = Mocks::new();
+    // Five workers before this one took it and never finished step 2: it is not run again.
+    m.performer.expect_perform().never();
+    m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
+    m.executions.expect_record_step().times(1).returning(|_, _, position, result, finish| {
+        assert_eq!(position, 1);
+        assert_eq!(result.status, StepStatus::Failed);
+        assert!(result.error.as_deref().unwrap().contains("given up after 5 claims"), "{result:?}");
+        assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
+        Ok(true)
+    });
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(1).execution)));
+    let crashed_five_times = ClaimedExecution { claims: 6, ..claimed(1) };
+    assert_eq!(m.service().run(crashed_five_times, &always_go).await.unwrap(), RunOutcome::Failed);
+}
+
+#[tokio::test]
+async fn remote_text_with_nul_is_stored_with_the_replacement_character() {
+    let mut m = Mocks::new();
+    m.performer.expect_perform().returning(|_, _, _| Ok(json!({"body": "a\u{0}b"})));
+    m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
+    m.executions.expect_record_step().times(1).returning(|_, _, _, result, _| {
+        assert_eq!(result.output, Some(json!({"body": "a\u{FFFD}b"})));
+        Ok(true)
+    });
+    m.executions.expect_record_step().returning(|_, _, _, _, _| Ok(true));
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).execution)));
+    m.service().run(claimed(0), &always_go).await.unwrap();
 }
 
 #[tokio::test]
