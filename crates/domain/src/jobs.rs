@@ -72,6 +72,24 @@ pub struct Lease {
     pub until: DateTime<Utc>,
 }
 
+/// The running instances of the service, as the leases they take know them: each instance
+/// beats a heartbeat, and a lease whose instance has been silent for longer than the instance
+/// timeout is free at once (in every lease queue: jobs, webhook deliveries, executions).
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait InstanceRegistry: Send + Sync {
+    /// Records instance `id`'s heartbeat at `now` (registering it on its first beat), and
+    /// forgets instances silent for long.
+    async fn beat(&self, id: &str, now: DateTime<Utc>) -> anyhow::Result<()>;
+
+    /// Removes instance `id` (it is stopping): what it still holds is free at once.
+    async fn leave(&self, id: &str) -> anyhow::Result<()>;
+
+    /// Frees every lease of every queue; how many. Only for a database one process uses
+    /// (SQLite), at that process's start: whatever is held was held by a process now gone.
+    async fn free_all_leases(&self) -> anyhow::Result<u64>;
+}
+
 /// A job a worker holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedJob {

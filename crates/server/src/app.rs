@@ -17,7 +17,7 @@ use agentry_domain::identity::{
     RecoveryService, RecoveryServiceDeps,
 };
 use agentry_domain::ids::IdGenerator;
-use agentry_domain::jobs::{JobHandler, JobQueue, JobRunner, RetryPolicy, WorkerSettings};
+use agentry_domain::jobs::{InstanceRegistry, JobHandler, JobQueue, JobRunner, RetryPolicy, WorkerSettings};
 use agentry_domain::mail::Mailer;
 use agentry_domain::memory::ranking::RankingSettings;
 use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemorySettings};
@@ -35,9 +35,9 @@ use agentry_http::{AppState, HttpSettings, RateLimits, Readiness};
 use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
-    AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DatabaseSettings,
-    DbRateCounter, ExecutionStore, IntegrationStore, JobStore, MemoryStore, OneTimeTokenStore,
-    RefreshTokenStore, TriggerStore, WebhookStore, WorkflowStore, redact,
+    AccountStore, AgentStore, ApiKeyStore, Backend, ConversationStore, CreditStore, Database,
+    DatabaseSettings, DbRateCounter, ExecutionStore, InstanceStore, IntegrationStore, JobStore, MemoryStore,
+    OneTimeTokenStore, RefreshTokenStore, TriggerStore, WebhookStore, WorkflowStore, redact,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -52,7 +52,8 @@ use crate::metrics::{MeteredModel, PrometheusMetrics};
 use crate::steps::ServiceSteps;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
 use crate::workers::{
-    NotifyWaker, spawn_execution_worker, spawn_hold_sweeper, spawn_job_worker, spawn_webhook_workers,
+    Heartbeat, NotifyWaker, spawn_execution_worker, spawn_hold_sweeper, spawn_job_worker,
+    spawn_webhook_workers,
 };
 
 /// Opens the database described by `config`.
@@ -613,6 +614,7 @@ pub struct Application {
     public_url: String,
     stop: watch::Sender<bool>,
     workers: Vec<tokio::task::JoinHandle<()>>,
+    heartbeat: Heartbeat,
     shutdown_timeout: Duration,
 }
 
@@ -647,10 +649,34 @@ impl Application {
                 tracing::info!(applied, "applied database migrations");
             }
         }
+        let instance = UlidIds::default().generate("ins");
+        let db = db.for_instance(
+            instance.clone(),
+            chrono::Duration::seconds(i64::try_from(config.instance_timeout_secs).unwrap_or(10)),
+        );
+        let instances: Arc<dyn InstanceRegistry> = Arc::new(InstanceStore::new(db.clone()));
+        if db.backend() == Backend::Sqlite {
+            // One process uses an SQLite file: whatever is held was held by a process now gone.
+            let freed = instances.free_all_leases().await.context("freeing the leases of the last run")?;
+            if freed > 0 {
+                tracing::info!(freed, "took over the work the last run held");
+            }
+        }
         let listener = TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
         let addr = listener.local_addr()?;
         let public_url = config.public_url_for(addr);
         let services = build_services(config, &db, &public_url, overrides)?;
+        let heartbeat = Heartbeat::start(
+            instances,
+            instance,
+            // Wall-clock time, whatever clock the services read: whether a process is alive
+            // is not a matter of the domain's time (tests move that at will).
+            Arc::new(SystemClock),
+            Duration::from_millis(config.instance_timeout_secs.saturating_mul(1000) / 4)
+                .max(Duration::from_millis(250)),
+        )
+        .await
+        .context("registering this instance")?;
         let (stop, stopped) = watch::channel(false);
         let stopped_metrics = stopped.clone();
         let mut workers = vec![
@@ -692,6 +718,7 @@ impl Application {
             public_url,
             stop,
             workers,
+            heartbeat,
             shutdown_timeout: Duration::from_secs(config.shutdown_timeout_secs),
         })
     }
@@ -733,9 +760,10 @@ impl Application {
         let workers = futures_util::future::join_all(self.workers);
         if tokio::time::timeout(self.shutdown_timeout, workers).await.is_err() {
             tracing::warn!(
-                "workers did not stop in time; their jobs return to the queue when their leases end"
+                "workers did not stop in time; what they hold is taken over once this instance's heartbeat stops"
             );
         }
+        self.heartbeat.stop().await;
         result
     }
 }

@@ -216,6 +216,10 @@ pub struct Config {
     /// Claims after which a job, delivery or execution that has not ended is failed with the
     /// reason instead of run again (its worker crashed, stalled or was stopped each time).
     pub work_max_claims: u32,
+    /// How long an instance's heartbeat may be silent before the work it holds (jobs, webhook
+    /// deliveries, executions) is taken over by another instance, in seconds. Instances beat
+    /// four times per timeout.
+    pub instance_timeout_secs: u64,
     /// The key that seals secrets needed in clear later (webhook signing secrets), 32 bytes
     /// as base64 (standard or URL-safe) or 64 hex digits. Unset: generated once into
     /// `<data_dir>/secret-key`. Every instance of one database needs the same key.
@@ -307,6 +311,7 @@ impl Default for Config {
             job_poll_interval_ms: 250,
             job_lease_secs: 60,
             work_max_claims: agentry_domain::workflows::DEFAULT_MAX_CLAIMS,
+            instance_timeout_secs: 10,
             secret_key: None,
             webhook_allow_insecure: false,
             webhook_allow_private: false,
@@ -377,6 +382,10 @@ impl Config {
         anyhow::ensure!(self.job_poll_interval_ms >= 10, "AGENTRY_JOB_POLL_INTERVAL_MS must be at least 10");
         anyhow::ensure!(self.job_lease_secs >= 1, "AGENTRY_JOB_LEASE_SECS must be at least 1");
         anyhow::ensure!(self.work_max_claims >= 1, "AGENTRY_WORK_MAX_CLAIMS must be at least 1");
+        anyhow::ensure!(
+            (1..=3600).contains(&self.instance_timeout_secs),
+            "AGENTRY_INSTANCE_TIMEOUT_SECS must be between 1 and 3600"
+        );
         self.webhook_schedule()?;
         anyhow::ensure!(self.webhook_timeout_secs >= 1, "AGENTRY_WEBHOOK_TIMEOUT_SECS must be at least 1");
         anyhow::ensure!(

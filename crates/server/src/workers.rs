@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_domain::billing::BillingService;
-use agentry_domain::jobs::JobRunner;
+use agentry_domain::jobs::{InstanceRegistry, JobRunner};
+use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
 use agentry_domain::workflows::{ExecutionService, ExecutionWaker};
 use tokio::sync::{Notify, watch};
@@ -197,4 +198,63 @@ pub fn spawn_execution_worker(
         }
         while running.join_next().await.is_some() {}
     })
+}
+
+/// This instance's heartbeat: while it beats, the leases the instance takes are its own; once
+/// it is silent for the instance timeout (the process was killed), any instance may take them
+/// over. It beats until [`Heartbeat::stop`], which comes after the other workers have finished
+/// what they hold, and then leaves the registry so nothing waits for the timeout.
+#[allow(missing_debug_implementations)] // trait objects
+pub struct Heartbeat {
+    registry: Arc<dyn InstanceRegistry>,
+    id: String,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Heartbeat {
+    /// Beats once (so the instance is known before it takes any lease), then every `every`.
+    ///
+    /// # Errors
+    /// When the first beat cannot be recorded.
+    pub async fn start(
+        registry: Arc<dyn InstanceRegistry>,
+        id: String,
+        clock: Arc<dyn Clock>,
+        every: Duration,
+    ) -> anyhow::Result<Self> {
+        registry.beat(&id, clock.now()).await?;
+        let (stop, mut stopped) = watch::channel(false);
+        let task = {
+            let (registry, id) = (registry.clone(), id.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = stopped.changed() => return,
+                    }
+                    if let Err(e) = registry.beat(&id, clock.now()).await {
+                        tracing::error!(error = ?e, "recording this instance's heartbeat failed");
+                    }
+                }
+            })
+        };
+        Ok(Self { registry, id, stop, task })
+    }
+
+    /// This instance's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Stops beating and leaves the registry: what this instance still holds is free at once.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        if let Err(e) = self.registry.leave(&self.id).await {
+            tracing::warn!(error = ?e, "leaving the instance registry failed; its leases free when its heartbeat goes stale");
+        }
+    }
 }

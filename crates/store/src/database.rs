@@ -186,6 +186,16 @@ impl Drop for PgPools {
 #[derive(Clone)]
 pub struct Database {
     pub(crate) pool: DbPool,
+    /// The instance of the service this handle works for, when it takes leases.
+    pub(crate) instance: Option<Arc<InstanceIdentity>>,
+}
+
+/// Who takes leases through a [`Database`]: an instance of the service, and how long its
+/// heartbeat may be silent before its leases are free.
+#[derive(Debug)]
+pub(crate) struct InstanceIdentity {
+    pub(crate) id: String,
+    pub(crate) timeout: chrono::Duration,
 }
 
 impl std::fmt::Debug for Database {
@@ -234,9 +244,29 @@ impl Database {
                 DbPool::Sqlite(Sqlite::open(&path, settings.max_connections, settings.statement_timeout)?)
             }
         };
-        let db = Self { pool };
+        let db = Self { pool, instance: None };
         db.ping().await.with_context(|| format!("cannot connect to {}", redact(&settings.url)))?;
         Ok(db)
+    }
+
+    /// This handle as used by instance `id` of the service: the leases its stores take name
+    /// the instance as their owner, and the leases of instances whose heartbeat is older than
+    /// `timeout` (see [`crate::InstanceStore`]) are free to take.
+    #[must_use]
+    pub fn for_instance(mut self, id: impl Into<String>, timeout: chrono::Duration) -> Self {
+        self.instance = Some(Arc::new(InstanceIdentity { id: id.into(), timeout }));
+        self
+    }
+
+    /// The owner to write on a lease, and the oldest heartbeat of a live owner. Heartbeats are
+    /// wall-clock time, whatever clock a claim's `now` comes from: whether a process is alive is
+    /// not a matter of the domain's time.
+    pub(crate) fn lease_owner(&self) -> (Option<String>, chrono::DateTime<chrono::Utc>) {
+        match &self.instance {
+            Some(i) => (Some(i.id.clone()), chrono::Utc::now() - i.timeout),
+            // No instance: owners are not recorded, and leases end only when they run out.
+            None => (None, chrono::DateTime::<chrono::Utc>::UNIX_EPOCH),
+        }
     }
 
     /// Which backend this is.

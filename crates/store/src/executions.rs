@@ -175,18 +175,19 @@ struct ClaimedIdRow {
 /// `WHERE` repeats the condition so a row claimed meanwhile is skipped.
 fn claim_due_sql(placeholder: char, lock: &str) -> String {
     let p = |n: u8| format!("{placeholder}{n}");
-    let free = format!("(lease_until IS NULL OR lease_until < {now})", now = p(3));
+    let free = crate::leases::free_sql(&p(3), &p(6));
     format!(
         "WITH chosen AS MATERIALIZED (SELECT id FROM workflow_executions WHERE status = '{RUNNING}' \
            AND {free} ORDER BY started_at LIMIT {limit} {lock}) \
          UPDATE workflow_executions SET lease_token = {token}, lease_until = {until}, updated_at = {now}, \
-         claims = claims + 1 \
+         lease_owner = {owner}, claims = claims + 1 \
          WHERE id IN (SELECT id FROM chosen) AND status = '{RUNNING}' AND {free} \
          RETURNING id",
         token = p(1),
         until = p(2),
         now = p(3),
         limit = p(4),
+        owner = p(5),
     )
 }
 
@@ -429,14 +430,17 @@ impl ExecutionRepository for ExecutionStore {
             Backend::Postgres => claim_due_sql('$', "FOR UPDATE SKIP LOCKED"),
             Backend::Sqlite => claim_due_sql('?', ""),
         };
-        let (token, until, at, limit) =
-            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit));
+        let (owner, stale_before) = self.db.lease_owner();
+        let (token, until, at, limit, stale_before) =
+            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit), DbTime(stale_before));
         let (executions, runs): (Vec<Execution>, Vec<RunRow>) = transaction!(self.db, conn => {
             let claimed: Vec<ClaimedIdRow> = diesel::sql_query(sql)
                 .bind::<Text, _>(token)
                 .bind::<UtcTime, _>(until)
                 .bind::<UtcTime, _>(at)
                 .bind::<BigInt, _>(limit)
+                .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
+                .bind::<UtcTime, _>(stale_before)
                 .load(conn)
                 .await?;
             if claimed.is_empty() {

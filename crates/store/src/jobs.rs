@@ -92,19 +92,21 @@ fn claim_sql(kinds: &[JobKind], placeholder: char, lock: &str) -> String {
     let kinds = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect::<Vec<_>>().join(", ");
     let p = |n: u8| format!("{placeholder}{n}");
     let due = format!(
-        "((status = '{QUEUED}' AND run_at <= {now}) OR (status = '{RUNNING}' AND lease_until < {now}))",
-        now = p(3)
+        "((status = '{QUEUED}' AND run_at <= {now}) OR (status = '{RUNNING}' AND {free}))",
+        now = p(3),
+        free = crate::leases::free_sql(&p(3), &p(6)),
     );
     format!(
         "WITH chosen AS MATERIALIZED (SELECT id FROM jobs WHERE kind IN ({kinds}) AND {due} ORDER BY run_at LIMIT {limit} {lock}) \
          UPDATE jobs SET status = '{RUNNING}', lease_token = {token}, lease_until = {until}, \
-         attempts = attempts + 1, updated_at = {now} \
+         lease_owner = {owner}, attempts = attempts + 1, updated_at = {now} \
          WHERE id IN (SELECT id FROM chosen) AND {due} \
          RETURNING id, kind, payload, attempts",
         token = p(1),
         until = p(2),
         now = p(3),
         limit = p(4),
+        owner = p(5),
     )
 }
 
@@ -155,12 +157,15 @@ impl JobQueue for JobStore {
             Backend::Sqlite => claim_sql(kinds, '?', ""),
         };
         let (token, until) = (lease.token.clone(), DbTime(lease.until));
-        let now = DbTime(now);
+        let (owner, stale_before) = self.db.lease_owner();
+        let (now, stale_before) = (DbTime(now), DbTime(stale_before));
         let rows: Vec<ClaimedRow> = transaction!(self.db, conn => Ok(diesel::sql_query(sql)
             .bind::<Text, _>(token)
             .bind::<UtcTime, _>(until)
             .bind::<UtcTime, _>(now)
             .bind::<BigInt, _>(limit)
+            .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
+            .bind::<UtcTime, _>(stale_before)
             .load(conn)
             .await?))?;
         rows.into_iter()

@@ -17,6 +17,7 @@ mod database;
 mod events;
 mod executions;
 mod jobs;
+mod leases;
 mod memory;
 mod one_time_tokens;
 mod postgres;
@@ -42,6 +43,7 @@ pub use database::{Backend, Database, DatabaseSettings, PoolStats, backend_of, r
 pub use events::EventStore;
 pub use executions::ExecutionStore;
 pub use jobs::JobStore;
+pub use leases::InstanceStore;
 pub use memory::MemoryStore;
 pub use one_time_tokens::OneTimeTokenStore;
 pub use rate_limits::DbRateCounter;

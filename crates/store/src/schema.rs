@@ -248,6 +248,7 @@ diesel::table! {
         next_attempt_at -> Nullable<UtcTime>,
         lease_token -> Nullable<Text>,
         lease_until -> Nullable<UtcTime>,
+        lease_owner -> Nullable<Text>,
         response_status -> Nullable<BigInt>,
         response_time_ms -> Nullable<BigInt>,
         error -> Nullable<Text>,
@@ -277,6 +278,17 @@ diesel::table! {
 
 diesel::table! {
     use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    instances (id) {
+        id -> Text,
+        started_at -> UtcTime,
+        heartbeat_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
     use crate::types::{Json, UtcTime};
 
     jobs (id) {
@@ -288,6 +300,7 @@ diesel::table! {
         run_at -> UtcTime,
         lease_token -> Nullable<Text>,
         lease_until -> Nullable<UtcTime>,
+        lease_owner -> Nullable<Text>,
         last_error -> Nullable<Text>,
         created_at -> UtcTime,
         updated_at -> UtcTime,
@@ -390,6 +403,7 @@ diesel::table! {
         run_as_role -> Text,
         lease_token -> Nullable<Text>,
         lease_until -> Nullable<UtcTime>,
+        lease_owner -> Nullable<Text>,
         started_at -> UtcTime,
         finished_at -> Nullable<UtcTime>,
         updated_at -> UtcTime,

@@ -268,20 +268,21 @@ const CLAIMED_COLUMNS: &str = "id, subscription_id, event_id, payload, attempts,
 /// two is skipped.
 fn claim_due_sql(placeholder: char, lock: &str) -> String {
     let p = |n: u8| format!("{placeholder}{n}");
-    let free = format!("(lease_until IS NULL OR lease_until < {now})", now = p(3));
+    let free = crate::leases::free_sql(&p(3), &p(6));
     format!(
         "WITH chosen AS MATERIALIZED (SELECT id FROM webhook_deliveries WHERE status = '{PENDING}' \
            AND next_attempt_at <= {now} AND {free} \
            AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE status = '{ACTIVE}') \
            ORDER BY next_attempt_at LIMIT {limit} {lock}) \
          UPDATE webhook_deliveries SET lease_token = {token}, lease_until = {until}, \
-         attempts = attempts + 1, updated_at = {now} \
+         lease_owner = {owner}, attempts = attempts + 1, updated_at = {now} \
          WHERE id IN (SELECT id FROM chosen) AND status = '{PENDING}' AND {free} \
          RETURNING {CLAIMED_COLUMNS}",
         token = p(1),
         until = p(2),
         now = p(3),
         limit = p(4),
+        owner = p(5),
     )
 }
 
@@ -289,10 +290,10 @@ fn claim_due_sql(placeholder: char, lock: &str) -> String {
 fn claim_one_sql(placeholder: char) -> String {
     let p = |n: u8| format!("{placeholder}{n}");
     format!(
-        "UPDATE webhook_deliveries SET lease_token = {token}, lease_until = {until}, \
+        "UPDATE webhook_deliveries SET lease_token = {token}, lease_until = {until}, lease_owner = {owner}, \
          attempts = attempts + 1, updated_at = {now}, status = '{PENDING}', next_attempt_at = {now} \
          WHERE id = {id} AND tenant_id = {tenant} AND subscription_id = {sub} \
-         AND (lease_until IS NULL OR lease_until < {now}) \
+         AND {free} \
          RETURNING {CLAIMED_COLUMNS}",
         token = p(1),
         until = p(2),
@@ -300,6 +301,8 @@ fn claim_one_sql(placeholder: char) -> String {
         id = p(4),
         tenant = p(5),
         sub = p(6),
+        owner = p(7),
+        free = crate::leases::free_sql(&p(3), &p(8)),
     )
 }
 
@@ -534,14 +537,17 @@ impl WebhookRepository for WebhookStore {
             Backend::Sqlite => claim_due_sql('?', ""),
         };
         let held = lease.clone();
-        let (token, until, now, limit) =
-            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit));
+        let (owner, stale_before) = self.db.lease_owner();
+        let (token, until, now, limit, stale_before) =
+            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit), DbTime(stale_before));
         let claimed = transaction!(self.db, conn => {
             let rows: Vec<ClaimedRow> = diesel::sql_query(sql)
                 .bind::<Text, _>(token)
                 .bind::<UtcTime, _>(until)
                 .bind::<UtcTime, _>(now)
                 .bind::<BigInt, _>(limit)
+                .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
+                .bind::<UtcTime, _>(stale_before)
                 .load(conn)
                 .await?;
             pair_with_subscriptions!(conn, rows, held)
@@ -565,7 +571,9 @@ impl WebhookRepository for WebhookStore {
             Backend::Sqlite => claim_one_sql('?'),
         };
         let held = lease.clone();
-        let (token, until, now) = (lease.token.clone(), DbTime(lease.until), DbTime(now));
+        let (owner, stale_before) = self.db.lease_owner();
+        let (token, until, now, stale_before) =
+            (lease.token.clone(), DbTime(lease.until), DbTime(now), DbTime(stale_before));
         let (id, tenant, subscription) = (delivery.to_string(), tenant.to_string(), subscription.to_string());
         let mut claimed = transaction!(self.db, conn => {
             let rows: Vec<ClaimedRow> = diesel::sql_query(sql)
@@ -575,6 +583,8 @@ impl WebhookRepository for WebhookStore {
                 .bind::<Text, _>(id)
                 .bind::<Text, _>(tenant)
                 .bind::<Text, _>(subscription)
+                .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
+                .bind::<UtcTime, _>(stale_before)
                 .load(conn)
                 .await?;
             pair_with_subscriptions!(conn, rows, held)

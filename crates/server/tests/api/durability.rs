@@ -76,6 +76,9 @@ async fn deliveries_survive_a_kill(database_url: &str) {
     let base = format!("http://127.0.0.1:{port}");
     let log = dir.path().join("first.log");
     let mut env = WEBHOOK_ENV.to_vec();
+    // Leases as long as in production: only the heartbeats can make the take-over quick.
+    env.push(("AGENTRY_JOB_LEASE_SECS", "60"));
+    let restart_env = env.clone();
     env.push(("AGENTRY_LOG", "info,agentry=debug"));
     let mut first =
         start_with(port, dir.path(), database_url, &env, std::fs::File::create(&log).unwrap()).await;
@@ -107,9 +110,14 @@ async fn deliveries_survive_a_kill(database_url: &str) {
     assert!(before.len() < 200, "the kill came too late to prove anything");
 
     let _second =
-        start_with(port, dir.path(), database_url, WEBHOOK_ENV, std::process::Stdio::inherit()).await;
+        start_with(port, dir.path(), database_url, &restart_env, std::process::Stdio::inherit()).await;
+    let restarted = std::time::Instant::now();
     let (ids, total) = wait_for_ids(&server, 200).await;
     assert_eq!(ids.len(), 200, "every event arrived");
+    // SQLite frees every lease at start; on PostgreSQL the killed instance's heartbeat goes
+    // stale after AGENTRY_INSTANCE_TIMEOUT_SECS (10 s). Either way, not the 60 s of a lease.
+    eprintln!("resumed: all done {:?} after the restart", restarted.elapsed());
+    assert!(restarted.elapsed() < Duration::from_secs(15), "resumed after {:?}", restarted.elapsed());
     // Duplicates are the attempts the kill interrupted (at most one batch), each with the event
     // id of the first.
     assert!(total - ids.len() <= 32, "{} duplicates", total - ids.len());
@@ -144,6 +152,8 @@ async fn an_execution_survives_a_kill(database_url: &str) {
         ("AGENTRY_WEBHOOK_ALLOW_INSECURE", "true"),
         ("AGENTRY_WEBHOOK_ALLOW_PRIVATE", "true"),
         ("AGENTRY_WORKFLOW_POLL_INTERVAL_MS", "100"),
+        // Leases as long as in production: only the heartbeats can make the take-over quick.
+        ("AGENTRY_JOB_LEASE_SECS", "60"),
     ];
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -206,6 +216,7 @@ async fn an_execution_survives_a_kill(database_url: &str) {
     assert_eq!((hits(&before, "/first"), hits(&before, "/slow"), hits(&before, "/last")), (1, 1, 0));
 
     let _second = start_with(port, dir.path(), database_url, ENV, std::process::Stdio::inherit()).await;
+    let restarted = std::time::Instant::now();
     let mut shown = serde_json::Value::Null;
     for _ in 0..300 {
         shown = client
@@ -223,6 +234,9 @@ async fn an_execution_survives_a_kill(database_url: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(shown["status"], "completed", "{shown}");
+    // Taken over within seconds of the restart, not when the 65 s lease of the slow step ends.
+    eprintln!("resumed: all done {:?} after the restart", restarted.elapsed());
+    assert!(restarted.elapsed() < Duration::from_secs(15), "resumed after {:?}", restarted.elapsed());
     assert!(shown["steps"].as_array().unwrap().iter().all(|s| s["status"] == "completed"), "{shown}");
     assert_eq!(shown["steps"][2]["output"], json!({"first": "/first", "slow": "/slow"}));
     let after = server.received_requests().await.unwrap();

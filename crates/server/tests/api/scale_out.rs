@@ -328,16 +328,19 @@ async fn three_instances_deliver_each_of_500_events_once() {
 
 /// 40 events to a receiver that takes 2 s to answer, on instances that attempt four
 /// deliveries at once each: when twelve attempts are in flight, each instance holds four. One
-/// instance is killed outright; the other two take its four over once their leases end. Every
+/// instance is killed outright; the other two take its four over once its heartbeat is stale
+/// (10 s), well before the 60 s leases end. Every
 /// event arrives, and the only ones sent twice are the four the kill interrupted (at-least-once,
 /// the same `webhook-id` both times).
 #[tokio::test]
-async fn a_killed_instances_deliveries_are_taken_over_within_their_lease() {
+async fn a_killed_instances_deliveries_are_taken_over_within_seconds() {
     const EVENTS: usize = 40;
-    // The delivery lease is the job lease, but at least the attempt timeout and 5 s more.
-    const LEASE_SECS: u64 = 4 + 5;
     let mut env = WEBHOOK_ENV.to_vec();
-    env.extend([("AGENTRY_WEBHOOK_CONCURRENCY", "4"), ("AGENTRY_WEBHOOK_TIMEOUT_SECS", "4")]);
+    env.extend([
+        ("AGENTRY_WEBHOOK_CONCURRENCY", "4"),
+        ("AGENTRY_WEBHOOK_TIMEOUT_SECS", "4"),
+        ("AGENTRY_JOB_LEASE_SECS", "60"),
+    ]);
     let Some(mut cluster) = Cluster::start(&env).await else { return };
     let slow = Duration::from_secs(2);
     let server = MockServer::start().await;
@@ -349,17 +352,13 @@ async fn a_killed_instances_deliveries_are_taken_over_within_their_lease() {
     let killed = Instant::now();
     cluster.children[2].kill().await.expect("SIGKILL");
 
-    let deadline = killed + Duration::from_secs(LEASE_SECS + 20);
+    let deadline = killed + Duration::from_secs(15);
     let (ids, total) = loop {
         let (ids, total) = received_ids(&server).await;
         if ids.len() == EVENTS && total >= EVENTS + 4 {
             break (ids, total);
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} of {EVENTS} events ({total} requests) within the lease and 20 s",
-            ids.len()
-        );
+        assert!(Instant::now() < deadline, "{} of {EVENTS} events ({total} requests) within 15 s", ids.len());
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     eprintln!("every event arrived {:?} after the kill", killed.elapsed());
@@ -518,12 +517,13 @@ async fn three_instances_complete_100_executions_running_each_step_once() {
 
 /// Six executions of a workflow whose middle step takes 2 s, on instances that run two at once
 /// each: when six middle steps are in flight, each instance holds two. One instance is killed
-/// outright; the other two take its executions over once their leases end (a step's lease is
-/// its 3 s timeout and the 3 s job lease), and all six complete. A step finished before the kill never runs again; the interrupted ones run again
+/// outright; the other two take its executions over once its heartbeat is stale (10 s), long
+/// before their leases end (a step's lease is its timeout and the 60 s job lease), and all six
+/// complete within 15 s of the kill. A step finished before the kill never runs again; the interrupted ones run again
 /// (at-least-once), and only those.
 #[tokio::test]
-async fn a_killed_instances_executions_are_taken_over_within_their_lease() {
-    const LEASE_SECS: u64 = 3;
+async fn a_killed_instances_executions_are_taken_over_within_seconds() {
+    const LEASE_SECS: u64 = 60;
     // A step's lease is its timeout and the job lease: a live step is never taken over.
     const STEP_TIMEOUT_SECS: u64 = 3;
     let lease = LEASE_SECS.to_string();
@@ -543,7 +543,7 @@ async fn a_killed_instances_executions_are_taken_over_within_their_lease() {
     cluster.children[2].kill().await.expect("SIGKILL");
 
     let store = agentry_store::ExecutionStore::new(cluster.database().await);
-    completed(&store, 6, Duration::from_secs(STEP_TIMEOUT_SECS + LEASE_SECS + 20)).await;
+    completed(&store, 6, Duration::from_secs(15)).await;
     eprintln!("all six completed {:?} after the kill", killed.elapsed());
 
     let counts = requests_per_run(&server).await;

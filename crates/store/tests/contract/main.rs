@@ -12,6 +12,7 @@ mod credits;
 mod executions;
 mod harness;
 mod jobs;
+mod leases;
 mod memory;
 mod one_time_tokens;
 mod rate_limits;
