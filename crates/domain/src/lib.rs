@@ -9,7 +9,11 @@
 //! - [`pagination`]: page requests; [`patch`]: three-state fields of partial updates.
 //! - [`ids`], [`time`], [`secrets`]: identifiers, the clock and randomness, all behind ports so
 //!   tests are deterministic.
-//! - [`jobs`]: durable background work with leases and retries.
+//! - [`jobs`]: durable background work with leases and retries, and the registry of running
+//!   instances whose heartbeats keep their leases held.
+//! - [`storable`]: the one rule that keeps U+0000 out of both databases.
+//! - [`memory`]: memory entries, documents, embeddings, hybrid search and its ranking.
+//! - [`metrics`]: the names the service reports under.
 //! - [`mail`]: the e-mail port; [`ratelimit`]: fixed-window quotas over a counting port.
 //! - [`validation`]: the field-level error type every value object reports with.
 //! - [`webhooks`]: subscriptions, signed deliveries with retries, the delivery log.

@@ -1,7 +1,7 @@
 //! Agentry's guarded outbound HTTP client.
 //!
-//! Tenants choose the URLs Agentry calls (webhook endpoints now, workflow `http_request` steps
-//! later), so every such call is a server-side request forgery risk: a tenant could aim it at
+//! Tenants choose the URLs Agentry calls (webhook endpoints and workflow `http_request` steps),
+//! so every such call is a server-side request forgery risk: a tenant could aim it at
 //! `127.0.0.1:5432`, the cloud metadata service at `169.254.169.254`, or anything else on the
 //! internal network. [`GuardedClient`] is the one way those calls leave the process:
 //!

@@ -10,6 +10,7 @@ use agentry_domain::identity::Principal;
 use agentry_domain::ids::SessionId;
 use agentry_domain::memory::model::content;
 use agentry_domain::memory::{MemoryFilter, MemoryService, NewMemory, SearchQuery};
+use agentry_domain::webhooks::model::check_url;
 use agentry_domain::workflows::{HttpMethod, StepAction, StepFailure, StepPerformer};
 use agentry_http::routes::agents::ChatResponse;
 use agentry_http::routes::memory::{MemoryEntryResponse, MemorySearchHit};
@@ -105,11 +106,11 @@ impl ServiceSteps {
         headers: std::collections::BTreeMap<String, String>,
         body: Option<Value>,
     ) -> Result<Value, StepFailure> {
-        if !self.allow_insecure && !url.trim_start().to_ascii_lowercase().starts_with("https://") {
-            return Err(StepFailure(format!(
-                "{url} is not an https URL; set AGENTRY_WEBHOOK_ALLOW_INSECURE=true to allow http"
-            )));
-        }
+        // The webhooks' rule for a URL the service sends to: absolute, https unless allowed,
+        // a host, no credentials, no fragment. (Where it may point is the client's guard.)
+        let url = check_url(url.trim(), self.allow_insecure)
+            .map_err(|e| StepFailure(format!("{url:?}: {}", e.message)))?
+            .to_string();
         let mut pairs: Vec<(String, String)> = headers.into_iter().collect();
         let has =
             |pairs: &[(String, String)], name: &str| pairs.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));

@@ -4,7 +4,12 @@
 //!
 //! Queries are written once with diesel's query builder and expanded per backend by the
 //! `with_conn!` and `transaction!` macros, so both are type-checked at compile time. Backend
-//! differences are kept to the column types in [`types`] and the two migration directories.
+//! differences are kept to the column types in [`types`], the two migration directories, and
+//! the statements written as SQL text for one backend's strength: the lease claims
+//! (`FOR UPDATE SKIP LOCKED` on PostgreSQL, the single writer on SQLite; `leases.rs`), the
+//! chat's hold and exchange in one statement of data-modifying CTEs on PostgreSQL
+//! (`credits.rs`, `conversations.rs`), and full-text search (`tsvector` on PostgreSQL, FTS5 on
+//! SQLite; `memory.rs`). docs/architecture.md lists them.
 
 #[macro_use]
 mod macros;

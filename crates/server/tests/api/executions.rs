@@ -252,6 +252,25 @@ async fn a_failing_step_fails_the_execution_and_skips_the_rest() {
         let done = finished(&app, &token, &id).await;
         assert_eq!(done["status"], "failed");
         assert!(done["steps"][0]["error"].as_str().unwrap().contains("absent"), "{done}");
+
+        // The rendered URL is held to the webhooks' rule: https, a host, no credentials, no
+        // fragment (checked before anything is sent).
+        for (url, why) in [
+            ("http://example.com/in", "must use https"),
+            ("https://user:secret@example.com/in", "user name or password"),
+            ("https://example.com/in#part", "fragment"),
+            ("ftp://example.com/in", "must use https"),
+        ] {
+            let workflow = create_workflow(&app, &token, &json!({
+                "name": "Bad URL",
+                "steps": [{"id": "call", "type": "http_request", "method": "GET", "url": "{{ input.url }}"}]
+            })).await;
+            let id = execute(&app, &token, &workflow, json!({"url": url})).await["execution_id"].as_str().unwrap().to_owned();
+            let done = finished(&app, &token, &id).await;
+            assert_eq!(done["status"], "failed", "{url}");
+            let error = done["steps"][0]["error"].as_str().unwrap();
+            assert!(error.contains(why), "{url}: {error}");
+        }
     })
     .await;
 }

@@ -1,0 +1,324 @@
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::*;
+use crate::agents::chat::{Completion, MockChatModel, MockTokenCounter, NoRecall};
+use crate::agents::model::{AgentConfig, AgentName, AgentType, MemoryType};
+use crate::agents::ports::{MockAgentRepository, MockConversationRepository};
+use crate::billing::MockCreditRepository;
+use crate::identity::Credential;
+use crate::ids::{MockIdGenerator, TenantId, UserId};
+use crate::tenancy::{Plan, Role, Scope};
+use crate::time::MockClock;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
+}
+
+fn caller(credential: Credential) -> Principal {
+    Principal {
+        user_id: UserId::from_string("usr_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        plan: Plan::Starter,
+        role: Role::Owner,
+        credential,
+    }
+}
+
+fn owner() -> Principal {
+    caller(Credential::AccessToken)
+}
+
+fn agent(status: AgentStatus) -> Agent {
+    Agent {
+        id: AgentId::from_string("agt_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        name: AgentName::new("Helper").unwrap(),
+        agent_type: AgentType::Support,
+        status,
+        description: None,
+        memory_types: vec![MemoryType::Episodic],
+        config: AgentConfig { max_tokens: Some(2000), ..AgentConfig::default() },
+        created_at: t0(),
+        updated_at: t0(),
+    }
+}
+
+struct Mocks {
+    agents: MockAgentRepository,
+    conversations: MockConversationRepository,
+    credits: MockCreditRepository,
+    model: MockChatModel,
+}
+
+impl Mocks {
+    fn new() -> Self {
+        Self {
+            agents: MockAgentRepository::new(),
+            conversations: MockConversationRepository::new(),
+            credits: MockCreditRepository::new(),
+            model: MockChatModel::new(),
+        }
+    }
+
+    fn chat(self) -> ChatService {
+        let mut ids = MockIdGenerator::new();
+        let n = AtomicU64::new(0);
+        ids.expect_generate().returning(move |p| format!("{p}_{}", n.fetch_add(1, Ordering::SeqCst)));
+        let mut clock = MockClock::new();
+        clock.expect_now().returning(t0);
+        let mut tokens = MockTokenCounter::new();
+        // One token per word keeps the arithmetic of these tests readable.
+        tokens.expect_count().returning(|t| t.split_whitespace().count() as u64);
+        ChatService::new(
+            ChatServiceDeps {
+                agents: Arc::new(self.agents),
+                conversations: Arc::new(self.conversations),
+                credits: Arc::new(self.credits),
+                model: Arc::new(self.model),
+                tokens: Arc::new(tokens),
+                memory: Arc::new(NoRecall),
+                ids: Arc::new(ids),
+                clock: Arc::new(clock),
+            },
+            ChatSettings::default(),
+        )
+    }
+}
+
+fn input(message: &str, session: Option<&str>) -> ChatInput {
+    ChatInput { message: message.into(), session_id: session.map(|s| SessionId::parse(s).unwrap()) }
+}
+
+fn granted(request: &HoldRequest, amount: i64) -> CreditHold {
+    CreditHold {
+        id: request.id.clone(),
+        tenant_id: request.tenant_id.clone(),
+        amount,
+        created_at: request.created_at,
+    }
+}
+
+// The prompt of "hello there" to the agent above: the system turn (7 words) and the
+// message (2 words), each plus 4 tokens of framing, plus 3: 20 tokens.
+const PROMPT: u64 = 20;
+
+#[tokio::test]
+async fn without_credits_for_the_prompt_the_model_is_never_called() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    m.credits.expect_hold().withf(|h| h.wanted == 3 && h.minimum == 1).returning(|_| Ok(None));
+    m.model.expect_complete().never();
+    m.conversations.expect_record_exchange().never();
+    let err = m
+        .chat()
+        .chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ChatError::InsufficientCredits { needed: 1 }));
+}
+
+#[tokio::test]
+async fn the_last_credits_buy_a_reply_capped_at_what_they_pay() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    // The agent may answer 2,000 tokens (3 credits); the tenant has 1.
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 1))));
+    m.model.expect_complete().withf(|r| u64::from(r.max_tokens) == 1000 - PROMPT).times(1).returning(|_| {
+        Ok(Completion { content: "hi".into(), prompt_tokens: PROMPT, completion_tokens: 980 })
+    });
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| x.settlement.entry.delta == -1 && x.settlement.hold.amount == 1)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 0 }));
+    let reply =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+    assert_eq!((reply.charged, reply.remaining), (1, 0));
+}
+
+#[test]
+fn an_affordable_completion_fills_the_credits_left_after_the_prompt() {
+    assert_eq!(affordable_completion(1, 20), 980);
+    assert_eq!(affordable_completion(3, 2500), 500);
+    assert_eq!(affordable_completion(0, 20), 0);
+    assert_eq!(affordable_completion(i64::MAX, 1), u64::MAX - 1);
+}
+
+#[tokio::test]
+async fn a_model_failure_releases_the_hold_and_stores_nothing() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
+    m.model.expect_complete().returning(|_| Err(ModelError::Timeout));
+    m.credits.expect_release().times(1).returning(|_| Ok(()));
+    m.conversations.expect_record_exchange().never();
+    let err =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello", None)).await.unwrap_err();
+    assert!(matches!(err, ChatError::Upstream(ModelError::Timeout)));
+}
+
+#[tokio::test]
+async fn an_agent_deleted_while_it_answered_is_not_found_and_costs_nothing() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
+    m.model
+        .expect_complete()
+        .returning(|_| Ok(Completion { content: "hi".into(), prompt_tokens: 5, completion_tokens: 1 }));
+    m.conversations.expect_record_exchange().returning(|_| Ok(ExchangeOutcome::AgentGone));
+    m.credits.expect_release().times(1).returning(|_| Ok(()));
+    let err =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello", None)).await.unwrap_err();
+    assert!(matches!(err, ChatError::AgentNotFound));
+}
+
+#[tokio::test]
+async fn an_answer_is_recorded_with_its_charge_and_both_events() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
+    m.model
+        .expect_complete()
+        .withf(|r| {
+            r.max_tokens == 2000
+                && r.model == "builtin"
+                && r.messages.len() == 2
+                && r.messages[0].content.contains("Helper")
+                && r.messages[1].content == "hello there"
+        })
+        .returning(|_| Ok(Completion { content: "hi".into(), prompt_tokens: 1200, completion_tokens: 300 }));
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| {
+            let completed = match &x.events[1].payload {
+                EventPayload::AgentMessageCompleted(d) => d.clone(),
+                _ => return false,
+            };
+            x.session_id.as_str().starts_with("ses_")
+                && x.settlement.entry.delta == -2
+                && x.settlement.entry.reason == LedgerReason::ChatUsage
+                && x.events.len() == 2
+                && matches!(x.events[0].payload, EventPayload::AgentMessageCreated(_))
+                && completed.tokens_used == 1500
+                && completed.conversation_id == x.session_id
+                && completed.message_id == x.reply.id
+                && x.reply.prompt_tokens == 1200
+                && x.user_message.role == ChatRole::User
+        })
+        .times(1)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 97 }));
+    let reply =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+    assert_eq!((reply.charged, reply.remaining), (2, 97));
+    assert_eq!(reply.message.content, "hi");
+}
+
+#[tokio::test]
+async fn paused_agents_and_read_only_keys_are_refused() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Paused))));
+    let err = m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hi", None)).await.unwrap_err();
+    assert!(matches!(err, ChatError::AgentPaused));
+
+    let reader = caller(Credential::ApiKey {
+        key_id: crate::ids::ApiKeyId::from_string("key_1"),
+        scopes: vec!["agents:read".parse::<Scope>().unwrap()],
+    });
+    let err = Mocks::new()
+        .chat()
+        .chat(&reader, &AgentId::from_string("agt_1"), input("hi", None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ChatError::Forbidden(_)));
+}
+
+#[test]
+fn messages_are_bounded_and_not_blank() {
+    assert!(chat_message("line one\n\tline two".into()).is_ok());
+    assert_eq!(chat_message("   ".into()).unwrap_err().kind, FieldErrorKind::TooShort);
+    assert_eq!(chat_message("nul \u{0}".into()).unwrap_err().kind, FieldErrorKind::InvalidFormat);
+    assert_eq!(chat_message("x".repeat(MAX_MESSAGE_CHARS + 1)).unwrap_err().kind, FieldErrorKind::TooLong);
+}
+
+#[tokio::test]
+async fn a_client_session_id_continues_its_conversation_or_starts_it() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    m.conversations
+        .expect_recent()
+        .withf(|t, a, s, _| t.as_str() == "ten_1" && a.as_str() == "agt_1" && s.as_str() == "user-42:support")
+        .returning(|_, _, s, _| {
+            let msg = |role, content: &str| Message {
+                id: MessageId::from_string("msg_0"),
+                tenant_id: TenantId::from_string("ten_1"),
+                agent_id: AgentId::from_string("agt_1"),
+                session_id: s.clone(),
+                role,
+                content: content.into(),
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                created_at: t0(),
+            };
+            Ok(vec![msg(ChatRole::User, "my name is Ada"), msg(ChatRole::Assistant, "hello Ada")])
+        });
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
+    m.model
+        .expect_complete()
+        .withf(|r| r.messages.len() == 4 && r.messages[1].content == "my name is Ada")
+        .returning(|_| Ok(Completion { content: "Ada".into(), prompt_tokens: 10, completion_tokens: 1 }));
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| x.session_id.as_str() == "user-42:support")
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 9 }));
+    let reply = m
+        .chat()
+        .chat(&owner(), &AgentId::from_string("agt_1"), input("what is my name", Some("user-42:support")))
+        .await
+        .unwrap();
+    assert_eq!(reply.session_id.as_str(), "user-42:support");
+}
+
+#[tokio::test]
+async fn the_history_of_an_unknown_session_is_not_found() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    m.conversations.expect_page().returning(|_, _, _, _| Ok(None));
+    let err = m
+        .chat()
+        .history(&owner(), &AgentId::from_string("agt_1"), &SessionId::from_string("s-1"), Page::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ChatError::SessionNotFound));
+}
+
+#[tokio::test]
+async fn creating_an_agent_writes_its_event_and_never_takes_ids_from_input() {
+    let mut agents = MockAgentRepository::new();
+    agents
+        .expect_create()
+        .withf(|a, e| {
+            a.id.as_str() == "agt_0"
+                && a.tenant_id.as_str() == "ten_1"
+                && a.agent_type == AgentType::Assistant
+                && matches!(&e.payload, EventPayload::AgentCreated(d) if d.id.as_str() == "agt_0")
+        })
+        .times(1)
+        .returning(|_, _| Ok(()));
+    let mut ids = MockIdGenerator::new();
+    let n = AtomicU64::new(0);
+    ids.expect_generate().returning(move |p| format!("{p}_{}", n.fetch_add(1, Ordering::SeqCst)));
+    let mut clock = MockClock::new();
+    clock.expect_now().returning(t0);
+    let service = AgentService::new(Arc::new(agents), Arc::new(ids), Arc::new(clock));
+    let new = NewAgent {
+        name: AgentName::new("Helper").unwrap(),
+        agent_type: AgentType::Assistant,
+        status: AgentStatus::Active,
+        description: None,
+        memory_types: Vec::new(),
+        config: AgentConfig::default(),
+    };
+    let created = service.create(&owner(), new).await.unwrap();
+    assert_eq!(created.status, AgentStatus::Active);
+}
