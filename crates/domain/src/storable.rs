@@ -3,8 +3,9 @@
 //! PostgreSQL's `text` and `jsonb` cannot hold U+0000 (NUL); SQLite can. So that a value is
 //! stored alike on both, NUL never reaches a store:
 //!
-//! - what a caller sends us (request bodies, query strings, trigger calls) is refused with a
-//!   422 naming the field ([`find_nul`]);
+//! - what a caller sends us to keep is refused with a 422 naming the field: text fields by
+//!   [`crate::validation::check_text`], free-form JSON (an execution's input, a trigger call's
+//!   or an integration event's body) by [`find_nul`];
 //! - what a remote party answers (an `http_request` step's response, a webhook receiver's
 //!   reply, a model's answer, an error message quoting either) is kept with each NUL replaced by
 //!   U+FFFD, the replacement character ([`text`], [`json`]).
@@ -51,23 +52,6 @@ pub fn find_nul(value: &Value) -> Option<String> {
     walk(value, "")
 }
 
-/// Whether JSON text may hold a NUL: an escaped `\u0000` outside an escaped backslash (raw
-/// control characters are not valid JSON). A quick look before a body is walked.
-pub fn json_text_may_hold_nul(body: &[u8]) -> bool {
-    let mut i = 0;
-    while i < body.len() {
-        if body[i] == b'\\' {
-            if body.get(i + 1) == Some(&b'u') && body.get(i + 2..i + 6) == Some(b"0000") {
-                return true;
-            }
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -88,14 +72,5 @@ mod tests {
         assert_eq!(replaced, json!({"k\u{FFFD}": ["a\u{FFFD}b", 1, {"c": "\u{FFFD}"}]}));
         assert_eq!(find_nul(&replaced), None);
         assert_eq!(text("plain".to_owned()), "plain");
-    }
-
-    #[test]
-    fn escaped_nul_is_seen_in_json_text() {
-        assert!(json_text_may_hold_nul(br#"{"a": "x\u0000"}"#));
-        // An escaped backslash followed by u0000 is the text \u0000, not a NUL.
-        assert!(!json_text_may_hold_nul(br#"{"a": "x\\u0000"}"#));
-        assert!(json_text_may_hold_nul(br#"{"a": "x\\\u0000"}"#));
-        assert!(!json_text_may_hold_nul(br#"{"a": "\u0001"}"#));
     }
 }

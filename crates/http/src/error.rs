@@ -508,6 +508,7 @@ impl From<ExecutionError> for ApiError {
             ExecutionError::Forbidden(f) => f.into(),
             ExecutionError::WorkflowNotFound => Self::not_found("no such workflow"),
             ExecutionError::NotFound => Self::not_found("no such execution"),
+            ExecutionError::Invalid(errors) => errors.into(),
             e @ (ExecutionError::Inactive | ExecutionError::Finished(_)) => {
                 Self::new(ErrorCode::Conflict, e.to_string())
             }

@@ -8,7 +8,6 @@ use std::pin::Pin;
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{FromRequest, HttpRequest, web};
-use agentry_domain::storable;
 use agentry_domain::validation::FieldErrorKind;
 use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
@@ -151,45 +150,6 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     )
 }
 
-/// Refuses a JSON body with U+0000 in a string, naming the field: neither database can store
-/// it alike (`agentry_domain::storable`).
-fn refuse_nul_in_json(body: &[u8]) -> Result<(), ApiError> {
-    if !storable::json_text_may_hold_nul(body) {
-        return Ok(());
-    }
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        // Not JSON: the deserialiser reports that.
-        return Ok(());
-    };
-    match storable::find_nul(&value) {
-        Some(path) => {
-            let field = if path.is_empty() { "body".to_owned() } else { path };
-            Err(ApiError::field(
-                field.clone(),
-                FieldErrorKind::InvalidFormat,
-                format!("{field}: {}", storable::NUL_REFUSED),
-            ))
-        }
-        None => Ok(()),
-    }
-}
-
-/// Refuses a form or query string with U+0000 in a name or value, naming it.
-pub(crate) fn refuse_nul_in_form(encoded: &[u8], whole: &str) -> Result<(), ApiError> {
-    let lower = encoded.to_ascii_lowercase();
-    if !lower.windows(3).any(|w| w == b"%00") && !encoded.contains(&0) {
-        return Ok(());
-    }
-    let field = form_urlencoded::parse(encoded)
-        .find(|(k, v)| k.contains('\0') || v.contains('\0'))
-        .map_or_else(|| whole.to_owned(), |(k, _)| storable::text(k.into_owned()));
-    Err(ApiError::field(
-        field.clone(),
-        FieldErrorKind::InvalidFormat,
-        format!("{field}: {}", storable::NUL_REFUSED),
-    ))
-}
-
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Error = ApiError;
     type Future = LocalFuture<Self>;
@@ -229,7 +189,6 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
                     ));
                 }
             }
-            refuse_nul_in_json(&body)?;
             let mut de = serde_json::Deserializer::from_slice(&body);
             let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
             de.end().map_err(|e| {
@@ -264,7 +223,6 @@ impl<T: DeserializeOwned + 'static> FromRequest for FormBody<T> {
                 ));
             }
             let body = read_body(payload, declared, settings.max_body_bytes).await?;
-            refuse_nul_in_form(&body, "body")?;
             let value = serde_urlencoded::from_bytes(&body).map_err(|e| {
                 ApiError::field(
                     "body",
@@ -303,9 +261,6 @@ impl<T: DeserializeOwned + 'static> FromRequest for QueryParams<T> {
     type Future = std::future::Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        if let Err(e) = refuse_nul_in_form(req.query_string().as_bytes(), "query") {
-            return std::future::ready(Err(e));
-        }
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(req.query_string().as_bytes()));
         let result = serde_path_to_error::deserialize(de).map(QueryParams).map_err(|e| {
             let field = e.path().to_string();

@@ -36,6 +36,7 @@ use crate::pagination::Page;
 use crate::storable;
 use crate::tenancy::{Permission, Plan};
 use crate::time::Clock;
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
 /// The queue name executions report under in the metrics.
 pub const EXECUTION_QUEUE: &str = "workflow_executions";
@@ -52,6 +53,9 @@ pub enum ExecutionError {
     /// No such execution in the caller's tenant.
     #[error("no such execution")]
     NotFound,
+    /// The input cannot be stored (it holds U+0000, see [`crate::storable`]).
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
     /// The workflow is inactive: it may not be executed.
     #[error("the workflow is inactive; set is_active to true to execute it")]
     Inactive,
@@ -336,6 +340,16 @@ impl ExecutionService {
         input: Value,
     ) -> Result<Execution, ExecutionError> {
         caller.require(Permission::WorkflowsExecute)?;
+        if let Some(path) = storable::find_nul(&input) {
+            let field = if path.is_empty() { "input".to_owned() } else { format!("input.{path}") };
+            let message = format!("{field}: {}", storable::NUL_REFUSED);
+            return Err(ValidationErrors::one(FieldError::new(
+                field,
+                FieldErrorKind::InvalidFormat,
+                message,
+            ))
+            .into());
+        }
         let workflow = self
             .deps
             .workflows

@@ -29,18 +29,23 @@ async fn one_job(db: &Database) {
     JobStore::new(db.clone()).enqueue(&job).await.unwrap();
 }
 
+/// The registry, and the job queue as instances `ins_a` and `ins_b` (timeout 10 s) use it.
+fn two_instances(db: &Database) -> (InstanceStore, JobStore, JobStore) {
+    let timeout = Duration::seconds(10);
+    (
+        InstanceStore::new(db.clone()),
+        JobStore::new(db.clone().for_instance("ins_a", timeout)),
+        JobStore::new(db.clone().for_instance("ins_b", timeout)),
+    )
+}
+
 /// A lease that runs for an hour: only its owner's silence can free it sooner.
 fn long_lease(token: &str) -> Lease {
     Lease { token: token.into(), until: t0() + Duration::hours(1) }
 }
 
 async fn a_lease_of_a_silent_instance_is_free_at_once(db: Database) {
-    let registry = InstanceStore::new(db.clone());
-    let timeout = Duration::seconds(10);
-    let (a, b) = (
-        JobStore::new(db.clone().for_instance("ins_a", timeout)),
-        JobStore::new(db.clone().for_instance("ins_b", timeout)),
-    );
+    let (registry, a, b) = two_instances(&db);
     registry.beat("ins_a", Utc::now()).await.unwrap();
     registry.beat("ins_b", Utc::now()).await.unwrap();
     one_job(&db).await;
@@ -63,12 +68,7 @@ async fn a_lease_of_a_silent_instance_is_free_at_once(db: Database) {
 }
 
 async fn a_lease_of_an_instance_that_left_is_free_at_once(db: Database) {
-    let registry = InstanceStore::new(db.clone());
-    let timeout = Duration::seconds(10);
-    let (a, b) = (
-        JobStore::new(db.clone().for_instance("ins_a", timeout)),
-        JobStore::new(db.clone().for_instance("ins_b", timeout)),
-    );
+    let (registry, a, b) = two_instances(&db);
     registry.beat("ins_a", Utc::now()).await.unwrap();
     one_job(&db).await;
     assert_eq!(a.claim(&[JobKind::Mail], &long_lease("la"), t0(), 10).await.unwrap().len(), 1);

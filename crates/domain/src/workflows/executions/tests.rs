@@ -319,6 +319,27 @@ async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
 }
 
 #[tokio::test]
+async fn an_input_holding_nul_is_refused_naming_its_field_and_nothing_is_stored() {
+    let m = Mocks::new();
+    let caller = Principal {
+        user_id: UserId::from_string("usr_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        plan: Plan::Starter,
+        role: Role::Member,
+        credential: Credential::AccessToken,
+    };
+    let e = m
+        .service()
+        .execute(&caller, &WorkflowId::from_string("wf_1"), json!({"user": {"name": "a\u{0}"}}))
+        .await
+        .unwrap_err();
+    match e {
+        ExecutionError::Invalid(errors) => assert_eq!(errors.0[0].field, "input.user.name"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it() {
     let mut m = Mocks::new();
     // Five workers before this one took it and never finished step 2: it is not run again.

@@ -1,0 +1,437 @@
+//! Memory entries, both variants' shape, and Variant A's routes for them: add, list, get,
+//! delete and scored search.
+
+use super::*;
+
+/// A new memory (both variants). `memory_type` defaults to `semantic`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AddMemoryRequest {
+    /// The agent whose memory it is (Variant A); absent: the tenant's.
+    #[schema(extensions(("x-text" = json!("name"))))]
+    pub agent_id: Option<String>,
+    /// `semantic` (default), `episodic` or `procedural`.
+    #[schema(schema_with = crate::schemas::memory_type_optional, example = "semantic")]
+    pub memory_type: Option<String>,
+    /// With a key, the tenant's entry of the same type and key is replaced (its id kept).
+    #[schema(min_length = 1, max_length = 256, extensions(("x-text" = json!("one-line"))))]
+    pub key: Option<String>,
+    /// The text, 1–32,000 characters, not blank.
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 32000,
+        extensions(("x-text" = json!("message"))), example = "The customer's favourite colour is teal.")]
+    pub content: Option<String>,
+    /// Where it came from; default `api`.
+    #[schema(min_length = 1, max_length = 100, extensions(("x-text" = json!("name"))))]
+    pub source: Option<String>,
+    /// Free-form object; search can filter on its top-level keys.
+    #[schema(schema_with = crate::schemas::metadata_optional)]
+    pub metadata: Option<Value>,
+    /// Up to 50 labels of 1–64 characters.
+    #[schema(schema_with = crate::schemas::tags_optional)]
+    pub tags: Option<Vec<String>>,
+    /// 0–1 (default 0.5); weighs into search ranking.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub importance_score: Option<f64>,
+    /// When it expires (RFC 3339); expired entries never return.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<String>,
+    /// Seconds until it expires (with `expires_at` too, the earlier applies).
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 315360000)]
+    pub ttl_seconds: Option<JsonInt>,
+}
+
+impl AddMemoryRequest {
+    pub(super) fn try_into_domain(self, with_agent: bool) -> Result<NewMemory, ValidationErrors> {
+        let mut v = Validator::new();
+        let agent = if with_agent {
+            v.optional("agent_id", self.agent_id, agent_id)
+        } else {
+            v.check("agent_id", Ok(None))
+        };
+        let memory_type = v.optional("memory_type", self.memory_type, memory_type);
+        let key = v.optional("key", self.key, |k| memory::key(&k));
+        let content = v.required("content", self.content, |c| memory::content(&c, "content"));
+        let source = v.optional("source", self.source, |s| memory::source(&s));
+        let (tags, metadata) = filters(&mut v, self.tags, self.metadata);
+        let importance = v.optional("importance_score", self.importance_score, memory::importance);
+        let at = v.optional("expires_at", self.expires_at, expires_at);
+        let after = v.optional("ttl_seconds", self.ttl_seconds, ttl);
+        let (agent_id, memory_type, key, content, source, tags, metadata, importance, at, after) =
+            v.finish((agent, memory_type, key, content, source, tags, metadata, importance, at, after))?;
+        Ok(NewMemory {
+            agent_id,
+            memory_type: memory_type.unwrap_or(MemoryType::Semantic),
+            key,
+            content,
+            source,
+            metadata: metadata.unwrap_or_default(),
+            tags: tags.unwrap_or_default(),
+            importance,
+            // Both given: the first to come applies.
+            expiry: match (at, after) {
+                (Some(Expiry::At(t)), Some(Expiry::After(d))) => Some(Expiry::Earliest(t, d)),
+                (at, after) => at.or(after),
+            },
+        })
+    }
+}
+
+/// A memory entry: the spec's Memory entry plus its agent, document and expiry.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryEntryResponse {
+    /// Entry id (`mem_…`).
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The agent whose memory it is, or null for a tenant-wide entry.
+    pub agent_id: Option<String>,
+    /// The document it is a chunk of, if any.
+    pub document_id: Option<String>,
+    /// `semantic`, `episodic` or `procedural`.
+    pub memory_type: &'static str,
+    /// Its key, if any.
+    pub key: Option<String>,
+    /// The text.
+    pub content: String,
+    /// Where it came from.
+    pub source: String,
+    /// Free-form object.
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// 0–1.
+    pub importance_score: f64,
+    /// How many searches returned it.
+    pub access_count: u64,
+    /// Creation time.
+    #[serde(serialize_with = "timestamp::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    #[serde(serialize_with = "timestamp::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: DateTime<Utc>,
+    /// Expiry, or null.
+    #[serde(serialize_with = "timestamp::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<MemoryEntry> for MemoryEntryResponse {
+    fn from(e: MemoryEntry) -> Self {
+        Self {
+            id: e.id.into_string(),
+            tenant_id: e.tenant_id.into_string(),
+            agent_id: e.agent_id.map(AgentId::into_string),
+            document_id: e.document_id.map(DocumentId::into_string),
+            memory_type: e.memory_type.as_str(),
+            key: e.key,
+            content: e.content,
+            source: e.source,
+            metadata: e.metadata,
+            tags: e.tags,
+            importance_score: e.importance,
+            access_count: e.access_count,
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+            expires_at: e.expires_at,
+        }
+    }
+}
+
+/// Add a memory to an agent (or to the tenant, without `agent_id`).
+#[utoipa::path(
+    post, path = "/api/v1/memory", tag = "memory", operation_id = "addMemory",
+    security(("bearer" = [])),
+    request_body = AddMemoryRequest,
+    responses(
+        (status = 201, description = "Stored", body = MemoryEntryResponse),
+        (status = 404, description = "`not_found`: no such agent in your tenant"),
+        (status = 502, description = "`upstream_error`: the embedding provider failed"),
+    )
+)]
+pub async fn add(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: JsonBody<AddMemoryRequest>,
+) -> Result<Reply<MemoryEntryResponse>, ApiError> {
+    let new = body.0.try_into_domain(true)?;
+    let entry = state.memory.add(&caller, new).await?;
+    Ok(Reply::created(entry.into()))
+}
+
+/// Query of the memory list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListMemoryQuery {
+    /// Only this agent's memories.
+    #[param(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$")]
+    pub agent_id: Option<String>,
+    /// Only this type: `semantic`, `episodic` or `procedural`.
+    #[param(schema_with = crate::schemas::memory_type_param)]
+    pub memory_type: Option<String>,
+    /// Page number, from 1 (default 1).
+    #[param(minimum = 1, maximum = 4_294_967_295_i64)]
+    pub page: Option<i64>,
+    /// Items per page, 1–100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
+    pub per_page: Option<i64>,
+}
+
+/// A page of memories.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryList {
+    /// The entries of this page, oldest first.
+    pub memories: Vec<MemoryEntryResponse>,
+    /// All matching entries.
+    pub total: u64,
+    /// This page.
+    pub page: u32,
+    /// Page size.
+    pub per_page: u32,
+}
+
+/// List memories, optionally of one agent and type; expired ones are left out.
+#[utoipa::path(
+    get, path = "/api/v1/memory", tag = "memory", operation_id = "listMemory",
+    security(("bearer" = [])), params(ListMemoryQuery),
+    responses(
+        (status = 200, description = "A page of memories", body = MemoryList),
+        (status = 404, description = "`not_found`: no such agent in your tenant"),
+    )
+)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: QueryParams<ListMemoryQuery>,
+) -> Result<Reply<MemoryList>, ApiError> {
+    let q = query.0;
+    let mut v = Validator::new();
+    let agent = v.optional("agent_id", q.agent_id, agent_id);
+    let memory_type = v.optional("memory_type", q.memory_type, memory_type);
+    let page = v.check_nested(
+        PageQuery { page: q.page, per_page: q.per_page }.try_into_domain().map_err(first_error),
+    );
+    let (agent, memory_type, page) = v.finish((agent, memory_type, page))?;
+    let (entries, total) = state.memory.list(&caller, agent, memory_type, page).await?;
+    Ok(Reply::ok(MemoryList {
+        memories: entries.into_iter().map(MemoryEntryResponse::from).collect(),
+        total,
+        page: page.page,
+        per_page: page.per_page,
+    }))
+}
+
+fn first_error(e: ValidationErrors) -> FieldError {
+    e.0.into_iter()
+        .next()
+        .unwrap_or_else(|| FieldError::new("page", FieldErrorKind::OutOfRange, "out of range"))
+}
+
+pub(super) fn memory_id(raw: String, what: &str) -> Result<MemoryId, ApiError> {
+    check_path_id(&raw, what)?;
+    Ok(MemoryId::from_string(raw))
+}
+
+/// Read a memory.
+#[utoipa::path(
+    get, path = "/api/v1/memory/{memory_id}", tag = "memory", operation_id = "getMemory",
+    security(("bearer" = [])),
+    params(("memory_id" = String, Path, description = "Memory id")),
+    responses(
+        (status = 200, description = "The memory", body = MemoryEntryResponse),
+        (status = 404, description = "`not_found`: no such memory in your tenant (or it expired)"),
+    )
+)]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<Reply<MemoryEntryResponse>, ApiError> {
+    let entry = state.memory.get(&caller, &memory_id(path.into_inner(), "memory_id")?).await?;
+    Ok(Reply::ok(entry.into()))
+}
+
+/// Delete a memory.
+#[utoipa::path(
+    delete, path = "/api/v1/memory/{memory_id}", tag = "memory", operation_id = "deleteMemory",
+    security(("bearer" = [])),
+    params(("memory_id" = String, Path, description = "Memory id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`not_found`: no such memory in your tenant"),
+    )
+)]
+pub async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.memory.delete(&caller, &memory_id(path.into_inner(), "memory_id")?).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// A Variant A search.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SearchMemoryRequest {
+    /// Only this agent's memories; absent: the whole tenant's.
+    #[schema(extensions(("x-text" = json!("name"))))]
+    pub agent_id: Option<String>,
+    /// Only this type.
+    #[schema(schema_with = crate::schemas::memory_type_optional, example = "semantic")]
+    pub memory_type: Option<String>,
+    /// What to find memories for: 1–32,000 characters, not blank.
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 32000,
+        extensions(("x-text" = json!("message"))), example = "what colour does the client like?")]
+    pub query: Option<String>,
+    /// Results, 1–100 (default 5).
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 100)]
+    pub top_k: Option<JsonInt>,
+    /// Only entries carrying all of these tags.
+    #[schema(schema_with = crate::schemas::tags_optional)]
+    pub tags: Option<Vec<String>>,
+    /// Only entries whose metadata has each of these keys with an equal value.
+    #[schema(schema_with = crate::schemas::metadata_optional)]
+    pub metadata: Option<Value>,
+    /// `hybrid` (default: vectors and full text fused), `vector` or `lexical` alone.
+    #[schema(schema_with = crate::schemas::search_mode_optional, example = "hybrid")]
+    pub mode: Option<String>,
+}
+
+fn search_mode(raw: String) -> Result<SearchMode, FieldError> {
+    match raw.as_str() {
+        "hybrid" => Ok(SearchMode::Hybrid),
+        "vector" => Ok(SearchMode::Vector),
+        "lexical" => Ok(SearchMode::Lexical),
+        _ => Err(FieldError::new(
+            "mode",
+            FieldErrorKind::InvalidValue,
+            "mode must be hybrid, vector or lexical",
+        )),
+    }
+}
+
+pub(super) fn search_filter(
+    v: &mut Validator,
+    agent: Option<String>,
+    memory_type_raw: Option<String>,
+    tags: Option<Vec<String>>,
+    metadata: Option<Value>,
+) -> Checked<MemoryFilter> {
+    let agent = v.optional("agent_id", agent, agent_id);
+    let memory_type = v.optional("memory_type", memory_type_raw, memory_type);
+    let (tags, metadata) = filters(v, tags, metadata);
+    v.combine((agent, memory_type, tags, metadata), |(agent_id, memory_type, tags, metadata)| MemoryFilter {
+        agent_id,
+        memory_types: memory_type.into_iter().collect(),
+        tags: tags.unwrap_or_default(),
+        metadata: metadata.unwrap_or_default(),
+    })
+}
+
+/// How a search result's score was made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScoreExplanation {
+    /// Cosine similarity of its embedding to the query's, when the vector search found it.
+    pub similarity: Option<f32>,
+    /// Its place (from 1) among the nearest vectors.
+    pub vector_rank: Option<usize>,
+    /// Its place (from 1) in the lexical (full-text) ranking.
+    pub lexical_rank: Option<usize>,
+    /// The two rankings fused (reciprocal rank fusion, k = 60), 0–1.
+    pub relevance: f64,
+    /// Its importance, 0–1.
+    pub importance: f64,
+    /// Recency, 0–1: halves with each half-life since its last change.
+    pub recency: f64,
+}
+
+/// A Variant A search result: the spec's hit (`id, content, score, metadata`) and more.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemorySearchHit {
+    /// Entry id.
+    pub id: String,
+    /// The text.
+    pub content: String,
+    /// 0–1, higher is better: 0.8 × relevance + 0.1 × importance + 0.1 × recency.
+    pub score: f64,
+    /// Free-form object.
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    /// Its type.
+    pub memory_type: &'static str,
+    /// Its agent, or null.
+    pub agent_id: Option<String>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// The parts of the score.
+    pub explanation: ScoreExplanation,
+}
+
+impl From<SearchHit> for MemorySearchHit {
+    fn from(h: SearchHit) -> Self {
+        let r = h.ranking;
+        Self {
+            explanation: ScoreExplanation {
+                similarity: r.candidate.similarity,
+                vector_rank: r.candidate.vector_rank,
+                lexical_rank: r.candidate.lexical_rank,
+                relevance: r.relevance,
+                importance: r.candidate.importance,
+                recency: r.recency,
+            },
+            score: r.score,
+            id: h.entry.id.into_string(),
+            content: h.entry.content,
+            metadata: h.entry.metadata,
+            memory_type: h.entry.memory_type.as_str(),
+            agent_id: h.entry.agent_id.map(AgentId::into_string),
+            tags: h.entry.tags,
+        }
+    }
+}
+
+/// Search results, best first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemorySearchResponse {
+    /// Best first.
+    pub results: Vec<MemorySearchHit>,
+}
+
+/// Hybrid search of memories: vector similarity and full-text matches fused, weighed with
+/// importance and recency.
+#[utoipa::path(
+    post, path = "/api/v1/memory/search", tag = "memory", operation_id = "searchMemory",
+    security(("bearer" = [])),
+    request_body = SearchMemoryRequest,
+    responses(
+        (status = 200, description = "Results, best first", body = MemorySearchResponse),
+        (status = 404, description = "`not_found`: no such agent in your tenant"),
+        (status = 502, description = "`upstream_error`: the embedding provider failed"),
+    )
+)]
+pub async fn search(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: JsonBody<SearchMemoryRequest>,
+) -> Result<Reply<MemorySearchResponse>, ApiError> {
+    let b = body.0;
+    let mut v = Validator::new();
+    let text = v.required("query", b.query, |q| memory::content(&q, "query"));
+    let top_k = v.optional("top_k", b.top_k, |n| bounded("top_k", n, 1, 100));
+    let mode = v.optional("mode", b.mode, search_mode);
+    let filter = search_filter(&mut v, b.agent_id, b.memory_type, b.tags, b.metadata);
+    let (text, top_k, mode, filter) = v.finish((text, top_k, mode, filter))?;
+    let query = SearchQuery {
+        text,
+        filter,
+        skip: 0,
+        limit: top_k.unwrap_or(5),
+        count_access: false,
+        mode: mode.unwrap_or_default(),
+    };
+    let results = state.memory.search(&caller, query).await?;
+    Ok(Reply::ok(MemorySearchResponse {
+        results: results.hits.into_iter().map(MemorySearchHit::from).collect(),
+    }))
+}
