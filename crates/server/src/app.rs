@@ -31,7 +31,7 @@ use agentry_domain::workflows::{
 use agentry_embed::{
     HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
 };
-use agentry_http::{AppState, HttpSettings, RateLimits, Readiness};
+use agentry_http::{AppState, Envelope, HttpSettings, MetricsExport, RateLimits, Readiness};
 use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{
@@ -45,7 +45,8 @@ use secrecy::ExposeSecret as _;
 use tokio::sync::watch;
 
 use crate::config::{
-    Config, EmbeddingProvider, LlmProvider, PaymentProviderKind, RateLimitFailure, RateLimitStore,
+    ApiEnvelope, Config, EmbeddingProvider, LlmProvider, PaymentProviderKind, RateLimitFailure,
+    RateLimitStore,
 };
 use crate::keys;
 use crate::metrics::{MeteredModel, PrometheusMetrics};
@@ -72,6 +73,14 @@ pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
 }
 
 struct DatabaseReadiness(Database);
+
+/// `/metrics` of the HTTP layer, served from the Prometheus recorder.
+#[async_trait]
+impl MetricsExport for PrometheusMetrics {
+    async fn render(&self) -> String {
+        PrometheusMetrics::render(self).await
+    }
+}
 
 #[async_trait]
 impl Readiness for DatabaseReadiness {
@@ -526,7 +535,10 @@ pub fn build_services(
 
 /// The HTTP layer's settings from the configuration.
 pub fn http_settings(config: &Config) -> HttpSettings {
-    let mut settings = HttpSettings::new(config.api_envelope);
+    let mut settings = HttpSettings::new(match config.api_envelope {
+        ApiEnvelope::Bare => Envelope::Bare,
+        ApiEnvelope::Wrapped => Envelope::Wrapped,
+    });
     if let Some(status) = config.validation_status {
         settings.validation_status = status;
     }

@@ -4,13 +4,23 @@
 
 use std::path::{Path, PathBuf};
 
-use agentry_http::Envelope;
 use figment::Figment;
 use figment::providers::{Env, Format as _, Serialized, Toml};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 /// Log line format.
+/// The shape of success and error bodies (see `PRODUCT.md` §1): the setting as written; the
+/// HTTP layer's `Envelope` is made from it where the layers meet (`app.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApiEnvelope {
+    /// Bare resources; flat errors `{error, message, details}`.
+    Bare,
+    /// `{success: true, data}`; errors `{success: false, error: {code, message, details}}`.
+    Wrapped,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -107,7 +117,7 @@ pub struct Config {
     /// `http://` and the bound address (`127.0.0.1` for an unspecified one such as `0.0.0.0`).
     pub public_url: Option<String>,
     /// `bare` or `wrapped` response bodies.
-    pub api_envelope: Envelope,
+    pub api_envelope: ApiEnvelope,
     /// Status of validation errors: 422 or 400. Unset: 422 with `bare`, 400 with `wrapped`.
     pub validation_status: Option<u16>,
     /// Largest accepted request body in bytes.
@@ -264,7 +274,7 @@ impl Default for Config {
             data_dir: PathBuf::from("data"),
             jwt_secret: None,
             public_url: None,
-            api_envelope: Envelope::Bare,
+            api_envelope: ApiEnvelope::Bare,
             validation_status: None,
             max_body_bytes: 1024 * 1024,
             welcome_credits: 1000,
@@ -596,7 +606,7 @@ mod tests {
             assert_eq!(c.bind, "0.0.0.0:9000");
             assert_eq!(c.welcome_credits, 7);
             assert_eq!(c.log_format, LogFormat::Json);
-            assert_eq!(c.api_envelope, Envelope::Wrapped);
+            assert_eq!(c.api_envelope, ApiEnvelope::Wrapped);
             assert!(c.jwt_secret.is_some());
             Ok(())
         });

@@ -11,4 +11,4 @@ pub mod telemetry;
 pub mod workers;
 
 pub use app::{Application, Overrides};
-pub use config::Config;
+pub use config::{ApiEnvelope, Config};

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use agentry_domain::agents::{ChatModel, Completion, CompletionRequest, ModelError};
 use agentry_domain::metrics::{self as names, QueueBacklog};
 use agentry_domain::time::Clock;
-use agentry_http::MetricsExport;
 use agentry_store::{Backend, Database};
 use async_trait::async_trait;
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram, gauge};
@@ -139,9 +138,9 @@ impl std::fmt::Debug for PrometheusMetrics {
     }
 }
 
-#[async_trait]
-impl MetricsExport for PrometheusMetrics {
-    async fn render(&self) -> String {
+impl PrometheusMetrics {
+    /// The Prometheus text of every metric, the gauges read afresh.
+    pub async fn render(&self) -> String {
         self.refresh_gauges().await;
         recorder().render()
     }

@@ -1,7 +1,8 @@
 //! The [`StepPerformer`] of workflow executions: each step type over the service it uses —
 //! chat (which charges credits as a chat request does), memory, and the guarded outbound HTTP
 //! client (the webhooks' rules: no private targets unless allowed, no redirects, bounded).
-//! Outputs have the shapes the API shows for the same operations.
+//! Outputs are the domain's `workflows::outputs`, in the shapes the API shows for the same
+//! operations.
 
 use std::time::Duration;
 
@@ -11,9 +12,8 @@ use agentry_domain::ids::SessionId;
 use agentry_domain::memory::model::content;
 use agentry_domain::memory::{MemoryFilter, MemoryService, NewMemory, SearchQuery};
 use agentry_domain::webhooks::model::check_url;
+use agentry_domain::workflows::outputs::{ChatOutput, MemoryEntryOutput, MemoryHit, MemorySearchOutput};
 use agentry_domain::workflows::{HttpMethod, StepAction, StepFailure, StepPerformer};
-use agentry_http::routes::agents::ChatResponse;
-use agentry_http::routes::memory::{MemoryEntryResponse, MemorySearchHit};
 use agentry_outbound::{Method, OutboundRequest, WebhookClient};
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -56,7 +56,7 @@ impl ServiceSteps {
                     .chat(caller, &agent_id, ChatInput { message, session_id })
                     .await
                     .map_err(|e| fail(&e))?;
-                to_json(ChatResponse::from(reply))
+                to_json(ChatOutput::from(reply))
             }
             StepAction::MemorySearch { query, agent_id, memory_type, top_k } => {
                 let text = content(&query, "query").map_err(|e| fail(&e))?;
@@ -73,9 +73,9 @@ impl ServiceSteps {
                     mode: Default::default(),
                 };
                 let results = self.memory.search(caller, query).await.map_err(|e| fail(&e))?;
-                let hits: Vec<MemorySearchHit> =
-                    results.hits.into_iter().map(MemorySearchHit::from).collect();
-                Ok(json!({ "results": to_json(hits)? }))
+                to_json(MemorySearchOutput {
+                    results: results.hits.into_iter().map(MemoryHit::from).collect(),
+                })
             }
             StepAction::MemoryAdd { content: text, memory_type, agent_id, metadata } => {
                 let text = content(&text, "content").map_err(|e| fail(&e))?;
@@ -91,7 +91,7 @@ impl ServiceSteps {
                     expiry: None,
                 };
                 let entry = self.memory.add(caller, new).await.map_err(|e| fail(&e))?;
-                to_json(MemoryEntryResponse::from(entry))
+                to_json(MemoryEntryOutput::from(entry))
             }
             StepAction::HttpRequest { method, url, headers, body } => {
                 self.http_request(method, url, headers, body).await

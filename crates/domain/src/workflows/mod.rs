@@ -24,6 +24,7 @@ pub mod executions;
 pub mod inbound;
 pub mod integrations;
 pub mod model;
+pub mod outputs;
 mod ports;
 mod service;
 pub mod signatures;

@@ -11,6 +11,7 @@ pub mod integrations;
 pub mod memory;
 pub mod pages;
 pub mod recovery;
+mod step_outputs;
 pub mod triggers;
 pub mod webhooks;
 pub mod workflows;

@@ -105,7 +105,7 @@ async fn bodies_over_one_mebibyte_answer_413() {
 
 #[tokio::test]
 async fn the_wrapped_envelope_wraps_errors_and_successes() {
-    let app = spawn_with(|c| c.api_envelope = agentry_http::Envelope::Wrapped).await;
+    let app = spawn_with(|c| c.api_envelope = agentry_server::ApiEnvelope::Wrapped).await;
     let r =
         app.post_json("/api/v1/auth/register", &json!({"password": "long enough", "full_name": "A"})).await;
     let body = json_with_status(r, 400).await;

@@ -232,7 +232,7 @@ async fn head_works_wherever_get_does() {
 
 #[tokio::test]
 async fn requests_too_malformed_to_parse_get_the_json_error_body() {
-    for envelope in [agentry_http::Envelope::Bare, agentry_http::Envelope::Wrapped] {
+    for envelope in [agentry_server::ApiEnvelope::Bare, agentry_server::ApiEnvelope::Wrapped] {
         let app = spawn_with(|c| c.api_envelope = envelope).await;
         for request in [
             &b"GET /api/v1/agents/\x01 HTTP/1.1\r\nHost: x\r\n\r\n"[..],
@@ -245,8 +245,8 @@ async fn requests_too_malformed_to_parse_get_the_json_error_body() {
             assert!(head.contains("content-type: application/json"), "{answer}");
             let body: Value = serde_json::from_str(body).unwrap();
             match envelope {
-                agentry_http::Envelope::Bare => assert_eq!(body["error"], "validation_error"),
-                agentry_http::Envelope::Wrapped => assert_eq!(body["error"]["code"], "invalid_request"),
+                agentry_server::ApiEnvelope::Bare => assert_eq!(body["error"], "validation_error"),
+                agentry_server::ApiEnvelope::Wrapped => assert_eq!(body["error"]["code"], "invalid_request"),
             }
         }
         // A good request on a fresh connection is untouched.

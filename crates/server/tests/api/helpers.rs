@@ -95,11 +95,14 @@ pub async fn spawn_with_clock(tweak: impl FnOnce(&mut Config)) -> TestApp {
     start_with(config, dir, Some(minute_clock())).await
 }
 
-/// A manual clock at the first second of the current minute.
+/// A manual clock at the first second of the current minute, or at the start of the next UTC
+/// day when less than half an hour of this one is left: tests move it forward by minutes and
+/// count per day, so it must not cross midnight under them.
 pub fn minute_clock() -> Arc<ManualClock> {
     let now = chrono::Utc::now().timestamp();
-    let start_of_minute = chrono::DateTime::from_timestamp(now - now.rem_euclid(60), 0).expect("a time");
-    Arc::new(ManualClock::new(start_of_minute))
+    let left_of_day = 86_400 - now.rem_euclid(86_400);
+    let start = if left_of_day < 30 * 60 { now + left_of_day } else { now - now.rem_euclid(60) };
+    Arc::new(ManualClock::new(chrono::DateTime::from_timestamp(start, 0).expect("a time")))
 }
 
 /// Starts the application with `config`, on `clock` when given.

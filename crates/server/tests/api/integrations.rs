@@ -257,10 +257,11 @@ async fn each_receiver_accepts_its_signed_event_once_and_refuses_a_tampered_one(
 
 #[tokio::test]
 async fn slacks_url_verification_is_answered_with_its_challenge_in_any_envelope() {
-    for envelope in [agentry_http::Envelope::Bare, agentry_http::Envelope::Wrapped] {
+    for envelope in [agentry_server::ApiEnvelope::Bare, agentry_server::ApiEnvelope::Wrapped] {
         let app = spawn_with(|c| c.api_envelope = envelope).await;
         // The resource of a success answer, in either envelope.
-        let data = |v: Value| if envelope == agentry_http::Envelope::Wrapped { v["data"].clone() } else { v };
+        let data =
+            |v: Value| if envelope == agentry_server::ApiEnvelope::Wrapped { v["data"].clone() } else { v };
         let token = data(app.signed_in("ada@example.com").await)["access_token"].as_str().unwrap().to_owned();
         let r = app.post_json_with_token("/api/v1/workflows", &token, &echo()).await;
         let workflow = data(json_with_status(r, 201).await)["id"].as_str().unwrap().to_owned();

@@ -120,7 +120,7 @@ async fn the_openapi_document_tells_every_status_and_reflects_the_envelope() {
     assert_eq!(schemes["oauth2"]["flows"]["password"]["tokenUrl"], "/api/v1/auth/login");
 
     // Under the wrapped envelope: wrapped bodies, and 400 for validation errors.
-    let app = crate::helpers::spawn_with(|c| c.api_envelope = agentry_http::Envelope::Wrapped).await;
+    let app = crate::helpers::spawn_with(|c| c.api_envelope = agentry_server::ApiEnvelope::Wrapped).await;
     let doc =
         json_with_status(app.client.get(app.url("/api/v1/openapi.json")).send().await.unwrap(), 200).await;
     let create = &doc["paths"]["/api/v1/agents"]["post"]["responses"];

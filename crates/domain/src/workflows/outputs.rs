@@ -1,0 +1,210 @@
+//! What the steps that use the service's own operations output: an `agent_chat` step the
+//! reply, a `memory_search` step the hits, a `memory_add` step the entry, each in the shape the
+//! API answers the same operation with (`POST /agents/{id}/chat`, `POST /memory/search`,
+//! `POST /memory`), so a template reads `steps.ask.output.content` as a client reads the chat
+//! answer. These are the domain's types; the HTTP layer has its own for the API, and a test of
+//! the server checks that both serialise alike.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::agents::ChatReply;
+use crate::ids::{AgentId, DocumentId};
+use crate::memory::SearchHit;
+use crate::memory::model::MemoryEntry;
+use crate::time::rfc3339;
+
+/// An `agent_chat` step's output: the reply.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatOutput {
+    /// The reply's message id.
+    pub id: String,
+    /// The reply.
+    pub content: String,
+    /// Always `assistant`.
+    pub role: &'static str,
+    /// Token usage.
+    pub usage: TokenUsage,
+    /// When the reply was made.
+    #[serde(serialize_with = "rfc3339::serialize")]
+    pub created_at: DateTime<Utc>,
+    /// The conversation.
+    pub session_id: String,
+    /// Credits charged and left.
+    pub credits: Credits,
+}
+
+/// Tokens of an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TokenUsage {
+    /// Of the prompt.
+    pub prompt_tokens: u64,
+    /// Of the reply.
+    pub completion_tokens: u64,
+    /// Their sum.
+    pub total_tokens: u64,
+}
+
+/// Credits of an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Credits {
+    /// Charged for it.
+    pub charged: i64,
+    /// The balance after it.
+    pub remaining: i64,
+}
+
+impl From<ChatReply> for ChatOutput {
+    fn from(r: ChatReply) -> Self {
+        let m = r.message;
+        Self {
+            id: m.id.into_string(),
+            role: "assistant",
+            usage: TokenUsage {
+                prompt_tokens: m.prompt_tokens,
+                completion_tokens: m.completion_tokens,
+                total_tokens: m.prompt_tokens + m.completion_tokens,
+            },
+            content: m.content,
+            created_at: m.created_at,
+            session_id: r.session_id.into_string(),
+            credits: Credits { charged: r.charged, remaining: r.remaining },
+        }
+    }
+}
+
+/// A `memory_search` step's output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemorySearchOutput {
+    /// Best first.
+    pub results: Vec<MemoryHit>,
+}
+
+/// One search result with the parts of its score.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryHit {
+    /// Entry id.
+    pub id: String,
+    /// The text.
+    pub content: String,
+    /// 0–1, higher is better.
+    pub score: f64,
+    /// Free-form object.
+    pub metadata: Map<String, Value>,
+    /// Its type.
+    pub memory_type: &'static str,
+    /// Its agent, or null.
+    pub agent_id: Option<String>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// The parts of the score.
+    pub explanation: ScoreParts,
+}
+
+/// How a search result's score was made.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ScoreParts {
+    /// Cosine similarity to the query, when the vector search found it.
+    pub similarity: Option<f32>,
+    /// Its place (from 1) among the nearest vectors.
+    pub vector_rank: Option<usize>,
+    /// Its place (from 1) in the full-text ranking.
+    pub lexical_rank: Option<usize>,
+    /// The two rankings fused, 0–1.
+    pub relevance: f64,
+    /// Its importance, 0–1.
+    pub importance: f64,
+    /// Recency, 0–1.
+    pub recency: f64,
+}
+
+impl From<SearchHit> for MemoryHit {
+    fn from(h: SearchHit) -> Self {
+        let r = h.ranking;
+        Self {
+            explanation: ScoreParts {
+                similarity: r.candidate.similarity,
+                vector_rank: r.candidate.vector_rank,
+                lexical_rank: r.candidate.lexical_rank,
+                relevance: r.relevance,
+                importance: r.candidate.importance,
+                recency: r.recency,
+            },
+            score: r.score,
+            id: h.entry.id.into_string(),
+            content: h.entry.content,
+            metadata: h.entry.metadata,
+            memory_type: h.entry.memory_type.as_str(),
+            agent_id: h.entry.agent_id.map(AgentId::into_string),
+            tags: h.entry.tags,
+        }
+    }
+}
+
+/// A `memory_add` step's output: the stored entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryEntryOutput {
+    /// Entry id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Its agent, or null for a tenant-wide entry.
+    pub agent_id: Option<String>,
+    /// The document it is a chunk of, if any.
+    pub document_id: Option<String>,
+    /// Its type.
+    pub memory_type: &'static str,
+    /// Its key, if any.
+    pub key: Option<String>,
+    /// The text.
+    pub content: String,
+    /// Where it came from.
+    pub source: String,
+    /// Free-form object.
+    pub metadata: Map<String, Value>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// 0–1.
+    pub importance_score: f64,
+    /// How many searches returned it.
+    pub access_count: u64,
+    /// Creation time.
+    #[serde(serialize_with = "rfc3339::serialize")]
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    #[serde(serialize_with = "rfc3339::serialize")]
+    pub updated_at: DateTime<Utc>,
+    /// Expiry, or null.
+    #[serde(serialize_with = "serialize_optional_time")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<MemoryEntry> for MemoryEntryOutput {
+    fn from(e: MemoryEntry) -> Self {
+        Self {
+            id: e.id.into_string(),
+            tenant_id: e.tenant_id.into_string(),
+            agent_id: e.agent_id.map(AgentId::into_string),
+            document_id: e.document_id.map(DocumentId::into_string),
+            memory_type: e.memory_type.as_str(),
+            key: e.key,
+            content: e.content,
+            source: e.source,
+            metadata: e.metadata,
+            tags: e.tags,
+            importance_score: e.importance,
+            access_count: e.access_count,
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+            expires_at: e.expires_at,
+        }
+    }
+}
+
+fn serialize_optional_time<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => rfc3339::serialize(t, s),
+        None => s.serialize_none(),
+    }
+}
