@@ -327,6 +327,27 @@ fn add_components(doc: &mut Value, envelope: Envelope) {
                         "additionalProperties": {"$ref": "#/components/schemas/MetadataValue"}},
                 ]}),
             );
+            // An execution's input: any JSON, but no U+0000 in keys or strings.
+            s.insert(
+                "StorableValue".into(),
+                json!({"anyOf": [
+                    {"type": "string", "pattern": schemas::NO_NUL},
+                    {"type": ["number", "boolean", "null"]},
+                    {"type": "array", "items": {"$ref": "#/components/schemas/StorableValue"}},
+                    {"type": "object", "propertyNames": {"pattern": schemas::NO_NUL},
+                        "additionalProperties": {"$ref": "#/components/schemas/StorableValue"}},
+                ]}),
+            );
+            s.insert(
+                "ExecutionInput".into(),
+                json!({
+                    "type": ["object", "null"],
+                    "description": "A free-form object the steps' templates read as `input.*` (default `{}`); no key or string may hold U+0000.",
+                    "example": {"message": "Hello", "data": {"name": "Ada"}},
+                    "propertyNames": {"pattern": schemas::NO_NUL},
+                    "additionalProperties": {"$ref": "#/components/schemas/StorableValue"},
+                }),
+            );
             s.insert(
                 "Metadata".into(),
                 json!({

@@ -24,6 +24,8 @@ pub const NAME: &str = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x
 pub const LONG_TEXT: &str = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$";
 /// Long text that is not blank.
 pub const MESSAGE: &str = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$";
+/// Text without U+0000 (free-form JSON the service stores: PostgreSQL cannot hold it).
+pub const NO_NUL: &str = r"^[^\x00]*$";
 /// A chat session id: letters, digits and `. _ : -`.
 pub const SESSION_ID: &str = r"^[A-Za-z0-9_.:-]{1,128}$";
 
@@ -86,6 +88,12 @@ pub fn memory_type_param() -> impl Into<RefOr<Schema>> {
 /// Free-form metadata of a request (the `Metadata` component the document adds).
 pub fn metadata_optional() -> impl Into<RefOr<Schema>> {
     utoipa::openapi::Ref::from_schema_name("Metadata")
+}
+
+/// An execution's input (the `ExecutionInput` component the document adds): any JSON object
+/// whose strings and keys hold no U+0000, which the service refuses (`agentry_domain::storable`).
+pub fn execution_input() -> impl Into<RefOr<Schema>> {
+    utoipa::openapi::Ref::from_schema_name("ExecutionInput")
 }
 
 /// A search mode, optional.

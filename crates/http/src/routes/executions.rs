@@ -40,7 +40,7 @@ fn execution_id(raw: String) -> Result<ExecutionId, ApiError> {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ExecuteRequest {
     /// Free-form object the steps' templates read as `input.*` (default `{}`).
-    #[schema(value_type = Object, example = json!({"message": "Hello", "data": {"name": "Ada"}}))]
+    #[schema(schema_with = crate::schemas::execution_input)]
     pub input: Option<Value>,
 }
 
