@@ -12,6 +12,8 @@
 
 use serde_json::Value;
 
+use crate::validation::{FieldError, FieldErrorKind};
+
 /// What stands in for a NUL in text from a remote party.
 pub const NUL_REPLACEMENT: char = '\u{FFFD}';
 
@@ -30,6 +32,22 @@ pub fn json(value: Value) -> Value {
         Value::Array(items) => Value::Array(items.into_iter().map(json).collect()),
         Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (text(k), json(v))).collect()),
         other => other,
+    }
+}
+
+/// Refuses free-form JSON that holds U+0000, naming where: `root` (`input`, `body`) and the
+/// path within it (`input.user.name`).
+///
+/// # Errors
+/// The [`FieldError`] of the first string or key that holds it.
+pub fn check(value: &Value, root: &str) -> Result<(), FieldError> {
+    match find_nul(value) {
+        None => Ok(()),
+        Some(path) => {
+            let field = if path.is_empty() { root.to_owned() } else { format!("{root}.{path}") };
+            let message = format!("{field}: {NUL_REFUSED}");
+            Err(FieldError::new(field, FieldErrorKind::InvalidFormat, message))
+        }
     }
 }
 
@@ -64,6 +82,13 @@ mod tests {
         assert_eq!(find_nul(&json!({"k\u{0}": 1})), Some("k\u{0}".to_owned()));
         assert_eq!(find_nul(&json!("\u{0}")), Some(String::new()));
         assert_eq!(find_nul(&json!({"a": "fine", "n": 0})), None);
+    }
+
+    #[test]
+    fn a_refusal_names_the_field_under_its_root() {
+        assert_eq!(check(&json!({"a": [1, "x\u{0}"]}), "input").unwrap_err().field, "input.a[1]");
+        assert_eq!(check(&json!("\u{0}"), "body").unwrap_err().field, "body");
+        assert!(check(&json!({"a": "fine"}), "input").is_ok());
     }
 
     #[test]

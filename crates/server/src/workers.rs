@@ -244,11 +244,6 @@ impl Heartbeat {
         Ok(Self { registry, id, stop, task })
     }
 
-    /// This instance's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
     /// Stops beating and leaves the registry: what this instance still holds is free at once.
     pub async fn stop(self) {
         let _ = self.stop.send(true);

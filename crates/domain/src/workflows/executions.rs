@@ -36,7 +36,7 @@ use crate::pagination::Page;
 use crate::storable;
 use crate::tenancy::{Permission, Plan};
 use crate::time::Clock;
-use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
+use crate::validation::ValidationErrors;
 
 /// The queue name executions report under in the metrics.
 pub const EXECUTION_QUEUE: &str = "workflow_executions";
@@ -340,16 +340,7 @@ impl ExecutionService {
         input: Value,
     ) -> Result<Execution, ExecutionError> {
         caller.require(Permission::WorkflowsExecute)?;
-        if let Some(path) = storable::find_nul(&input) {
-            let field = if path.is_empty() { "input".to_owned() } else { format!("input.{path}") };
-            let message = format!("{field}: {}", storable::NUL_REFUSED);
-            return Err(ValidationErrors::one(FieldError::new(
-                field,
-                FieldErrorKind::InvalidFormat,
-                message,
-            ))
-            .into());
-        }
+        storable::check(&input, "input").map_err(ValidationErrors::one)?;
         let workflow = self
             .deps
             .workflows
@@ -661,7 +652,7 @@ async fn render_off_runtime(
     std::thread::Builder::new()
         .name("template-render".to_owned())
         .spawn(move || {
-            let _ = sender.send(step.render_until(&context, Some(deadline)));
+            let _ = sender.send(step.render(&context, Some(deadline)));
         })
         .map_err(|e| StepFailure(format!("the step's templates could not be rendered: {e}")))?;
     match receiver.await {

@@ -146,12 +146,9 @@ pub fn header_object<N: AsRef<str>, V: AsRef<str>>(
 /// and no sensible payload carries it.
 ///
 /// # Errors
-/// [`InboundError::Invalid`] naming `body` (where such text almost always comes from).
+/// [`InboundError::Invalid`] naming the field within `body` (`body.user.name`).
 pub fn check_storable(input: &Value) -> Result<(), InboundError> {
-    match crate::storable::find_nul(input) {
-        Some(_) => Err(invalid("body", FieldErrorKind::InvalidFormat, crate::storable::NUL_REFUSED)),
-        None => Ok(()),
-    }
+    crate::storable::check(input, "body").map_err(|e| InboundError::Invalid(ValidationErrors::one(e)))
 }
 
 /// Counts an inbound call against its tenant's plan limit, as an authenticated request of the

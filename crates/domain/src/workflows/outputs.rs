@@ -2,8 +2,8 @@
 //! reply, a `memory_search` step the hits, a `memory_add` step the entry, each in the shape the
 //! API answers the same operation with (`POST /agents/{id}/chat`, `POST /memory/search`,
 //! `POST /memory`), so a template reads `steps.ask.output.content` as a client reads the chat
-//! answer. These are the domain's types; the HTTP layer has its own for the API, and a test of
-//! the server checks that both serialise alike.
+//! answer. The HTTP layer's answers are made from these (its own types only add the OpenAPI
+//! schema), and its tests check that both serialise alike.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -244,26 +244,19 @@ impl Step {
         Value::Object(map)
     }
 
-    /// Renders the parameters with `ctx` and reads them as this type's action.
+    /// Renders the parameters with `ctx`, ending by `deadline` (the step's) when one is given,
+    /// and reads them as this type's action.
     ///
     /// # Errors
     /// [`RenderError`] naming the parameter (`url`, `headers.Authorization`) whose template
-    /// failed or whose rendered value does not fit (a method that is none, a `top_k` that is no
-    /// number).
-    pub fn render(&self, ctx: &TemplateContext) -> Result<StepAction, RenderError> {
-        self.render_until(ctx, None)
-    }
-
-    /// [`Step::render`] that must end by `deadline` (the step's).
-    ///
-    /// # Errors
-    /// As [`Step::render`], and a [`RenderError`] when rendering runs past the deadline.
-    pub fn render_until(
+    /// failed, ran past the deadline, or whose rendered value does not fit (a method that is
+    /// none, a `top_k` that is no number).
+    pub fn render(
         &self,
         ctx: &TemplateContext,
         deadline: Option<Instant>,
     ) -> Result<StepAction, RenderError> {
-        let rendered = match template::render_until(&Value::Object(self.params.clone()), ctx, deadline)? {
+        let rendered = match template::render(&Value::Object(self.params.clone()), ctx, deadline)? {
             Value::Object(map) => map,
             _ => return Err(RenderError::new("", "the parameters did not render to an object")),
         };
@@ -1260,7 +1253,7 @@ mod tests {
         .unwrap();
         let mut ctx = TemplateContext::new(json!({"n": 4, "agent": "agt_1", "method": "patch"}));
         ctx.add_output("t", json!({"n": 4}));
-        let actions: Vec<StepAction> = steps.iter().map(|s| s.render(&ctx).unwrap()).collect();
+        let actions: Vec<StepAction> = steps.iter().map(|s| s.render(&ctx, None).unwrap()).collect();
         assert_eq!(actions[0], StepAction::Transform { output: json!({"n": 4, "s": "n=4"}) });
         assert_eq!(
             actions[1],
@@ -1335,7 +1328,7 @@ mod tests {
             ),
         ];
         for (raw, path) in cases {
-            let e = step(raw.clone()).render(&ctx).unwrap_err();
+            let e = step(raw.clone()).render(&ctx, None).unwrap_err();
             assert_eq!(e.path, path, "{raw}: {e}");
         }
     }

@@ -240,23 +240,12 @@ fn closes_tag(code: &str) -> bool {
 }
 
 /// Renders every string of `value` (recursively through arrays and objects; keys are kept) with
-/// `ctx`.
+/// `ctx`, ending by `deadline` when one is given.
 ///
 /// # Errors
-/// [`RenderError`] for the first string that fails, naming its path within `value`.
-pub fn render(value: &Value, ctx: &TemplateContext) -> Result<Value, RenderError> {
-    render_until(value, ctx, None)
-}
-
-/// [`render`] that must end by `deadline`: past it, the render stops with an error.
-///
-/// # Errors
-/// [`RenderError`] for the first string that fails or runs past the deadline.
-pub fn render_until(
-    value: &Value,
-    ctx: &TemplateContext,
-    deadline: Option<Instant>,
-) -> Result<Value, RenderError> {
+/// [`RenderError`] for the first string that fails or runs past the deadline, naming its path
+/// within `value`.
+pub fn render(value: &Value, ctx: &TemplateContext, deadline: Option<Instant>) -> Result<Value, RenderError> {
     let renderer = Renderer { root: JinjaValue::from_serialize(ctx.view()), ctx, deadline };
     renderer.value(value, "")
 }

@@ -9,6 +9,7 @@ use agentry_domain::ids::{AgentId, SessionId};
 use agentry_domain::pagination::Page;
 use agentry_domain::patch::Patch;
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id};
+use agentry_domain::workflows::outputs::ChatOutput;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -500,21 +501,24 @@ pub struct ChatResponse {
     pub credits: ChatCredits,
 }
 
+/// The answer is made from the domain's view of a reply (what an `agent_chat` step outputs
+/// too), so the two cannot tell it differently; this type documents it.
 impl From<ChatReply> for ChatResponse {
     fn from(r: ChatReply) -> Self {
-        let m = r.message;
+        let o = ChatOutput::from(r);
+        let (u, c) = (o.usage, o.credits);
         Self {
-            id: m.id.into_string(),
-            role: "assistant",
+            id: o.id,
+            role: o.role,
             usage: Usage {
-                prompt_tokens: m.prompt_tokens,
-                completion_tokens: m.completion_tokens,
-                total_tokens: m.prompt_tokens + m.completion_tokens,
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+                total_tokens: u.total_tokens,
             },
-            content: m.content,
-            created_at: m.created_at,
-            session_id: r.session_id.into_string(),
-            credits: ChatCredits { charged: r.charged, remaining: r.remaining },
+            content: o.content,
+            created_at: o.created_at,
+            session_id: o.session_id,
+            credits: ChatCredits { charged: c.charged, remaining: c.remaining },
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Memory entries, both variants' shape, and Variant A's routes for them: add, list, get,
 //! delete and scored search.
 
+use agentry_domain::workflows::outputs::{MemoryEntryOutput, MemoryHit};
+
 use super::*;
 
 /// A new memory (both variants). `memory_type` defaults to `semantic`.
@@ -117,24 +119,26 @@ pub struct MemoryEntryResponse {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+/// Made from the domain's view of an entry (what a `memory_add` step outputs too).
 impl From<MemoryEntry> for MemoryEntryResponse {
     fn from(e: MemoryEntry) -> Self {
+        let o = MemoryEntryOutput::from(e);
         Self {
-            id: e.id.into_string(),
-            tenant_id: e.tenant_id.into_string(),
-            agent_id: e.agent_id.map(AgentId::into_string),
-            document_id: e.document_id.map(DocumentId::into_string),
-            memory_type: e.memory_type.as_str(),
-            key: e.key,
-            content: e.content,
-            source: e.source,
-            metadata: e.metadata,
-            tags: e.tags,
-            importance_score: e.importance,
-            access_count: e.access_count,
-            created_at: e.created_at,
-            updated_at: e.updated_at,
-            expires_at: e.expires_at,
+            id: o.id,
+            tenant_id: o.tenant_id,
+            agent_id: o.agent_id,
+            document_id: o.document_id,
+            memory_type: o.memory_type,
+            key: o.key,
+            content: o.content,
+            source: o.source,
+            metadata: o.metadata,
+            tags: o.tags,
+            importance_score: o.importance_score,
+            access_count: o.access_count,
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+            expires_at: o.expires_at,
         }
     }
 }
@@ -368,25 +372,27 @@ pub struct MemorySearchHit {
     pub explanation: ScoreExplanation,
 }
 
+/// Made from the domain's view of a hit (what a `memory_search` step outputs too).
 impl From<SearchHit> for MemorySearchHit {
     fn from(h: SearchHit) -> Self {
-        let r = h.ranking;
+        let o = MemoryHit::from(h);
+        let x = o.explanation;
         Self {
             explanation: ScoreExplanation {
-                similarity: r.candidate.similarity,
-                vector_rank: r.candidate.vector_rank,
-                lexical_rank: r.candidate.lexical_rank,
-                relevance: r.relevance,
-                importance: r.candidate.importance,
-                recency: r.recency,
+                similarity: x.similarity,
+                vector_rank: x.vector_rank,
+                lexical_rank: x.lexical_rank,
+                relevance: x.relevance,
+                importance: x.importance,
+                recency: x.recency,
             },
-            score: r.score,
-            id: h.entry.id.into_string(),
-            content: h.entry.content,
-            metadata: h.entry.metadata,
-            memory_type: h.entry.memory_type.as_str(),
-            agent_id: h.entry.agent_id.map(AgentId::into_string),
-            tags: h.entry.tags,
+            score: o.score,
+            id: o.id,
+            content: o.content,
+            metadata: o.metadata,
+            memory_type: o.memory_type,
+            agent_id: o.agent_id,
+            tags: o.tags,
         }
     }
 }
