@@ -24,8 +24,9 @@ use serde_json::Value;
 use super::model::{
     Execution, ExecutionOrigin, ExecutionStatus, RunAs, StepResult, StepStatus, Workflow, step_transition,
 };
+use super::outputs::output_size;
 use super::ports::WorkflowRepository;
-use super::steps::{Step, StepAction, output_size};
+use super::steps::{Step, StepAction};
 use super::template::TemplateContext;
 use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailedData, ExecutionStartedData};
 use crate::identity::{Credential, Forbidden, Principal};
@@ -502,7 +503,7 @@ impl ExecutionService {
             match status {
                 StepStatus::Completed => {
                     let output = execution.steps[position].output.clone().unwrap_or(Value::Null);
-                    context.add_output(&step.id, output);
+                    context.add_output(step.id(), output);
                     continue;
                 }
                 // A finished execution is never claimed; these mean it ended meanwhile.
@@ -556,21 +557,21 @@ impl ExecutionService {
                         };
                         (Some(finish), Some(RunOutcome::Completed))
                     } else {
-                        context.add_output(&step.id, output);
+                        context.add_output(step.id(), output);
                         (None, None)
                     }
                 }
                 Err(failure) => {
                     result.status = step_transition(StepStatus::Running, super::model::StepEvent::Fail)?;
                     result.error = Some(failure.0.clone());
-                    let error = format!("step {} failed: {}", step.id, failure.0);
+                    let error = format!("step {} failed: {}", step.id(), failure.0);
                     let event = Event::new(
                         d.ids.as_ref(),
                         &execution.tenant_id,
                         EventPayload::WorkflowExecutionFailed(ExecutionFailedData {
                             execution_id: execution.id.clone(),
                             workflow_id: execution.workflow_id.clone(),
-                            step_id: step.id.clone(),
+                            step_id: step.id().to_owned(),
                             error: error.clone(),
                             duration_ms: millis_between(execution.started_at, finished_at),
                         }),
@@ -587,7 +588,7 @@ impl ExecutionService {
                 }
             };
             if !d.executions.record_step(&execution.id, &step_lease, position, &result, finish).await? {
-                tracing::warn!(execution_id = %execution.id, step = %step.id, "execution was taken over by another worker; step result dropped");
+                tracing::warn!(execution_id = %execution.id, step = %step.id(), "execution was taken over by another worker; step result dropped");
                 return Ok(RunOutcome::LostLease);
             }
             if let Some(outcome) = outcome {

@@ -4,8 +4,10 @@
 //!
 //! - [`model`]: workflows, executions and step results with their state machines, triggers,
 //!   integrations, and the validation of names, descriptions and allowed methods;
-//! - [`steps`]: the step types and their parameters, [`validate_steps`] (run when a workflow is
-//!   saved), the [`StepAction`] a step becomes once rendered, and the output size limit;
+//! - [`steps`]: the step kinds and their typed parameters, [`validate_steps`] (deserialising a
+//!   workflow's steps when it is saved or loaded), and the [`StepAction`] a step becomes once
+//!   rendered;
+//! - [`outputs`]: what steps output, and the limit on an output's size;
 //! - [`ports`]: the [`WorkflowRepository`], [`TriggerRepository`] and [`IntegrationRepository`]
 //!   ports;
 //! - [`service`]: [`WorkflowService`], saving workflows for requests;
@@ -52,6 +54,7 @@ pub use model::{
     StepStatus, TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
     step_transition, transition,
 };
+pub use outputs::{MAX_STEP_OUTPUT_BYTES, OutputTooLarge, output_size};
 #[cfg(any(test, feature = "mock"))]
 pub use ports::MockWorkflowRepository;
 pub use ports::WorkflowRepository;
@@ -64,12 +67,12 @@ pub use signatures::{
     url_verification_challenge, verify_integration, verify_service_signature, verify_trigger,
 };
 pub use steps::{
-    DEFAULT_STEP_TIMEOUT_SECONDS, HttpMethod, MAX_STEP_ID_CHARS, MAX_STEP_OUTPUT_BYTES,
-    MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS, MAX_TOP_K, OutputTooLarge, Step, StepAction, StepType,
-    check_step_id, output_size, steps_to_json, validate_step_list, validate_steps,
+    DEFAULT_STEP_TIMEOUT_SECONDS, HttpMethod, MAX_STEP_ID_CHARS, MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS,
+    MAX_TOP_K, Step, StepAction, StepId, StepKind, StepType, steps_to_json, validate_step_list,
+    validate_steps,
 };
 pub use template::{
-    RenderError, StepRef, TemplateContext, TemplateRefs, TemplateSyntaxError, analyze, is_template, render,
-    render_str,
+    RenderError, Renderer, StepRef, TemplateContext, TemplateRefs, TemplateSyntaxError, analyze, is_template,
+    render, render_str,
 };
 pub use triggers::{NewTrigger, TriggerCall, TriggerError, TriggerFired, TriggerService, TriggerServiceDeps};

@@ -60,7 +60,7 @@ pub struct Workflow {
 impl Workflow {
     /// The step with this id.
     pub fn step(&self, id: &str) -> Option<&Step> {
-        self.steps.iter().find(|s| s.id == id)
+        self.steps.iter().find(|s| s.id() == id)
     }
 
     /// The steps as stored and shown.
@@ -385,8 +385,8 @@ impl StepResult {
     /// The result of a step that has not started.
     pub fn pending(step: &Step) -> Self {
         Self {
-            step_id: step.id.clone(),
-            step_type: step.step_type,
+            step_id: step.id().to_owned(),
+            step_type: step.step_type(),
             status: StepStatus::Pending,
             output: None,
             error: None,
