@@ -2,8 +2,10 @@
 //! triggers and inbound integrations). This module is the pure part: models, checks, state
 //! machines and templates; no I/O.
 //!
-//! - [`model`]: workflows, executions and step results with their state machines, triggers,
-//!   integrations, and the validation of names, descriptions and allowed methods;
+//! - [`model`]: workflows, triggers, integrations, and the validation of names, descriptions and
+//!   allowed methods;
+//! - [`execution_state`]: executions and step results, the state machines they move through
+//!   only by their transitions;
 //! - [`steps`]: the step kinds and their typed parameters, [`validate_steps`] (deserialising a
 //!   workflow's steps when it is saved or loaded), and the [`StepAction`] a step becomes once
 //!   rendered;
@@ -22,6 +24,7 @@
 //! - [`signatures`]: the proofs inbound webhooks carry (trigger secrets and signatures, each
 //!   integration kind's scheme), redelivery ids, and Slack's URL verification.
 
+pub mod execution_state;
 pub mod executions;
 pub mod inbound;
 pub mod integrations;
@@ -36,6 +39,11 @@ pub mod template;
 mod test_support;
 pub mod triggers;
 
+pub use execution_state::{
+    CANCELLED_ERROR, Execution, ExecutionEvent, ExecutionOrigin, ExecutionRecord, ExecutionStatus,
+    InvalidState, InvalidTransition, StepEvent, StepRecord, StepResult, StepStatus, step_transition,
+    transition,
+};
 pub use executions::{
     ClaimedExecution, DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionRepository,
     ExecutionService, ExecutionServiceDeps, ExecutionSettings, ExecutionWaker, Finish, NewExecution,
@@ -49,10 +57,8 @@ pub use integrations::{
     NewIntegration, Received,
 };
 pub use model::{
-    DEFAULT_TRIGGER_METHODS, Execution, ExecutionEvent, ExecutionOrigin, ExecutionStatus, Integration,
-    IntegrationKind, InvalidTransition, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RunAs, StepEvent, StepResult,
-    StepStatus, TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
-    step_transition, transition,
+    DEFAULT_TRIGGER_METHODS, Integration, IntegrationKind, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RunAs,
+    TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
 };
 pub use outputs::{MAX_STEP_OUTPUT_BYTES, OutputTooLarge, output_size};
 #[cfg(any(test, feature = "mock"))]
