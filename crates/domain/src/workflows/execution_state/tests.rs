@@ -202,7 +202,8 @@ fn a_stored_execution_reads_back_only_in_a_state_the_transitions_reach() {
     }
 
     let running = mid.into_record();
-    let broken: [(fn(&mut ExecutionRecord), &str); 10] = [
+    type Breaks = fn(&mut ExecutionRecord);
+    let broken: [(Breaks, &str); 10] = [
         (|r| r.finished_at = Some(t(9)), "execution exe_1 is running but has an end time"),
         (|r| r.status = ExecutionStatus::Completed, "execution exe_1 is completed but has no end time"),
         (|r| r.output = Some(json!(1)), "execution exe_1 is running but has an output"),
