@@ -1,22 +1,23 @@
-//! Durable background work: anything that must happen after a request and must not be lost
-//! (e-mail today; webhook deliveries and workflow steps reuse the same rules) is first a row in
-//! a job table, then a worker's task.
+//! Jobs: durable background work that a request asks for and must not be lost (e-mail today),
+//! as one kind of the durable-work core ([`crate::work`]).
 //!
-//! A worker *claims* due jobs with a lease: for the lease's duration no other worker takes
-//! them, and every state change afterwards is applied only if the row still carries that
-//! lease, so a worker that stalled past its lease cannot overwrite the outcome of the one that
-//! took over. A job whose worker died is claimed again once its lease expires. The decisions —
-//! what to do after a failure, when to try again — are the pure functions here.
+//! A job is a typed value ([`BackgroundJob`]: a serde type with its [`JobKind`]), stored as
+//! JSON in the job table and read back as that type by its [`JobHandler`]. The decisions — what
+//! to do after a failure, when to try again — are the pure functions here.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::ids::{IdGenerator, JobId};
 use crate::time::Clock;
+use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
 
 /// What a job does; each kind has one [`JobHandler`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,6 +49,12 @@ impl fmt::Display for JobKind {
     }
 }
 
+/// A typed job: its fields are its input, stored as JSON.
+pub trait BackgroundJob: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The kind it is stored as.
+    const KIND: JobKind;
+}
+
 /// A job to store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
@@ -55,7 +62,7 @@ pub struct NewJob {
     pub id: JobId,
     /// What it does.
     pub kind: JobKind,
-    /// Its input, as its handler reads it.
+    /// Its input, serialised from its [`BackgroundJob`] type.
     pub payload: Value,
     /// When it may first run.
     pub run_at: DateTime<Utc>,
@@ -63,67 +70,41 @@ pub struct NewJob {
     pub created_at: DateTime<Utc>,
 }
 
-/// Proof that a worker holds a job: the token its claim wrote, and until when it holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    /// Random, unique per claim.
-    pub token: String,
-    /// When the job may be claimed by another worker if this one has not finished.
-    pub until: DateTime<Utc>,
+impl NewJob {
+    /// `job`, to run from `now`.
+    ///
+    /// # Errors
+    /// When the job does not serialise (a map with keys that are not strings).
+    pub fn new<J: BackgroundJob>(ids: &dyn IdGenerator, job: &J, now: DateTime<Utc>) -> anyhow::Result<Self> {
+        Ok(Self {
+            id: JobId::generate(ids),
+            kind: J::KIND,
+            payload: serde_json::to_value(job)?,
+            run_at: now,
+            created_at: now,
+        })
+    }
 }
 
-/// The running instances of the service, as the leases they take know them: each instance
-/// beats a heartbeat, and a lease whose instance has been silent for longer than the instance
-/// timeout is free at once (in every lease queue: jobs, webhook deliveries, executions).
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait InstanceRegistry: Send + Sync {
-    /// Records instance `id`'s heartbeat at `now` (registering it on its first beat), and
-    /// forgets instances silent for long.
-    async fn beat(&self, id: &str, now: DateTime<Utc>) -> anyhow::Result<()>;
-
-    /// Removes instance `id` (it is stopping): what it still holds is free at once.
-    async fn leave(&self, id: &str) -> anyhow::Result<()>;
-
-    /// Frees every lease of every queue; how many. Only for a database one process uses
-    /// (SQLite), at that process's start: whatever is held was held by a process now gone.
-    async fn free_all_leases(&self) -> anyhow::Result<u64>;
-}
-
-/// A job a worker holds.
+/// A job as the queue hands it over: its kind and its stored input, read as its type by its
+/// handler.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClaimedJob {
+pub struct QueuedJob {
     /// Its id.
     pub id: JobId,
     /// What it does.
     pub kind: JobKind,
-    /// Its input.
+    /// Its stored input.
     pub payload: Value,
-    /// Which attempt this is, from 1.
-    pub attempt: u32,
-    /// The lease under which its outcome is recorded.
-    pub lease: Lease,
 }
 
-/// The job table.
+/// The job table (claims go through its [`LeaseQueue`]).
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
 pub trait JobQueue: Send + Sync {
     /// Stores a job (one insert: it is the whole cost of a request that asks for background
     /// work).
     async fn enqueue(&self, job: &NewJob) -> anyhow::Result<()>;
-
-    /// Claims up to `limit` jobs of `kinds` that are due at `now` — queued with `run_at` passed,
-    /// or running under a lease that expired — writing `lease` and counting an attempt on each.
-    /// MUST never hand one job to two workers under the same lease period, also across
-    /// processes.
-    async fn claim(
-        &self,
-        kinds: &[JobKind],
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> anyhow::Result<Vec<ClaimedJob>>;
 
     /// Records the outcome of a claimed job, only if it still carries `lease`; `false` when it
     /// does not (another worker took it over).
@@ -139,7 +120,7 @@ pub trait JobQueue: Send + Sync {
 /// What became of an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobOutcome {
-    /// Done; the job is kept as `done`.
+    /// Done; the job is removed.
     Done,
     /// Failed; try again at the given time.
     RetryAt {
@@ -155,6 +136,17 @@ pub enum JobOutcome {
     },
 }
 
+impl JobOutcome {
+    /// The outcome as metrics count it.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::RetryAt { .. } => "retry",
+            Self::Failed { .. } => "failed",
+        }
+    }
+}
+
 /// Why an attempt failed.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -166,17 +158,31 @@ pub enum JobError {
     Permanent(anyhow::Error),
 }
 
-/// Does one kind of job.
+/// Does the jobs of one [`BackgroundJob`] type.
 #[async_trait]
-pub trait JobHandler: Send + Sync {
-    /// The kind it does.
-    fn kind(&self) -> JobKind;
-
-    /// Does one attempt of a job. Must be safe to run again after a crash part-way through.
+pub trait JobHandler<J: BackgroundJob>: Send + Sync {
+    /// Does one attempt of `job`. Must be safe to run again after a crash part-way through.
     ///
     /// # Errors
     /// [`JobError`] saying whether another attempt makes sense.
+    async fn run(&self, job: J) -> Result<(), JobError>;
+}
+
+/// A handler of some job type, reached by its kind: reads the stored input as its type.
+#[async_trait]
+trait StoredJobHandler: Send + Sync {
     async fn run(&self, payload: &Value) -> Result<(), JobError>;
+}
+
+struct Typed<J>(Arc<dyn JobHandler<J>>);
+
+#[async_trait]
+impl<J: BackgroundJob> StoredJobHandler for Typed<J> {
+    async fn run(&self, payload: &Value) -> Result<(), JobError> {
+        let job: J = serde_json::from_value(payload.clone())
+            .map_err(|e| JobError::Permanent(anyhow::anyhow!("unreadable {} job: {e}", J::KIND)))?;
+        self.0.run(job).await
+    }
 }
 
 /// When to try a failed job again.
@@ -214,183 +220,121 @@ impl RetryPolicy {
     }
 }
 
-/// Settings of the workers.
+/// Settings of the job worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorkerSettings {
+pub struct JobSettings {
     /// How long a claim holds a job.
     pub lease: Duration,
-    /// Most jobs claimed at once.
-    pub batch: u32,
-    /// Retries.
+    /// Most jobs one instance runs at once.
+    pub concurrency: u32,
+    /// Retries (their number also bounds the claims of a job: every attempt is a claim).
     pub retry: RetryPolicy,
 }
 
-impl Default for WorkerSettings {
+impl Default for JobSettings {
     fn default() -> Self {
-        Self { lease: Duration::seconds(60), batch: 16, retry: RetryPolicy::default() }
+        Self { lease: Duration::seconds(60), concurrency: 16, retry: RetryPolicy::default() }
     }
 }
 
-/// Claims due jobs and runs them with their handlers.
+/// The jobs as a kind of work: claims due jobs and runs each with its kind's handler.
 #[derive(Clone)]
-pub struct JobRunner {
+pub struct Jobs {
     queue: Arc<dyn JobQueue>,
-    handlers: Vec<Arc<dyn JobHandler>>,
-    ids: Arc<dyn IdGenerator>,
+    claims: Arc<dyn LeaseQueue<QueuedJob>>,
+    handlers: HashMap<JobKind, Arc<dyn StoredJobHandler>>,
     clock: Arc<dyn Clock>,
-    settings: WorkerSettings,
+    settings: JobSettings,
 }
 
-impl std::fmt::Debug for JobRunner {
+impl std::fmt::Debug for Jobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobRunner").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("Jobs").field("settings", &self.settings).finish_non_exhaustive()
     }
 }
 
-impl JobRunner {
-    /// A runner over `queue` for the kinds `handlers` do.
+impl Jobs {
+    /// Jobs stored in `queue` and claimed from `claims` (the same table).
     pub fn new(
         queue: Arc<dyn JobQueue>,
-        handlers: Vec<Arc<dyn JobHandler>>,
-        ids: Arc<dyn IdGenerator>,
+        claims: Arc<dyn LeaseQueue<QueuedJob>>,
         clock: Arc<dyn Clock>,
-        settings: WorkerSettings,
+        settings: JobSettings,
     ) -> Self {
-        Self { queue, handlers, ids, clock, settings }
+        Self { queue, claims, handlers: HashMap::new(), clock, settings }
     }
 
-    /// Claims one batch of due jobs and runs them one after the other; returns how many ran.
-    ///
-    /// # Errors
-    /// When the queue fails; a failing job is recorded, not returned.
-    pub async fn run_due(&self) -> anyhow::Result<usize> {
-        let kinds: Vec<JobKind> = self.handlers.iter().map(|h| h.kind()).collect();
-        let now = self.clock.now();
-        let lease = Lease { token: self.ids.generate("lease"), until: now + self.settings.lease };
-        let jobs = self.queue.claim(&kinds, &lease, now, self.settings.batch).await?;
-        for job in &jobs {
-            let outcome = match self.handler(job.kind) {
-                // Every attempt is counted when it is claimed: one past the limit means the
-                // attempts before it never recorded their outcome (their worker crashed).
-                Some(_) if job.attempt > self.settings.retry.max_attempts => JobOutcome::Failed {
-                    error: format!(
-                        "given up after {} attempts whose outcome was never recorded (the worker crashed or stalled)",
-                        job.attempt - 1
-                    ),
-                },
-                Some(handler) => match handler.run(&job.payload).await {
-                    Ok(()) => JobOutcome::Done,
-                    Err(e) => {
-                        tracing::warn!(job_id = %job.id, kind = %job.kind, attempt = job.attempt, error = %e, "job failed");
-                        self.settings.retry.after_failure(job.attempt, &e, self.clock.now())
-                    }
-                },
-                None => JobOutcome::Failed { error: format!("no handler for {}", job.kind) },
-            };
-            let label = match outcome {
-                JobOutcome::Done => "done",
-                JobOutcome::RetryAt { .. } => "retry",
-                JobOutcome::Failed { .. } => "failed",
-            };
-            if self.queue.finish(&job.id, &job.lease, &outcome, self.clock.now()).await? {
-                crate::metrics::queue_outcome(job.kind.as_str(), label);
-            } else {
-                tracing::warn!(job_id = %job.id, "job was taken over by another worker; outcome dropped");
-                crate::metrics::queue_outcome(job.kind.as_str(), "lost_lease");
-            }
+    /// Runs the jobs of type `J` with `handler`.
+    #[must_use]
+    pub fn with_handler<J: BackgroundJob>(mut self, handler: Arc<dyn JobHandler<J>>) -> Self {
+        self.handlers.insert(J::KIND, Arc::new(Typed(handler)));
+        self
+    }
+
+    async fn finish(&self, claimed: &Claimed<QueuedJob>, outcome: JobOutcome) -> anyhow::Result<Ran> {
+        let due_again = match &outcome {
+            JobOutcome::RetryAt { at, .. } => Some(*at),
+            _ => None,
+        };
+        if self.queue.finish(&claimed.id, &claimed.lease, &outcome, self.clock.now()).await? {
+            Ok(Ran { outcome: outcome.label(), due_again })
+        } else {
+            tracing::warn!(job_id = %claimed.id, "job was taken over by another worker; outcome dropped");
+            Ok(Ran::ended("lost_lease"))
         }
-        Ok(jobs.len())
+    }
+}
+
+#[async_trait]
+impl WorkKind for Jobs {
+    type Item = QueuedJob;
+
+    fn name(&self) -> &'static str {
+        "jobs"
     }
 
-    fn handler(&self, kind: JobKind) -> Option<&Arc<dyn JobHandler>> {
-        self.handlers.iter().find(|h| h.kind() == kind)
+    fn metric_queue(&self, job: &QueuedJob) -> &'static str {
+        job.kind.as_str()
+    }
+
+    fn queue(&self) -> &dyn LeaseQueue<QueuedJob> {
+        self.claims.as_ref()
+    }
+
+    fn lease(&self) -> Duration {
+        self.settings.lease
+    }
+
+    fn concurrency(&self) -> u32 {
+        self.settings.concurrency
+    }
+
+    fn max_claims(&self) -> u32 {
+        self.settings.retry.max_attempts
+    }
+
+    async fn run(
+        &self,
+        claimed: Claimed<QueuedJob>,
+        _keep_going: &(dyn Fn() -> bool + Send + Sync),
+    ) -> anyhow::Result<Ran> {
+        let outcome = match self.handlers.get(&claimed.kind) {
+            Some(handler) => match handler.run(&claimed.payload).await {
+                Ok(()) => JobOutcome::Done,
+                Err(e) => {
+                    tracing::warn!(job_id = %claimed.id, kind = %claimed.kind, attempt = claimed.claims, error = %e, "job failed");
+                    self.settings.retry.after_failure(claimed.claims, &e, self.clock.now())
+                }
+            },
+            None => JobOutcome::Failed { error: format!("no handler for {}", claimed.kind) },
+        };
+        self.finish(&claimed, outcome).await
+    }
+
+    async fn give_up(&self, claimed: Claimed<QueuedJob>, reason: String) -> anyhow::Result<Ran> {
+        self.finish(&claimed, JobOutcome::Failed { error: reason }).await
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use chrono::TimeZone;
-
-    use super::*;
-    use crate::ids::MockIdGenerator;
-    use crate::time::MockClock;
-
-    fn t0() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
-    }
-
-    #[test]
-    fn failures_back_off_exponentially_up_to_a_ceiling_then_give_up() {
-        let policy = RetryPolicy {
-            first_delay: Duration::seconds(5),
-            max_delay: Duration::seconds(60),
-            max_attempts: 6,
-        };
-        let transient = || JobError::Transient(anyhow::anyhow!("smtp down"));
-        let delays: Vec<Option<i64>> = (1..=6)
-            .map(|attempt| match policy.after_failure(attempt, &transient(), t0()) {
-                JobOutcome::RetryAt { at, .. } => Some((at - t0()).num_seconds()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(delays, [Some(5), Some(10), Some(20), Some(40), Some(60), None]);
-        let permanent = JobError::Permanent(anyhow::anyhow!("unreadable"));
-        assert!(matches!(policy.after_failure(1, &permanent, t0()), JobOutcome::Failed { .. }));
-        assert!(matches!(policy.after_failure(u32::MAX - 1, &transient(), t0()), JobOutcome::Failed { .. }));
-        let long = RetryPolicy { max_attempts: u32::MAX, ..policy };
-        assert!(matches!(long.after_failure(200, &transient(), t0()), JobOutcome::RetryAt { .. }));
-    }
-
-    struct Failing;
-
-    #[async_trait]
-    impl JobHandler for Failing {
-        fn kind(&self) -> JobKind {
-            JobKind::Mail
-        }
-        async fn run(&self, _: &Value) -> Result<(), JobError> {
-            Err(JobError::Transient(anyhow::anyhow!("down")))
-        }
-    }
-
-    #[tokio::test]
-    async fn a_failed_attempt_is_recorded_under_its_lease_with_the_next_time() {
-        let mut queue = MockJobQueue::new();
-        queue
-            .expect_claim()
-            .withf(|kinds, lease, _, _| kinds == [JobKind::Mail] && lease.token == "lease_1")
-            .returning(|_, lease, _, _| {
-                Ok(vec![ClaimedJob {
-                    id: JobId::from_string("job_1"),
-                    kind: JobKind::Mail,
-                    payload: Value::Null,
-                    attempt: 2,
-                    lease: lease.clone(),
-                }])
-            });
-        queue
-            .expect_finish()
-            .withf(|id, lease, outcome, _| {
-                id.as_str() == "job_1"
-                    && lease.token == "lease_1"
-                    && matches!(outcome, JobOutcome::RetryAt { at, .. } if *at == t0() + Duration::seconds(10))
-            })
-            .times(1)
-            .returning(|_, _, _, _| Ok(true));
-        let mut ids = MockIdGenerator::new();
-        ids.expect_generate().returning(|p| format!("{p}_1"));
-        let mut clock = MockClock::new();
-        clock.expect_now().returning(t0);
-        let runner = JobRunner::new(
-            Arc::new(queue),
-            vec![Arc::new(Failing)],
-            Arc::new(ids),
-            Arc::new(clock),
-            WorkerSettings {
-                retry: RetryPolicy { first_delay: Duration::seconds(5), ..RetryPolicy::default() },
-                ..WorkerSettings::default()
-            },
-        );
-        assert_eq!(runner.run_due().await.unwrap(), 1);
-    }
-}
+mod tests;

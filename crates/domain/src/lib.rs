@@ -9,8 +9,9 @@
 //! - [`pagination`]: page requests; [`patch`]: three-state fields of partial updates.
 //! - [`ids`], [`time`], [`secrets`]: identifiers, the clock and randomness, all behind ports so
 //!   tests are deterministic.
-//! - [`jobs`]: durable background work with leases and retries, and the registry of running
-//!   instances whose heartbeats keep their leases held.
+//! - [`work`]: the durable-work core: the one lease-queue port, the typed kinds of work, the
+//!   worker rules (leases, counted claims) and the registry of running instances whose
+//!   heartbeats keep their leases held; [`jobs`]: typed background jobs (mail) as one kind.
 //! - [`storable`]: the one rule that keeps U+0000 out of both databases.
 //! - [`memory`]: memory entries, documents, embeddings, hybrid search and its ranking.
 //! - [`metrics`]: the names the service reports under.
@@ -38,4 +39,5 @@ pub mod tenancy;
 pub mod time;
 pub mod validation;
 pub mod webhooks;
+pub mod work;
 pub mod workflows;

@@ -218,7 +218,8 @@ pub struct Config {
     pub mail_retry_first_delay_secs: u64,
     /// Attempts of a mail job before it is given up.
     pub mail_max_attempts: u32,
-    /// How often workers look for due jobs, in milliseconds.
+    /// How often the mail worker looks for due jobs when nothing woke it, in milliseconds: a
+    /// safety net, as storing a job wakes the workers (on PostgreSQL, of every instance).
     pub job_poll_interval_ms: u64,
     /// How long a worker holds a claimed job before another instance may take it over, in
     /// seconds.
@@ -247,15 +248,20 @@ pub struct Config {
     pub webhook_retry_schedule: String,
     /// Longest a delivery attempt may take, in seconds.
     pub webhook_timeout_secs: u64,
-    /// How often the webhook workers look for new events and due deliveries, in milliseconds.
+    /// How often the webhook workers look for new events and due deliveries when nothing woke
+    /// them, in milliseconds: a safety net, as storing events or deliveries wakes them.
     pub webhook_poll_interval_ms: u64,
     /// Deliveries attempted at once by one instance.
     pub webhook_concurrency: u32,
-    /// How often the execution worker looks for executions other instances stored or whose
-    /// worker died, in milliseconds (this instance's own wake it at once).
+    /// How often the execution worker looks for executions when nothing woke it, in
+    /// milliseconds: a safety net, as storing an execution wakes the workers (on PostgreSQL, of
+    /// every instance), and so does an instance going silent.
     pub workflow_poll_interval_ms: u64,
     /// Workflow executions one instance runs at once.
     pub workflow_concurrency: u32,
+    /// Whether this instance runs background work (mail, webhook deliveries, executions). Off,
+    /// it only serves requests, and another instance on the same database does the work.
+    pub background_work: bool,
     /// Log filter, e.g. `info` or `agentry=debug,info`.
     pub log: String,
     /// `text` or `json`.
@@ -318,7 +324,7 @@ impl Default for Config {
             shutdown_timeout_secs: 30,
             mail_retry_first_delay_secs: 5,
             mail_max_attempts: 10,
-            job_poll_interval_ms: 250,
+            job_poll_interval_ms: 5000,
             job_lease_secs: 60,
             work_max_claims: agentry_domain::workflows::DEFAULT_MAX_CLAIMS,
             instance_timeout_secs: 10,
@@ -328,10 +334,11 @@ impl Default for Config {
             webhook_allowed_hosts: String::new(),
             webhook_retry_schedule: "0,60,300,1800,7200".into(),
             webhook_timeout_secs: 15,
-            webhook_poll_interval_ms: 200,
+            webhook_poll_interval_ms: 5000,
             webhook_concurrency: 32,
-            workflow_poll_interval_ms: 500,
+            workflow_poll_interval_ms: 5000,
             workflow_concurrency: 16,
+            background_work: true,
             log: "info".into(),
             log_format: LogFormat::Text,
         }

@@ -1,10 +1,13 @@
 //! Agentry's composition root: configuration, wiring of every adapter into the domain's ports,
 //! the `agentry` command line, logging and graceful shutdown.
 
+pub mod adapters;
 pub mod app;
+pub mod background;
 pub mod config;
 pub mod keys;
 pub mod metrics;
+pub mod services;
 pub mod steps;
 pub mod system;
 pub mod telemetry;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use agentry_domain::billing::CreditRepository as _;
 use agentry_domain::ids::TenantId;
 use agentry_domain::tenancy::Plan;
-use agentry_server::{Application, Config, app, telemetry};
+use agentry_server::{Application, Config, adapters, telemetry};
 use agentry_store::CreditStore;
 use clap::{Parser, Subcommand};
 
@@ -69,15 +69,15 @@ async fn main() -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => Application::build(&config).await?.run_until_stopped().await,
         Command::Migrate => {
-            let db = app::open_database(&config).await?;
+            let db = adapters::open_database(&config).await?;
             let applied = db.migrate().await?;
             tracing::info!(applied, "migrations applied");
             Ok(())
         }
         Command::Memory(MemoryCommand::Reindex { batch }) => {
-            let db = app::open_database(&config).await?;
+            let db = adapters::open_database(&config).await?;
             db.migrate().await?;
-            let memory = app::memory_service(&config, &db, app::build_embedder(&config)?, None);
+            let memory = adapters::memory_service(&config, &db, adapters::build_embedder(&config)?, None);
             let mut total = 0;
             loop {
                 let done = memory.reindex_batch(batch.max(1)).await?;
@@ -92,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Tenant(TenantCommand::SetPlan { tenant_id, plan }) => {
             let plan: Plan = plan.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let db = app::open_database(&config).await?;
+            let db = adapters::open_database(&config).await?;
             let tenant = TenantId::from_string(tenant_id);
             anyhow::ensure!(CreditStore::new(db).set_plan(&tenant, plan).await?, "no tenant {tenant}");
             tracing::info!(%tenant, plan = plan.as_str(), "plan changed");

@@ -1,209 +1,290 @@
-//! Background workers. Each loop lives here; what it decides lives in the domain
-//! ([`JobRunner`], the stale-hold sweep). Work is always a row first (see
-//! `agentry_domain::jobs`), so a worker that dies loses nothing: another claims the row when
-//! its lease ends.
+//! Background work: one loop for every kind ([`spawn_loop`]), the instance's heartbeat, and
+//! the drain tests use instead of waiting ([`WorkSet::drain`]).
+//!
+//! Work is always a row first (see `agentry_domain::work`), so a loop that dies loses nothing.
+//! A loop takes as much work as it has free slots, runs each unit as a task, and then waits for
+//! the first of: a wake-up (work was stored: by this process, or by another instance through
+//! PostgreSQL's `NOTIFY`), a slot coming free, the time a retry it scheduled is due, or its
+//! safety-net poll. On stop it takes nothing more and lets the units it runs finish.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentry_domain::billing::BillingService;
-use agentry_domain::jobs::{InstanceRegistry, JobRunner};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
-use agentry_domain::workflows::{ExecutionService, ExecutionWaker};
+use agentry_domain::work::{InstanceRegistry, WorkKind, Worker};
+use agentry_store::WorkSignals;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-/// Runs due jobs until `stop` turns true, looking every `poll`. A batch that started is
-/// finished before the loop looks at `stop` again.
-///
-/// A request that stores a job does not wake the worker: the job runs at the next poll, apart
-/// from the request. So the work a mail request causes — more for an address with an account
-/// than for one without — never runs alongside that request and cannot show in its timing.
-pub fn spawn_job_worker(
-    runner: JobRunner,
-    poll: Duration,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            if *stop.borrow() {
-                return;
-            }
-            match runner.run_due().await {
-                Ok(0) => {}
-                // More may be due: look again at once.
-                Ok(_) => continue,
-                Err(e) => tracing::error!(error = ?e, "claiming jobs failed"),
-            }
-            tokio::select! {
-                () = tokio::time::sleep(poll) => {}
-                _ = stop.changed() => {}
-            }
-        }
-    })
+/// Whether the service is still running: long units give themselves back between two steps
+/// when it says no.
+pub type KeepGoing = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// One unit of work taken by a loop, as a task; it resolves to when something it scheduled is
+/// due (a retry), if anything.
+pub type Unit = BoxFuture<'static, Option<DateTime<Utc>>>;
+
+/// Where a loop takes its work from.
+#[async_trait]
+pub trait Source: Send + Sync + 'static {
+    /// Its name, in logs.
+    fn name(&self) -> &'static str;
+
+    /// Most units it runs at once.
+    fn concurrency(&self) -> usize;
+
+    /// Takes up to `limit` units of due work (claiming them). Fewer than `limit` means none
+    /// other is due now.
+    ///
+    /// # Errors
+    /// When the work cannot be taken (the database is down).
+    async fn take(&self, limit: usize, keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>>;
+}
+
+/// A kind of durable work is a source: its units are the items it claims.
+#[async_trait]
+impl<K: WorkKind> Source for Worker<K> {
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    fn concurrency(&self) -> usize {
+        usize::try_from(self.kind().concurrency()).unwrap_or(1).max(1)
+    }
+
+    async fn take(&self, limit: usize, keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>> {
+        let claimed = self.claim(u32::try_from(limit).unwrap_or(u32::MAX)).await?;
+        Ok(claimed
+            .into_iter()
+            .map(|item| {
+                let (worker, keep_going) = (self.clone(), keep_going.clone());
+                async move { worker.process(item, keep_going.as_ref()).await.and_then(|ran| ran.due_again) }
+                    .boxed()
+            })
+            .collect())
+    }
+}
+
+/// The webhook fan-out as a source: each take turns one batch of outbox events into
+/// deliveries. A full batch is a unit (more events wait: the loop takes again at once); the
+/// deliveries it made wake the delivery loop through the store.
+#[derive(Debug, Clone)]
+pub struct Fanout(pub WebhookService);
+
+#[async_trait]
+impl Source for Fanout {
+    fn name(&self) -> &'static str {
+        "webhook_fanout"
+    }
+
+    fn concurrency(&self) -> usize {
+        1
+    }
+
+    async fn take(&self, _limit: usize, _keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>> {
+        let dispatched = self.0.dispatch().await?;
+        let full =
+            dispatched.events >= usize::try_from(self.0.settings().dispatch_batch).unwrap_or(usize::MAX);
+        Ok(if full { vec![async { None }.boxed()] } else { Vec::new() })
+    }
 }
 
 /// Returns the credits of chats that never settled (the process died mid-chat) once they are
 /// older than any chat can take.
-pub fn spawn_hold_sweeper(
-    billing: BillingService,
-    llm_timeout_secs: u64,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    let max_age = chrono::Duration::seconds(i64::try_from(llm_timeout_secs).unwrap_or(60) * 2 + 120);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(60));
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.changed() => return,
-            }
-            match billing.release_stale_holds(max_age).await {
-                Ok(0) => {}
-                Ok(n) => tracing::warn!(released = n, "returned the credits of unfinished chats"),
-                Err(e) => tracing::error!(error = ?e, "releasing stale credit holds failed"),
-            }
+#[derive(Debug, Clone)]
+pub struct HoldSweep {
+    /// The billing service.
+    pub billing: BillingService,
+    /// How old a hold must be.
+    pub max_age: chrono::Duration,
+}
+
+#[async_trait]
+impl Source for HoldSweep {
+    fn name(&self) -> &'static str {
+        "credit_hold_sweep"
+    }
+
+    fn concurrency(&self) -> usize {
+        1
+    }
+
+    async fn take(&self, _limit: usize, _keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>> {
+        let released = self.billing.release_stale_holds(self.max_age).await?;
+        if released > 0 {
+            tracing::warn!(released, "returned the credits of unfinished chats");
         }
-    })
-}
-
-/// The two loops of outbound webhooks, until `stop` turns true:
-///
-/// - the dispatcher turns new outbox events into deliveries and, when it made some, wakes the
-///   sender at once (so the first attempt follows the commit by about half a poll interval);
-/// - the sender claims due deliveries and attempts them concurrently; a batch that started
-///   is finished (its attempts recorded) before the loop looks at `stop` again, so SIGTERM
-///   lets in-flight attempts finish.
-///
-/// Both only poll rows, so any number of instances can run them on one database.
-pub fn spawn_webhook_workers(
-    webhooks: WebhookService,
-    poll: Duration,
-    stop: watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
-    let wake = Arc::new(Notify::new());
-    let dispatcher = {
-        let (webhooks, wake, mut stop) = (webhooks.clone(), wake.clone(), stop.clone());
-        tokio::spawn(async move {
-            loop {
-                if *stop.borrow() {
-                    return;
-                }
-                let full = match webhooks.dispatch().await {
-                    Ok(d) => {
-                        if d.deliveries > 0 {
-                            wake.notify_one();
-                        }
-                        d.events >= webhooks.settings().dispatch_batch as usize
-                    }
-                    Err(e) => {
-                        tracing::error!(error = ?e, "dispatching events to webhooks failed");
-                        false
-                    }
-                };
-                if full {
-                    // A full batch: more events are waiting.
-                    continue;
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(poll) => {}
-                    _ = stop.changed() => {}
-                }
-            }
-        })
-    };
-    let sender = {
-        let mut stop = stop;
-        tokio::spawn(async move {
-            loop {
-                if *stop.borrow() {
-                    return;
-                }
-                match webhooks.deliver_due().await {
-                    Ok(0) => {}
-                    // More may be due: look again at once.
-                    Ok(_) => continue,
-                    Err(e) => tracing::error!(error = ?e, "claiming webhook deliveries failed"),
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(poll) => {}
-                    () = wake.notified() => {}
-                    _ = stop.changed() => {}
-                }
-            }
-        })
-    };
-    vec![dispatcher, sender]
-}
-
-/// Wakes the execution worker of this process when a request stores an execution.
-#[derive(Debug, Default)]
-pub struct NotifyWaker(pub Arc<Notify>);
-
-impl ExecutionWaker for NotifyWaker {
-    fn wake(&self) {
-        self.0.notify_one();
+        Ok(Vec::new())
     }
 }
 
-/// Runs workflow executions until `stop` turns true: claims as many as it has free slots
-/// (`concurrency` at once), runs each as a task, and looks again when one finishes, when this
-/// process stores a new one (`wake`), or every `poll` (executions other instances stored, and
-/// those whose worker died once their lease ends).
-///
-/// On stop it claims nothing more; the running ones finish the step they are in and are given
-/// back (another instance, or this one after a restart, resumes them at their next step).
-pub fn spawn_execution_worker(
-    executions: ExecutionService,
-    wake: Arc<Notify>,
-    poll: Duration,
-    concurrency: usize,
+/// When a loop looks for work besides the slots coming free.
+#[derive(Debug, Clone)]
+pub struct Cadence {
+    /// The safety net: how often it looks when nothing woke it.
+    pub poll: Duration,
+    /// What wakes it when work is stored, if anything.
+    pub wake: Option<Arc<Notify>>,
+    /// How long it waits after a wake-up before it looks (mail: apart from the request that
+    /// stored the job, so the job's work never shows in that request's timing).
+    pub wake_delay: Duration,
+}
+
+/// A source with the count of the units its loop is running, which [`WorkSet::drain`] waits on.
+#[derive(Clone)]
+struct Tracked {
+    source: Arc<dyn Source>,
+    running: Arc<AtomicUsize>,
+}
+
+/// Runs `source` until `stop` turns true (see the module's documentation); `running` counts the
+/// units in flight. `clock` turns the due times units report into delays.
+fn spawn_tracked(
+    tracked: Tracked,
+    cadence: Cadence,
+    clock: Arc<dyn Clock>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut running = tokio::task::JoinSet::new();
+        let Tracked { source, running } = tracked;
         let stopping = stop.clone();
-        let keep_going: Arc<dyn Fn() -> bool + Send + Sync> = Arc::new(move || !*stopping.borrow());
+        let keep_going: KeepGoing = Arc::new(move || !*stopping.borrow());
+        let mut units = tokio::task::JoinSet::new();
+        let mut next_due: Option<DateTime<Utc>> = None;
         loop {
             if *stop.borrow() {
                 break;
             }
-            while running.try_join_next().is_some() {}
-            let free = concurrency.saturating_sub(running.len());
+            while let Some(done) = units.try_join_next() {
+                next_due = earliest(next_due, done.ok().flatten());
+            }
+            let free = source.concurrency().saturating_sub(units.len());
             if free > 0 {
-                match executions.claim(u32::try_from(free).unwrap_or(u32::MAX)).await {
-                    Ok(claimed) => {
-                        // Fewer than asked: none is waiting. As many: every slot is busy. Either
-                        // way the next look waits for a wake-up, a finished run or the poll.
-                        for execution in claimed {
-                            let (service, keep_going) = (executions.clone(), keep_going.clone());
-                            running.spawn(async move {
-                                let id = execution.execution.id.clone();
-                                if let Err(e) = service.run(execution, keep_going.as_ref()).await {
-                                    tracing::error!(execution_id = %id, error = ?e, "running an execution failed; it resumes when its lease ends");
-                                }
+                match source.take(free, keep_going.clone()).await {
+                    Ok(taken) => {
+                        for unit in taken {
+                            running.fetch_add(1, Ordering::SeqCst);
+                            let running = running.clone();
+                            units.spawn(async move {
+                                let due = unit.await;
+                                running.fetch_sub(1, Ordering::SeqCst);
+                                due
                             });
                         }
                     }
-                    Err(e) => tracing::error!(error = ?e, "claiming workflow executions failed"),
+                    Err(e) => {
+                        tracing::error!(source = source.name(), error = ?e, "taking background work failed")
+                    }
                 }
             }
+            let now = clock.now();
+            let until_due = next_due.map(|due| (due - now).to_std().unwrap_or(Duration::ZERO));
+            let wait = until_due.map_or(cadence.poll, |d| d.min(cadence.poll));
+            let woken = async {
+                match &cadence.wake {
+                    Some(wake) => wake.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                () = tokio::time::sleep(poll) => {}
-                () = wake.notified() => {}
+                () = tokio::time::sleep(wait) => {
+                    if until_due.is_some_and(|d| d <= wait) {
+                        next_due = None;
+                    }
+                }
+                () = woken => {
+                    if !cadence.wake_delay.is_zero() {
+                        tokio::time::sleep(cadence.wake_delay).await;
+                    }
+                }
                 _ = stop.changed() => {}
-                Some(_) = running.join_next(), if !running.is_empty() => {}
+                Some(done) = units.join_next(), if !units.is_empty() => next_due = earliest(next_due, done.ok().flatten()),
             }
         }
-        while running.join_next().await.is_some() {}
+        while units.join_next().await.is_some() {}
     })
+}
+
+/// The earlier of two due times.
+fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Runs `source` until `stop` turns true, as every background loop runs.
+pub fn spawn_loop(
+    source: Arc<dyn Source>,
+    cadence: Cadence,
+    clock: Arc<dyn Clock>,
+    stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    spawn_tracked(Tracked { source, running: Arc::default() }, cadence, clock, stop)
+}
+
+/// The queues of durable work an instance runs, each with its loop: what tests drain.
+#[derive(Clone, Default)]
+#[allow(missing_debug_implementations)] // trait objects
+pub struct WorkSet {
+    sources: Vec<Tracked>,
+}
+
+impl WorkSet {
+    /// Adds `source` and starts its loop (unless `spawn` is false: the instance runs no
+    /// background work, and only [`WorkSet::drain`] runs it).
+    pub fn start(
+        &mut self,
+        source: Arc<dyn Source>,
+        cadence: Cadence,
+        clock: Arc<dyn Clock>,
+        stop: Option<watch::Receiver<bool>>,
+    ) -> Option<JoinHandle<()>> {
+        let tracked = Tracked { source, running: Arc::default() };
+        self.sources.push(tracked.clone());
+        stop.map(|stop| spawn_tracked(tracked, cadence, clock, stop))
+    }
+
+    /// Runs the work that is due now to its end, in this task, until none is left and none is
+    /// running in this process's loops: a test that drains has seen every consequence of what it
+    /// did (the fan-out of its events, the attempts of their deliveries, its executions, its
+    /// mail). Retries scheduled for later are not due, and are left.
+    ///
+    /// # Errors
+    /// When work cannot be taken.
+    pub async fn drain(&self) -> anyhow::Result<()> {
+        let keep_going: KeepGoing = Arc::new(|| true);
+        loop {
+            let mut took = 0;
+            for tracked in &self.sources {
+                let units = tracked.source.take(tracked.source.concurrency(), keep_going.clone()).await?;
+                took += units.len();
+                futures_util::future::join_all(units).await;
+            }
+            if took > 0 {
+                continue;
+            }
+            if self.sources.iter().all(|t| t.running.load(Ordering::SeqCst) == 0) {
+                return Ok(());
+            }
+            // A loop of this process holds work: what it does may make more.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
 
 /// This instance's heartbeat: while it beats, the leases the instance takes are its own; once
 /// it is silent for the instance timeout (the process was killed), any instance may take them
-/// over. It beats until [`Heartbeat::stop`], which comes after the other workers have finished
-/// what they hold, and then leaves the registry so nothing waits for the timeout.
+/// over — and every instance that sees another go silent wakes its loops to do so at once.
+/// It beats until [`Heartbeat::stop`], which comes after the loops have finished what they
+/// hold, and then leaves the registry so nothing waits for the timeout.
 #[allow(missing_debug_implementations)] // trait objects
 pub struct Heartbeat {
     registry: Arc<dyn InstanceRegistry>,
@@ -213,7 +294,8 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Beats once (so the instance is known before it takes any lease), then every `every`.
+    /// Beats once (so the instance is known before it takes any lease), then every `every`;
+    /// an instance silent for `timeout` wakes `signals`.
     ///
     /// # Errors
     /// When the first beat cannot be recorded.
@@ -222,8 +304,11 @@ impl Heartbeat {
         id: String,
         clock: Arc<dyn Clock>,
         every: Duration,
+        timeout: chrono::Duration,
+        signals: Arc<WorkSignals>,
     ) -> anyhow::Result<Self> {
-        registry.beat(&id, clock.now()).await?;
+        let now = clock.now();
+        let mut silent = registry.beat(&id, now, now - timeout).await?;
         let (stop, mut stopped) = watch::channel(false);
         let task = {
             let (registry, id) = (registry.clone(), id.clone());
@@ -235,8 +320,16 @@ impl Heartbeat {
                         _ = tick.tick() => {}
                         _ = stopped.changed() => return,
                     }
-                    if let Err(e) = registry.beat(&id, clock.now()).await {
-                        tracing::error!(error = ?e, "recording this instance's heartbeat failed");
+                    let now = clock.now();
+                    match registry.beat(&id, now, now - timeout).await {
+                        Ok(now_silent) => {
+                            if now_silent.iter().any(|i| !silent.contains(i)) {
+                                tracing::info!("an instance went silent; taking over its work");
+                                signals.notify_all();
+                            }
+                            silent = now_silent;
+                        }
+                        Err(e) => tracing::error!(error = ?e, "recording this instance's heartbeat failed"),
                     }
                 }
             })

@@ -13,6 +13,7 @@ use crate::accounts::parse_stored;
 use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{agents, events};
+use crate::signals::WorkQueue;
 use crate::types::{DbJsonAs, DbTime};
 
 /// Agents in the database.
@@ -110,6 +111,7 @@ impl AgentRepository for AgentStore {
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
             Ok::<_, StoreError>(())
         })?;
+        self.db.stored(WorkQueue::Outbox);
         Ok(())
     }
 
@@ -169,6 +171,9 @@ impl AgentRepository for AgentStore {
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
             Ok(true)
         })?;
+        if updated {
+            self.db.stored(WorkQueue::Outbox);
+        }
         Ok(updated)
     }
 

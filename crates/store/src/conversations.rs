@@ -16,6 +16,7 @@ use crate::events::EventRow;
 use crate::memory::NewEntryRow;
 use crate::postgres::PgConn;
 use crate::schema::{chat_messages, chat_sessions, credit_holds, events, memory_entries};
+use crate::signals::WorkQueue;
 use crate::types::{DbJson, DbTime, Json, UtcTime};
 
 /// Conversations in the database.
@@ -177,7 +178,10 @@ impl ConversationRepository for ConversationStore {
             DbPool::Sqlite(_) => self.record_in_the_writer(x).await,
         };
         match outcome {
-            Ok(remaining) => Ok(ExchangeOutcome::Recorded { remaining }),
+            Ok(remaining) => {
+                self.db.stored(WorkQueue::Outbox);
+                Ok(ExchangeOutcome::Recorded { remaining })
+            }
             Err(e) if e.is_foreign_key_violation() => Ok(ExchangeOutcome::AgentGone),
             Err(e) => Err(e.into()),
         }

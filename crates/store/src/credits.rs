@@ -17,6 +17,7 @@ use crate::accounts::parse_stored;
 use crate::database::{Database, DbPool, PgPools, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{credit_holds, credit_ledger, events, purchases, tenants};
+use crate::signals::WorkQueue;
 use crate::types::{DbTime, UtcTime};
 
 /// Credits in the database.
@@ -245,6 +246,7 @@ impl CreditRepository for CreditStore {
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
             Ok::<_, StoreError>(balance)
         })?;
+        self.db.stored(WorkQueue::Outbox);
         Ok(balance)
     }
 

@@ -13,6 +13,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt as _;
 
+use crate::signals::{WorkQueue, WorkSignals};
 use crate::sqlite::Sqlite;
 
 const PG_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
@@ -188,6 +189,8 @@ pub struct Database {
     pub(crate) pool: DbPool,
     /// The instance of the service this handle works for, when it takes leases.
     pub(crate) instance: Option<Arc<InstanceIdentity>>,
+    /// This process's worker wake-ups, signalled when work is stored.
+    signals: Arc<WorkSignals>,
 }
 
 /// Who takes leases through a [`Database`]: an instance of the service, and how long its
@@ -244,7 +247,7 @@ impl Database {
                 DbPool::Sqlite(Sqlite::open(&path, settings.max_connections, settings.statement_timeout)?)
             }
         };
-        let db = Self { pool, instance: None };
+        let db = Self { pool, instance: None, signals: Arc::default() };
         db.ping().await.with_context(|| format!("cannot connect to {}", redact(&settings.url)))?;
         Ok(db)
     }
@@ -266,6 +269,28 @@ impl Database {
             Some(i) => (Some(i.id.clone()), chrono::Utc::now() - i.timeout),
             // No instance: owners are not recorded, and leases end only when they run out.
             None => (None, chrono::DateTime::<chrono::Utc>::UNIX_EPOCH),
+        }
+    }
+
+    /// This process's worker wake-ups: what stores work signals them once it has committed.
+    pub fn signals(&self) -> &Arc<WorkSignals> {
+        &self.signals
+    }
+
+    /// Work was stored in `queue` (its unit of work committed): wakes this process's worker.
+    /// Other instances heard of it from the unit's own `NOTIFY` (see [`crate::signals`]).
+    pub(crate) fn stored(&self, queue: WorkQueue) {
+        self.signals.notify(queue);
+    }
+
+    /// On PostgreSQL, listens for the work other instances store and wakes this process's
+    /// workers (see [`crate::signals::listen`]); `None` on SQLite, which one process uses.
+    pub fn listen_for_work(&self) -> Option<tokio::task::JoinHandle<()>> {
+        match &self.pool {
+            DbPool::Pg(pools) => {
+                Some(crate::signals::listen(pools.settings.url.clone(), self.signals.clone()))
+            }
+            DbPool::Sqlite(_) => None,
         }
     }
 

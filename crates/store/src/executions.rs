@@ -1,20 +1,19 @@
 //! [`ExecutionRepository`]: workflow executions, their step results, and the worker's claims.
 //!
-//! Claims follow the job table's rules (see [`crate::jobs`]) as webhook deliveries do: on
-//! PostgreSQL the rows chosen are locked `FOR UPDATE SKIP LOCKED`, so several instances claim
-//! disjoint executions without waiting; SQLite runs one write transaction at a time. Every
+//! Running executions are a lease queue claimed through the one claim statement
+//! ([`crate::leases`]), as jobs and webhook deliveries are. Every
 //! change a worker makes afterwards is applied only while the row carries its lease token, and
 //! a step's result and the execution's end (with its event) are one transaction.
 
 use agentry_domain::ids::{ExecutionId, TenantId, UserId, WorkflowId};
-use agentry_domain::jobs::Lease;
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::pagination::Page;
 use agentry_domain::tenancy::Role;
+use agentry_domain::work::{Claimed, Lease, LeaseQueue};
 use agentry_domain::workflows::{
     CANCELLED_ERROR, ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord,
-    ExecutionRepository, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord, StepResult,
-    StepStatus, StepType, steps_to_json, validate_steps,
+    ExecutionRepository, ExecutionRun, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord,
+    StepResult, StepStatus, StepType, steps_to_json, validate_steps,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -23,7 +22,9 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Backend, Database, StoreError, split_page};
 use crate::events::EventRow;
+use crate::leases::{ClaimParams, QueueTable, claim_sql};
 use crate::schema::{events, workflow_executions, workflow_step_results};
+use crate::signals::WorkQueue;
 use crate::types::{DbJson, DbJsonAs, DbTime};
 
 /// Executions in the database.
@@ -171,25 +172,17 @@ struct ClaimedIdRow {
     id: String,
 }
 
-/// The claim of running executions that no unexpired lease holds. As for webhook deliveries,
-/// the rows are chosen once in a materialised CTE (see `claim_due_sql` there), and the outer
-/// `WHERE` repeats the condition so a row claimed meanwhile is skipped.
-fn claim_due_sql(placeholder: char, lock: &str) -> String {
-    let p = |n: u8| format!("{placeholder}{n}");
-    let free = crate::leases::free_sql(&p(3), &p(6));
-    format!(
-        "WITH chosen AS MATERIALIZED (SELECT id FROM workflow_executions WHERE status = '{RUNNING}' \
-           AND {free} ORDER BY started_at LIMIT {limit} {lock}) \
-         UPDATE workflow_executions SET lease_token = {token}, lease_until = {until}, updated_at = {now}, \
-         lease_owner = {owner}, claims = claims + 1 \
-         WHERE id IN (SELECT id FROM chosen) AND status = '{RUNNING}' AND {free} \
-         RETURNING id",
-        token = p(1),
-        until = p(2),
-        now = p(3),
-        limit = p(4),
-        owner = p(5),
-    )
+/// Executions as a lease queue: running ones that no live lease holds, oldest first; a claim
+/// counts a claim (see [`agentry_domain::work`]).
+fn running_executions() -> QueueTable {
+    QueueTable {
+        table: "workflow_executions",
+        due: format!("status = '{RUNNING}'"),
+        order_by: "started_at",
+        counter: "claims",
+        also_set: String::new(),
+        returning: "id",
+    }
 }
 
 /// The execution row with `id` while it carries the lease `token`, locked for the rest of the
@@ -271,6 +264,46 @@ impl RunRow {
 }
 
 #[async_trait]
+impl LeaseQueue<ExecutionRun> for ExecutionStore {
+    async fn claim(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> anyhow::Result<Vec<ClaimedExecution>> {
+        let sql = claim_sql(&running_executions(), self.db.backend());
+        let params = ClaimParams::new(&self.db, lease, now, limit);
+        let (executions, runs): (Vec<Execution>, Vec<RunRow>) = transaction!(self.db, conn => {
+            let claimed: Vec<ClaimedIdRow> = claim!(conn, sql, params).await?;
+            if claimed.is_empty() {
+                return Ok((Vec::new(), Vec::new()));
+            }
+            let ids: Vec<String> = claimed.into_iter().map(|r| r.id).collect();
+            let executions = load_executions!(conn, &ids)?;
+            let runs: Vec<RunRow> = workflow_executions::table
+                .filter(workflow_executions::id.eq_any(&ids))
+                .select(RunRow::as_select())
+                .load(conn)
+                .await?;
+            Ok::<_, StoreError>((executions, runs))
+        })?;
+        let mut runs: std::collections::HashMap<String, RunRow> =
+            runs.into_iter().map(|r| (r.id.clone(), r)).collect();
+        executions
+            .into_iter()
+            .map(|execution| {
+                let run = runs
+                    .remove(execution.id.as_str())
+                    .ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
+                let claims = u32::try_from(run.claims).unwrap_or(u32::MAX);
+                let (steps, run_as) = run.into_parts()?;
+                Ok(Claimed { item: ExecutionRun { execution, steps, run_as }, claims, lease: lease.clone() })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
 impl ExecutionRepository for ExecutionStore {
     async fn create(&self, new: &NewExecution) -> anyhow::Result<Started> {
         let e = &new.execution;
@@ -316,10 +349,15 @@ impl ExecutionRepository for ExecutionStore {
                 diesel::insert_into(workflow_step_results::table).values(step).execute(conn).await?;
             }
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
+            conn.announce(WorkQueue::Executions).await?;
             Ok::<_, StoreError>(None)
         })?;
         match existing {
-            None => Ok(Started::New(e.clone())),
+            None => {
+                self.db.stored(WorkQueue::Executions);
+                self.db.stored(WorkQueue::Outbox);
+                Ok(Started::New(e.clone()))
+            }
             Some(id) => {
                 let first = self
                     .get(&e.tenant_id, &ExecutionId::from_string(id))
@@ -418,59 +456,6 @@ impl ExecutionRepository for ExecutionStore {
         Ok(self.get(tenant, id).await?.map(|e| (e, cancelled)))
     }
 
-    async fn claim_due(
-        &self,
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> anyhow::Result<Vec<ClaimedExecution>> {
-        use diesel::sql_types::{BigInt, Text};
-
-        use crate::types::UtcTime;
-        let sql = match self.db.backend() {
-            Backend::Postgres => claim_due_sql('$', "FOR UPDATE SKIP LOCKED"),
-            Backend::Sqlite => claim_due_sql('?', ""),
-        };
-        let (owner, stale_before) = self.db.lease_owner();
-        let (token, until, at, limit, stale_before) =
-            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit), DbTime(stale_before));
-        let (executions, runs): (Vec<Execution>, Vec<RunRow>) = transaction!(self.db, conn => {
-            let claimed: Vec<ClaimedIdRow> = diesel::sql_query(sql)
-                .bind::<Text, _>(token)
-                .bind::<UtcTime, _>(until)
-                .bind::<UtcTime, _>(at)
-                .bind::<BigInt, _>(limit)
-                .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
-                .bind::<UtcTime, _>(stale_before)
-                .load(conn)
-                .await?;
-            if claimed.is_empty() {
-                return Ok((Vec::new(), Vec::new()));
-            }
-            let ids: Vec<String> = claimed.into_iter().map(|r| r.id).collect();
-            let executions = load_executions!(conn, &ids)?;
-            let runs: Vec<RunRow> = workflow_executions::table
-                .filter(workflow_executions::id.eq_any(&ids))
-                .select(RunRow::as_select())
-                .load(conn)
-                .await?;
-            Ok::<_, StoreError>((executions, runs))
-        })?;
-        let mut runs: std::collections::HashMap<String, RunRow> =
-            runs.into_iter().map(|r| (r.id.clone(), r)).collect();
-        executions
-            .into_iter()
-            .map(|execution| {
-                let run = runs
-                    .remove(execution.id.as_str())
-                    .ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
-                let claims = u32::try_from(run.claims).unwrap_or(u32::MAX);
-                let (steps, run_as) = run.into_parts()?;
-                Ok(ClaimedExecution { execution, steps, run_as, lease: lease.clone(), claims })
-            })
-            .collect()
-    }
-
     async fn start_step(
         &self,
         id: &ExecutionId,
@@ -517,6 +502,8 @@ impl ExecutionRepository for ExecutionStore {
                 ))
                 .execute(conn)
                 .await?;
+            // Given back while its instance stops: another instance takes it up at once.
+            conn.announce(WorkQueue::Executions).await?;
             Ok::<_, StoreError>(())
         })?;
         Ok(())
@@ -533,6 +520,7 @@ impl ExecutionRepository for ExecutionStore {
         let step = StepRow::new(id, position, result);
         let (id, token) = (id.to_string(), lease.token.clone());
         let at = DbTime(result.finished_at().unwrap_or_else(Utc::now));
+        let ends = finish.is_some();
         let finish =
             finish.map(|f| -> anyhow::Result<_> { Ok((EventRow::from_domain(&f.event)?, f)) }).transpose()?;
         let held_sql = match self.db.backend() {
@@ -588,6 +576,9 @@ impl ExecutionRepository for ExecutionStore {
             }
             Ok::<_, StoreError>(true)
         })?;
+        if held && ends {
+            self.db.stored(WorkQueue::Outbox);
+        }
         Ok(held)
     }
 }

@@ -1,21 +1,19 @@
-//! [`JobQueue`]: the job table, claimed with leases.
-//!
-//! A claim is one `UPDATE … WHERE id IN (due jobs) … RETURNING`. On PostgreSQL the inner
-//! select takes `FOR UPDATE SKIP LOCKED`, so concurrent workers of several instances pick
-//! disjoint jobs without waiting on each other; the outer `WHERE` repeats the due condition, so
-//! a row that another worker claimed between the two is re-checked and skipped. SQLite runs one
-//! write transaction at a time, so the same statement is enough there.
+//! [`JobQueue`]: the job table, a lease queue claimed by the one claim statement
+//! ([`crate::leases`]).
 
 use agentry_domain::ids::JobId;
-use agentry_domain::jobs::{ClaimedJob, JobKind, JobOutcome, JobQueue, Lease, NewJob};
+use agentry_domain::jobs::{JobKind, JobOutcome, JobQueue, NewJob, QueuedJob};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
+use agentry_domain::work::{Claimed, Lease, LeaseQueue};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::database::{Backend, Database};
+use crate::database::{Backend, Database, StoreError};
+use crate::leases::{ClaimParams, QueueTable, claim_sql, param};
 use crate::schema::jobs;
+use crate::signals::WorkQueue;
 use crate::types::{DbJson, DbJsonAs, DbTime};
 
 /// Jobs in the database.
@@ -37,6 +35,15 @@ impl JobStore {
     pub async fn pending(&self) -> anyhow::Result<i64> {
         let n = with_conn!(self.db, conn => jobs::table.filter(jobs::status.ne(FAILED)).count().get_result(conn).await)?;
         Ok(n)
+    }
+
+    /// The attempts made of the jobs still stored, for tests.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn attempts(&self) -> anyhow::Result<i64> {
+        let n: Option<i64> = with_conn!(self.db, conn => jobs::table.select(diesel::dsl::max(jobs::attempts)).get_result(conn).await)?;
+        Ok(n.unwrap_or(0))
     }
 }
 
@@ -80,34 +87,23 @@ struct ClaimedRow {
     #[diesel(sql_type = crate::types::Json)]
     payload: DbJson,
     #[diesel(sql_type = diesel::sql_types::BigInt)]
-    attempts: i64,
+    claims: i64,
 }
 
-/// The claim statement: the due jobs chosen once, in a materialised CTE (as a subquery of the
-/// `UPDATE`, PostgreSQL may choose again for each row and, seeing the rows it has just leased
-/// as taken, claim more than the limit). The kinds are filled in as quoted names of [`JobKind`]s (constants of
-/// this crate, never input); `lock` is PostgreSQL's row locking. Placeholders are numbered so
-/// both backends read them (`$n` on PostgreSQL, `?n` on SQLite).
-fn claim_sql(kinds: &[JobKind], placeholder: char, lock: &str) -> String {
-    let kinds = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect::<Vec<_>>().join(", ");
-    let p = |n: u8| format!("{placeholder}{n}");
-    let due = format!(
-        "((status = '{QUEUED}' AND run_at <= {now}) OR (status = '{RUNNING}' AND {free}))",
-        now = p(3),
-        free = crate::leases::free_sql(&p(3), &p(6)),
-    );
-    format!(
-        "WITH chosen AS MATERIALIZED (SELECT id FROM jobs WHERE kind IN ({kinds}) AND {due} ORDER BY run_at LIMIT {limit} {lock}) \
-         UPDATE jobs SET status = '{RUNNING}', lease_token = {token}, lease_until = {until}, \
-         lease_owner = {owner}, attempts = attempts + 1, updated_at = {now} \
-         WHERE id IN (SELECT id FROM chosen) AND {due} \
-         RETURNING id, kind, payload, attempts",
-        token = p(1),
-        until = p(2),
-        now = p(3),
-        limit = p(4),
-        owner = p(5),
-    )
+/// The job table as a lease queue: queued jobs whose time has come, and running ones whose
+/// lease is free (their worker died); a claim marks them running and counts an attempt.
+fn job_table(backend: Backend) -> QueueTable {
+    QueueTable {
+        table: "jobs",
+        due: format!(
+            "(status = '{QUEUED}' AND run_at <= {now}) OR status = '{RUNNING}'",
+            now = param(backend, 3)
+        ),
+        order_by: "run_at",
+        counter: "attempts",
+        also_set: format!("status = '{RUNNING}'"),
+        returning: "id, kind, payload, attempts AS claims",
+    }
 }
 
 /// The job, while it is still held under `token`.
@@ -118,68 +114,57 @@ fn held<'a>(job: &'a str, token: &'a str) -> _ {
 }
 
 #[async_trait]
-impl JobQueue for JobStore {
-    async fn enqueue(&self, job: &NewJob) -> anyhow::Result<()> {
-        let job = job.clone();
-        transaction!(self.db, conn => Ok(diesel::insert_into(jobs::table)
-            .values((
-                jobs::id.eq(job.id.as_str()),
-                jobs::kind.eq(job.kind.as_str()),
-                jobs::payload.eq(DbJsonAs(job.payload.clone())),
-                jobs::status.eq(QUEUED),
-                jobs::attempts.eq(0_i64),
-                jobs::run_at.eq(DbTime(job.run_at)),
-                jobs::created_at.eq(DbTime(job.created_at)),
-                jobs::updated_at.eq(DbTime(job.created_at)),
-            ))
-            .execute(conn)
-            .await?))?;
-        Ok(())
-    }
-
+impl LeaseQueue<QueuedJob> for JobStore {
     async fn claim(
         &self,
-        kinds: &[JobKind],
         lease: &Lease,
         now: DateTime<Utc>,
         limit: u32,
-    ) -> anyhow::Result<Vec<ClaimedJob>> {
-        use diesel::sql_types::{BigInt, Text};
-
-        use crate::types::UtcTime;
-        if kinds.is_empty() {
-            return Ok(Vec::new());
-        }
-        let limit = i64::from(limit);
-        // The same statement on either backend; only the placeholders and the locking differ.
-        let sql = match self.db.backend() {
-            Backend::Postgres => claim_sql(kinds, '$', "FOR UPDATE SKIP LOCKED"),
-            Backend::Sqlite => claim_sql(kinds, '?', ""),
-        };
-        let (token, until) = (lease.token.clone(), DbTime(lease.until));
-        let (owner, stale_before) = self.db.lease_owner();
-        let (now, stale_before) = (DbTime(now), DbTime(stale_before));
-        let rows: Vec<ClaimedRow> = transaction!(self.db, conn => Ok(diesel::sql_query(sql)
-            .bind::<Text, _>(token)
-            .bind::<UtcTime, _>(until)
-            .bind::<UtcTime, _>(now)
-            .bind::<BigInt, _>(limit)
-            .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
-            .bind::<UtcTime, _>(stale_before)
-            .load(conn)
-            .await?))?;
+    ) -> anyhow::Result<Vec<Claimed<QueuedJob>>> {
+        let sql = claim_sql(&job_table(self.db.backend()), self.db.backend());
+        let params = ClaimParams::new(&self.db, lease, now, limit);
+        let rows: Vec<ClaimedRow> =
+            transaction!(self.db, conn => Ok::<_, StoreError>(claim!(conn, sql, params).await?))?;
         rows.into_iter()
             .map(|r| {
-                Ok(ClaimedJob {
-                    kind: JobKind::parse(&r.kind)
-                        .ok_or_else(|| anyhow::anyhow!("stored job kind {:?} is unknown", r.kind))?,
-                    id: JobId::from_string(r.id),
-                    payload: r.payload.0,
-                    attempt: u32::try_from(r.attempts).unwrap_or(u32::MAX),
+                Ok(Claimed {
+                    item: QueuedJob {
+                        kind: JobKind::parse(&r.kind)
+                            .ok_or_else(|| anyhow::anyhow!("stored job kind {:?} is unknown", r.kind))?,
+                        id: JobId::from_string(r.id),
+                        payload: r.payload.0,
+                    },
+                    claims: u32::try_from(r.claims).unwrap_or(u32::MAX),
                     lease: lease.clone(),
                 })
             })
             .collect()
+    }
+}
+
+#[async_trait]
+impl JobQueue for JobStore {
+    async fn enqueue(&self, job: &NewJob) -> anyhow::Result<()> {
+        let job = job.clone();
+        transaction!(self.db, conn => {
+            diesel::insert_into(jobs::table)
+                .values((
+                    jobs::id.eq(job.id.as_str()),
+                    jobs::kind.eq(job.kind.as_str()),
+                    jobs::payload.eq(DbJsonAs(job.payload.clone())),
+                    jobs::status.eq(QUEUED),
+                    jobs::attempts.eq(0_i64),
+                    jobs::run_at.eq(DbTime(job.run_at)),
+                    jobs::created_at.eq(DbTime(job.created_at)),
+                    jobs::updated_at.eq(DbTime(job.created_at)),
+                ))
+                .execute(conn)
+                .await?;
+            conn.announce(WorkQueue::Jobs).await?;
+            Ok::<_, StoreError>(())
+        })?;
+        self.db.stored(WorkQueue::Jobs);
+        Ok(())
     }
 
     async fn finish(

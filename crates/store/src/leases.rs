@@ -1,9 +1,16 @@
-//! What every lease queue (jobs, webhook deliveries, workflow executions) shares: when a row's
-//! lease is free to take, and the instances whose heartbeats keep their leases held.
+//! What every lease queue (jobs, webhook deliveries, workflow executions) shares: the one
+//! claim statement, when a row's lease is free to take, and the instances whose heartbeats keep
+//! their leases held.
 //!
 //! A lease is free when it was never taken, when it ran out, or when the instance that took it
 //! has not beaten its heartbeat since `stale_before` (it crashed or was killed): work such an
 //! instance held is taken over in seconds, not when its lease runs out.
+//!
+//! A claim is one `UPDATE … WHERE id IN (chosen) … RETURNING`. On PostgreSQL the rows are chosen
+//! `FOR UPDATE SKIP LOCKED`, so concurrent workers of several instances pick disjoint rows
+//! without waiting on each other; the outer `WHERE` repeats the condition, so a row that another
+//! worker claimed between the two is re-checked and skipped. SQLite runs one write transaction
+//! at a time, so the same statement is enough there.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -11,15 +18,92 @@ use diesel::ExpressionMethods as _;
 use diesel::QueryDsl as _;
 use diesel_async::RunQueryDsl as _;
 
-use agentry_domain::jobs::InstanceRegistry;
+use agentry_domain::work::{InstanceRegistry, Lease};
 
-use crate::database::Database;
+use crate::database::{Backend, Database};
 use crate::schema::{instances, jobs, webhook_deliveries, workflow_executions};
 use crate::types::DbTime;
 
+/// A lease queue's table, as its claim reads it. Its SQL may use the claim's placeholders (see
+/// [`ClaimParams`]): `now` is parameter 3; a queue's own parameters start at 7.
+pub(crate) struct QueueTable {
+    /// The table.
+    pub(crate) table: &'static str,
+    /// What makes a row due, besides a free lease.
+    pub(crate) due: String,
+    /// The order rows are claimed in (oldest due first).
+    pub(crate) order_by: &'static str,
+    /// The column that counts claims.
+    pub(crate) counter: &'static str,
+    /// More assignments of the claim (`status = 'running'`), or nothing.
+    pub(crate) also_set: String,
+    /// The columns the claim returns.
+    pub(crate) returning: &'static str,
+}
+
+/// Placeholder `n` of `backend`: numbered, so both read it (`$n` on PostgreSQL, `?n` on SQLite).
+pub(crate) fn param(backend: Backend, n: u8) -> String {
+    match backend {
+        Backend::Postgres => format!("${n}"),
+        Backend::Sqlite => format!("?{n}"),
+    }
+}
+
+/// The claim statement of `queue`, the one every lease queue runs. The due rows are chosen once,
+/// in a materialised CTE: as a subquery of the `UPDATE`, PostgreSQL may choose again for each
+/// row and, seeing the rows it has just leased as taken, claim more than the limit.
+pub(crate) fn claim_sql(queue: &QueueTable, backend: Backend) -> String {
+    let p = |n: u8| param(backend, n);
+    let lock = match backend {
+        Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+        Backend::Sqlite => "",
+    };
+    let QueueTable { table, due, order_by, counter, also_set, returning } = queue;
+    let claimable = format!("({due}) AND {}", free_sql(&p(3), &p(6)));
+    let also_set = if also_set.is_empty() { String::new() } else { format!(", {also_set}") };
+    format!(
+        "WITH chosen AS MATERIALIZED (SELECT id FROM {table} WHERE {claimable} ORDER BY {order_by} LIMIT {limit} {lock}) \
+         UPDATE {table} SET lease_token = {token}, lease_until = {until}, lease_owner = {owner}, \
+         {counter} = {counter} + 1, updated_at = {now}{also_set} \
+         WHERE id IN (SELECT id FROM chosen) AND {claimable} \
+         RETURNING {returning}",
+        token = p(1),
+        until = p(2),
+        now = p(3),
+        limit = p(4),
+        owner = p(5),
+    )
+}
+
+/// The parameters every claim binds first, in order: the lease's token (1) and end (2), `now`
+/// (3), the limit (4), the claiming instance (5) and the oldest heartbeat of a live instance
+/// (6). Bound by [`claim!`].
+pub(crate) struct ClaimParams {
+    pub(crate) token: String,
+    pub(crate) until: DbTime,
+    pub(crate) now: DbTime,
+    pub(crate) limit: i64,
+    pub(crate) owner: Option<String>,
+    pub(crate) stale_before: DbTime,
+}
+
+impl ClaimParams {
+    pub(crate) fn new(db: &Database, lease: &Lease, now: DateTime<Utc>, limit: u32) -> Self {
+        let (owner, stale_before) = db.lease_owner();
+        Self {
+            token: lease.token.clone(),
+            until: DbTime(lease.until),
+            now: DbTime(now),
+            limit: i64::from(limit),
+            owner,
+            stale_before: DbTime(stale_before),
+        }
+    }
+}
+
 /// The condition, in SQL, that a row's lease is free at `now`, with the placeholders of the
-/// claim it is part of (`$3` or `?3` …) for `now` and `stale_before`.
-pub(crate) fn free_sql(now: &str, stale_before: &str) -> String {
+/// claim it is part of for `now` and `stale_before`.
+fn free_sql(now: &str, stale_before: &str) -> String {
     format!(
         "(lease_until IS NULL OR lease_until < {now} OR (lease_owner IS NOT NULL AND lease_owner NOT IN \
          (SELECT id FROM instances WHERE heartbeat_at >= {stale_before})))"
@@ -44,10 +128,15 @@ const FORGET_AFTER: chrono::Duration = chrono::Duration::hours(1);
 
 #[async_trait]
 impl InstanceRegistry for InstanceStore {
-    async fn beat(&self, id: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
+    async fn beat(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        silent_before: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<String>> {
         let (id, at) = (id.to_owned(), DbTime(now));
-        let forget_before = DbTime(now - FORGET_AFTER);
-        transaction!(self.db, conn => {
+        let (forget_before, silent_before) = (DbTime(now - FORGET_AFTER), DbTime(silent_before));
+        let silent = transaction!(self.db, conn => {
             diesel::insert_into(instances::table)
                 .values((instances::id.eq(&id), instances::started_at.eq(at), instances::heartbeat_at.eq(at)))
                 .on_conflict(instances::id)
@@ -56,9 +145,14 @@ impl InstanceRegistry for InstanceStore {
                 .execute(conn)
                 .await?;
             diesel::delete(instances::table.filter(instances::heartbeat_at.lt(forget_before))).execute(conn).await?;
-            Ok::<_, crate::database::StoreError>(())
+            let silent: Vec<String> = instances::table
+                .filter(instances::heartbeat_at.lt(silent_before))
+                .select(instances::id)
+                .load(conn)
+                .await?;
+            Ok::<_, crate::database::StoreError>(silent)
         })?;
-        Ok(())
+        Ok(silent)
     }
 
     async fn leave(&self, id: &str) -> anyhow::Result<()> {

@@ -29,6 +29,7 @@ mod postgres;
 mod rate_limits;
 mod refresh_tokens;
 pub mod schema;
+mod signals;
 pub(crate) mod sqlite;
 mod statements;
 #[cfg(feature = "test-support")]
@@ -53,6 +54,7 @@ pub use memory::MemoryStore;
 pub use one_time_tokens::OneTimeTokenStore;
 pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;
+pub use signals::{WorkQueue, WorkSignals};
 pub use triggers::{IntegrationStore, TriggerStore};
 pub use webhooks::WebhookStore;
 pub use workflows::WorkflowStore;

@@ -174,3 +174,22 @@ macro_rules! bump_memory_version {
         }
     }};
 }
+
+/// Runs a lease queue's claim (`$sql`, from [`crate::leases::claim_sql`]) on `$conn`, binding
+/// the [`crate::leases::ClaimParams`] every claim takes first and then the queue's own
+/// parameters (`Type => value`, from placeholder 7 on). Evaluates to the future of the loaded
+/// rows.
+macro_rules! claim {
+    ($conn:expr, $sql:expr, $params:expr $(, $ty:ty => $value:expr)* $(,)?) => {{
+        let params: &$crate::leases::ClaimParams = &$params;
+        diesel::sql_query($sql)
+            .bind::<diesel::sql_types::Text, _>(params.token.clone())
+            .bind::<$crate::types::UtcTime, _>(params.until)
+            .bind::<$crate::types::UtcTime, _>(params.now)
+            .bind::<diesel::sql_types::BigInt, _>(params.limit)
+            .bind::<diesel::sql_types::Nullable<diesel::sql_types::Text>, _>(params.owner.clone())
+            .bind::<$crate::types::UtcTime, _>(params.stale_before)
+            $(.bind::<$ty, _>($value))*
+            .load($conn)
+    }};
+}

@@ -24,6 +24,7 @@ use crate::accounts::parse_stored;
 use crate::database::{Backend, Database, StoreError};
 use crate::events::EventRow;
 use crate::schema::{events, memory_documents, memory_entries, memory_scopes, memory_tombstones};
+use crate::signals::WorkQueue;
 use crate::types::{DbJsonAs, DbTime};
 use crate::vectors::{self, CachedVector, Load, Sync, VectorCache};
 
@@ -602,6 +603,7 @@ impl MemoryRepository for MemoryStore {
             diesel::insert_into(events::table).values(&event).execute(conn).await?;
             Ok::<_, StoreError>(())
         })?;
+        self.db.stored(WorkQueue::Outbox);
         Ok(())
     }
 

@@ -22,6 +22,12 @@ impl<'a> PgConn<&'a mut AsyncPgConnection> {
     pub(crate) fn new(conn: &'a mut AsyncPgConnection) -> Self {
         Self(conn)
     }
+
+    /// Inside a unit of work that stores work in `queue`: tells the other instances when it
+    /// commits (see [`crate::signals`]).
+    pub(crate) async fn announce(&mut self, queue: crate::signals::WorkQueue) -> QueryResult<()> {
+        self.batch_execute(&crate::signals::notify_sql(queue)).await
+    }
 }
 
 impl<C: SimpleAsyncConnection> SimpleAsyncConnection for PgConn<C> {

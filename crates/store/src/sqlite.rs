@@ -50,6 +50,13 @@ type OwnedRow = <<SqliteConnection as LoadConnection>::Row<'static, 'static> as 
 >>::OwnedRow;
 
 impl SqliteConn {
+    /// Inside a unit of work that stores work in `queue`: nothing to tell, as one process uses
+    /// an SQLite file (its own workers are woken in-process; see [`crate::signals`]).
+    #[allow(clippy::unused_async)]
+    pub(crate) async fn announce(&mut self, _queue: crate::signals::WorkQueue) -> QueryResult<()> {
+        Ok(())
+    }
+
     fn establish(path: &str) -> anyhow::Result<Self> {
         let conn = SqliteConnection::establish(path)
             .with_context(|| format!("opening the SQLite database {path}"))?;

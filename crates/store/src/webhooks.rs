@@ -1,21 +1,21 @@
 //! [`WebhookRepository`]: subscriptions, the fan-out of the outbox into deliveries, deliveries
 //! claimed with leases, and the delivery log.
 //!
-//! Fan-out and claims follow the job table's rules (see [`crate::jobs`]): on PostgreSQL the
-//! rows taken are locked `FOR UPDATE SKIP LOCKED`, so several instances take disjoint ones
-//! without waiting; SQLite runs one write transaction at a time, so the same statements suffice
-//! there. A unique index on (event, subscription) makes a second delivery of one pair
+//! Deliveries are a lease queue claimed through the one claim statement ([`crate::leases`]);
+//! the fan-out takes events as claims take rows: on PostgreSQL `FOR UPDATE SKIP LOCKED`, so
+//! several instances take disjoint ones without waiting; SQLite runs one write transaction at a
+//! time, so the same statements suffice there. A unique index on (event, subscription) makes a second delivery of one pair
 //! impossible whatever the workers do, and every outcome is applied only under the lease it
 //! was claimed with.
 
 use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
-use agentry_domain::jobs::Lease;
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::webhooks::{
     Attempt, AttemptErrorKind, ClaimedDelivery, DELIVERY_QUEUE, Delivery, DeliveryStatus, Dispatched,
-    NewDelivery, PreviousSecret, SealedSecret, Settlement, Subscription, SubscriptionStatus,
+    DueDelivery, NewDelivery, PreviousSecret, SealedSecret, Settlement, Subscription, SubscriptionStatus,
     WebhookRepository, wants,
 };
+use agentry_domain::work::{Claimed, Lease, LeaseQueue};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -29,7 +29,10 @@ use crate::types::{DbJsonAs, DbTime};
 
 mod statements;
 
-use statements::{ClaimedRow, claim_due_sql, claim_one_sql, pending_events_sql};
+use statements::{ClaimedRow, due_deliveries, one_delivery, pending_events_sql};
+
+use crate::leases::{ClaimParams, claim_sql};
+use crate::signals::WorkQueue;
 
 /// Webhooks in the database.
 #[derive(Debug, Clone)]
@@ -277,13 +280,15 @@ macro_rules! pair_with_subscriptions {
                 }
             }
             if let Some(subscription) = subscriptions.get(&r.subscription_id) {
-                claimed.push(ClaimedDelivery {
-                    id: DeliveryId::from_string(r.id),
-                    event_id: EventId::from_string(r.event_id),
-                    payload: r.payload,
-                    attempt: u32::try_from(r.attempts).unwrap_or(u32::MAX),
-                    test: r.is_test,
-                    subscription: subscription.clone(),
+                claimed.push(Claimed {
+                    item: DueDelivery {
+                        id: DeliveryId::from_string(r.id),
+                        event_id: EventId::from_string(r.event_id),
+                        payload: r.payload,
+                        test: r.is_test,
+                        subscription: subscription.clone(),
+                    },
+                    claims: u32::try_from(r.claims).unwrap_or(u32::MAX),
                     lease: lease.clone(),
                 });
             }
@@ -301,6 +306,25 @@ fn pair_id(event: &str, subscription: &str) -> String {
     let event = event.strip_prefix("evt_").unwrap_or(event);
     let subscription = subscription.strip_prefix("whk_").unwrap_or(subscription);
     format!("{}_{event}.{subscription}", DeliveryId::PREFIX)
+}
+
+#[async_trait]
+impl LeaseQueue<DueDelivery> for WebhookStore {
+    async fn claim(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> anyhow::Result<Vec<ClaimedDelivery>> {
+        let sql = claim_sql(&due_deliveries(self.db.backend()), self.db.backend());
+        let params = ClaimParams::new(&self.db, lease, now, limit);
+        let held = lease.clone();
+        let claimed = transaction!(self.db, conn => {
+            let rows: Vec<ClaimedRow> = claim!(conn, sql, params).await?;
+            pair_with_subscriptions!(conn, rows, held)
+        })?;
+        Ok(claimed)
+    }
 }
 
 #[async_trait]
@@ -350,6 +374,11 @@ impl WebhookRepository for WebhookStore {
             ))
             .execute(conn)
             .await?))?;
+        if n == 1 {
+            // Set active again, its pending deliveries are due: this instance looks at once
+            // (others at their next poll).
+            self.db.stored(WorkQueue::Deliveries);
+        }
         Ok(n == 1)
     }
 
@@ -443,8 +472,14 @@ impl WebhookRepository for WebhookStore {
                 .set(events::dispatched_at.eq(Some(now)))
                 .execute(conn)
                 .await?;
+            if report.deliveries > 0 {
+                conn.announce(WorkQueue::Deliveries).await?;
+            }
             Ok(report)
         })?;
+        if dispatched.deliveries > 0 {
+            self.db.stored(WorkQueue::Deliveries);
+        }
         Ok(dispatched)
     }
 
@@ -452,38 +487,6 @@ impl WebhookRepository for WebhookStore {
         let row = NewDeliveryRow::new(delivery, Some(lease));
         transaction!(self.db, conn => Ok(diesel::insert_into(webhook_deliveries::table).values(&row).execute(conn).await?))?;
         Ok(())
-    }
-
-    async fn claim_due(
-        &self,
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> anyhow::Result<Vec<ClaimedDelivery>> {
-        use diesel::sql_types::{BigInt, Text};
-
-        use crate::types::UtcTime;
-        let sql = match self.db.backend() {
-            Backend::Postgres => claim_due_sql('$', "FOR UPDATE SKIP LOCKED"),
-            Backend::Sqlite => claim_due_sql('?', ""),
-        };
-        let held = lease.clone();
-        let (owner, stale_before) = self.db.lease_owner();
-        let (token, until, now, limit, stale_before) =
-            (lease.token.clone(), DbTime(lease.until), DbTime(now), i64::from(limit), DbTime(stale_before));
-        let claimed = transaction!(self.db, conn => {
-            let rows: Vec<ClaimedRow> = diesel::sql_query(sql)
-                .bind::<Text, _>(token)
-                .bind::<UtcTime, _>(until)
-                .bind::<UtcTime, _>(now)
-                .bind::<BigInt, _>(limit)
-                .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
-                .bind::<UtcTime, _>(stale_before)
-                .load(conn)
-                .await?;
-            pair_with_subscriptions!(conn, rows, held)
-        })?;
-        Ok(claimed)
     }
 
     async fn claim_one(
@@ -495,29 +498,13 @@ impl WebhookRepository for WebhookStore {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<ClaimedDelivery>> {
         use diesel::sql_types::Text;
-
-        use crate::types::UtcTime;
-        let sql = match self.db.backend() {
-            Backend::Postgres => claim_one_sql('$'),
-            Backend::Sqlite => claim_one_sql('?'),
-        };
+        let sql = claim_sql(&one_delivery(self.db.backend()), self.db.backend());
+        let params = ClaimParams::new(&self.db, lease, now, 1);
         let held = lease.clone();
-        let (owner, stale_before) = self.db.lease_owner();
-        let (token, until, now, stale_before) =
-            (lease.token.clone(), DbTime(lease.until), DbTime(now), DbTime(stale_before));
         let (id, tenant, subscription) = (delivery.to_string(), tenant.to_string(), subscription.to_string());
         let mut claimed = transaction!(self.db, conn => {
-            let rows: Vec<ClaimedRow> = diesel::sql_query(sql)
-                .bind::<Text, _>(token)
-                .bind::<UtcTime, _>(until)
-                .bind::<UtcTime, _>(now)
-                .bind::<Text, _>(id)
-                .bind::<Text, _>(tenant)
-                .bind::<Text, _>(subscription)
-                .bind::<diesel::sql_types::Nullable<Text>, _>(owner)
-                .bind::<UtcTime, _>(stale_before)
-                .load(conn)
-                .await?;
+            let rows: Vec<ClaimedRow> =
+                claim!(conn, sql, params, Text => id, Text => tenant, Text => subscription).await?;
             pair_with_subscriptions!(conn, rows, held)
         })?;
         Ok(claimed.pop())

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::model::{Email, Password, PasswordHash};
 use super::ports::{AccountRepository, PasswordHasher};
 use super::service::{AccountService, TokenPair};
-use crate::ids::{IdGenerator, JobId, OneTimeTokenId, UserId};
-use crate::jobs::{JobError, JobHandler, JobKind, JobQueue, NewJob};
+use crate::ids::{IdGenerator, OneTimeTokenId, UserId};
+use crate::jobs::{BackgroundJob, JobError, JobHandler, JobKind, JobQueue, NewJob};
 use crate::mail::{EmailMessage, Mailer, escape_html};
 use crate::secrets::{SecretDigest, Secrets};
 use crate::time::Clock;
@@ -203,14 +203,8 @@ impl RecoveryService {
     async fn enqueue(&self, email: &Email, purpose: TokenPurpose) -> anyhow::Result<()> {
         let d = &self.deps;
         let now = d.clock.now();
-        let payload = serde_json::to_value(MailRequest { purpose, email: email.as_str().to_owned() })?;
-        let job = NewJob {
-            id: JobId::generate(d.ids.as_ref()),
-            kind: JobKind::Mail,
-            payload,
-            run_at: now,
-            created_at: now,
-        };
+        let job =
+            NewJob::new(d.ids.as_ref(), &MailRequest { purpose, email: email.as_str().to_owned() }, now)?;
         d.jobs.enqueue(&job).await
     }
 
@@ -368,15 +362,13 @@ pub struct MailRequest {
     pub email: String,
 }
 
-#[async_trait]
-impl JobHandler for RecoveryService {
-    fn kind(&self) -> JobKind {
-        JobKind::Mail
-    }
+impl BackgroundJob for MailRequest {
+    const KIND: JobKind = JobKind::Mail;
+}
 
-    async fn run(&self, payload: &serde_json::Value) -> Result<(), JobError> {
-        let request: MailRequest = serde_json::from_value(payload.clone())
-            .map_err(|e| JobError::Permanent(anyhow::anyhow!("unreadable mail request: {e}")))?;
+#[async_trait]
+impl JobHandler<MailRequest> for RecoveryService {
+    async fn run(&self, request: MailRequest) -> Result<(), JobError> {
         self.deliver(&request).await
     }
 }
@@ -598,8 +590,9 @@ mod tests {
         m.mailer.expect_send().never();
         m.service().deliver(&request(TokenPurpose::PasswordReset)).await.unwrap();
 
-        let err = Mocks::new().service().run(&serde_json::json!({"purpose": "telegram"})).await.unwrap_err();
-        assert!(matches!(err, JobError::Permanent(_)));
+        // A stored request this version cannot read is no mail job (the job core fails such a
+        // job for good: `jobs::tests::an_unreadable_job_fails_for_good`).
+        assert!(serde_json::from_value::<MailRequest>(serde_json::json!({"purpose": "telegram"})).is_err());
     }
 
     #[tokio::test]

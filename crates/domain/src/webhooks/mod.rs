@@ -19,8 +19,8 @@ pub use model::{
     SealedSecret, Subscription, SubscriptionStatus, wants,
 };
 pub use ports::{
-    ClaimedDelivery, Dispatched, OutboundAnswer, OutboundFailure, OutboundPost, SecretCipher, Settlement,
-    WebhookRepository, WebhookSender,
+    ClaimedDelivery, Dispatched, DueDelivery, OutboundAnswer, OutboundFailure, OutboundPost, SecretCipher,
+    Settlement, WebhookRepository, WebhookSender,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockSecretCipher, MockWebhookRepository, MockWebhookSender};

@@ -8,26 +8,27 @@ use super::model::{
     SubscriptionStatus,
 };
 use crate::ids::{DeliveryId, EventId, TenantId, WebhookId};
-use crate::jobs::Lease;
+use crate::work::{Claimed, Lease};
 
-/// A delivery a worker (or a request) holds under a lease, with what sending it needs.
+/// A delivery as a claim hands it over, with what sending it needs. Held, it is a
+/// [`ClaimedDelivery`]: its claims count its attempts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClaimedDelivery {
+pub struct DueDelivery {
     /// The delivery.
     pub id: DeliveryId,
     /// The event (`webhook-id`).
     pub event_id: EventId,
     /// The body to send.
     pub payload: String,
-    /// Which attempt this is, from 1.
-    pub attempt: u32,
-    /// A test delivery.
+    /// A test delivery, or a manual attempt: a last word, never followed by scheduled ones.
     pub test: bool,
     /// The subscription it goes to (URL, secrets).
     pub subscription: Subscription,
-    /// The lease under which its outcome is recorded.
-    pub lease: Lease,
 }
+
+/// A delivery a worker (or a request) holds under a lease; its claims are its attempts (this
+/// one included).
+pub type ClaimedDelivery = Claimed<DueDelivery>;
 
 /// What an attempt changes: the attempt for the log, the delivery's new state, and perhaps the
 /// subscription's.
@@ -52,8 +53,10 @@ pub struct Dispatched {
     pub deliveries: usize,
 }
 
-/// Subscriptions, deliveries and the delivery log, always within a tenant (except the
-/// workers' claims, which span tenants).
+/// Subscriptions, deliveries and the delivery log, always within a tenant (except the fan-out,
+/// which spans tenants). The workers claim due deliveries through the store's
+/// [`crate::work::LeaseQueue`] of [`DueDelivery`]s: pending deliveries of `active`
+/// subscriptions whose next attempt is due, each claim counting an attempt.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
 pub trait WebhookRepository: Send + Sync {
@@ -82,16 +85,6 @@ pub trait WebhookRepository: Send + Sync {
     /// Stores a delivery already claimed under `lease` as its first attempt (a test delivery,
     /// sent by the request that made it).
     async fn insert_claimed(&self, delivery: &NewDelivery, lease: &Lease) -> anyhow::Result<()>;
-
-    /// Claims up to `limit` pending deliveries of `active` subscriptions that are due at `now`
-    /// and not held under an unexpired lease, writing `lease` and counting an attempt on each.
-    /// MUST never hand one delivery to two holders of unexpired leases, also across processes.
-    async fn claim_due(
-        &self,
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> anyhow::Result<Vec<ClaimedDelivery>>;
 
     /// Claims one delivery of the tenant's subscription for an attempt now, whatever its status,
     /// unless it is held under an unexpired lease; `None` when absent or held.

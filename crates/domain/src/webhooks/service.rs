@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+
 use chrono::{DateTime, Duration, Utc};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
@@ -13,21 +15,21 @@ use super::model::{
     Subscription, SubscriptionStatus,
 };
 use super::ports::{
-    ClaimedDelivery, Dispatched, OutboundFailure, OutboundPost, SecretCipher, Settlement, WebhookRepository,
-    WebhookSender,
+    ClaimedDelivery, Dispatched, DueDelivery, OutboundFailure, OutboundPost, SecretCipher, Settlement,
+    WebhookRepository, WebhookSender,
 };
 use super::schedule::RetrySchedule;
 use super::signing::{Hmac, new_secret, sign};
 use crate::events::EventType;
 use crate::identity::{Forbidden, Principal};
 use crate::ids::{DeliveryId, EventId, IdGenerator, WebhookId};
-use crate::jobs::Lease;
 use crate::patch::Patch;
 use crate::secrets::Secrets;
 use crate::storable;
 use crate::tenancy::Permission;
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
+use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
 
 /// Why a webhook operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -106,8 +108,8 @@ pub struct WebhookSettings {
     pub schedule: RetrySchedule,
     /// How long a claim holds a delivery (longer than the send timeout).
     pub lease: Duration,
-    /// Most deliveries claimed, and sent at once, per pass.
-    pub batch: u32,
+    /// Most deliveries one instance sends at once.
+    pub concurrency: u32,
     /// Most outbox events fanned out per pass.
     pub dispatch_batch: u32,
     /// How long a rotated-out secret keeps signing.
@@ -120,7 +122,7 @@ impl Default for WebhookSettings {
             allow_insecure: false,
             schedule: RetrySchedule::default(),
             lease: Duration::seconds(60),
-            batch: 32,
+            concurrency: 32,
             dispatch_batch: 200,
             rotation_overlap: Duration::hours(24),
         }
@@ -132,6 +134,8 @@ impl Default for WebhookSettings {
 pub struct WebhookServiceDeps {
     /// Subscriptions and deliveries.
     pub webhooks: Arc<dyn WebhookRepository>,
+    /// Due deliveries, as the worker claims them.
+    pub due: Arc<dyn LeaseQueue<DueDelivery>>,
     /// Secrets at rest.
     pub cipher: Arc<dyn SecretCipher>,
     /// The guarded HTTP client.
@@ -352,17 +356,19 @@ impl WebhookService {
         };
         let lease = self.new_lease(now);
         self.deps.webhooks.insert_claimed(&delivery, &lease).await?;
-        let claimed = ClaimedDelivery {
-            id: delivery.id.clone(),
-            event_id,
-            payload: delivery.payload,
-            attempt: 1,
-            test: true,
-            subscription,
+        let claimed = Claimed {
+            item: DueDelivery {
+                id: delivery.id.clone(),
+                event_id,
+                payload: delivery.payload,
+                test: true,
+                subscription,
+            },
+            claims: 1,
             lease,
         };
         let settlement = self.attempt(&claimed).await;
-        self.settle(&claimed, &settlement).await?;
+        self.settle_now(&claimed, &settlement).await?;
         let a = settlement.attempt;
         Ok(TestReport {
             delivery_id: delivery.id,
@@ -439,7 +445,7 @@ impl WebhookService {
         // the subscription.
         claimed.test = true;
         let settlement = self.attempt(&claimed).await;
-        self.settle(&claimed, &settlement).await?;
+        self.settle_now(&claimed, &settlement).await?;
         self.deps
             .webhooks
             .delivery(&caller.tenant_id, &subscription.id, delivery)
@@ -455,50 +461,30 @@ impl WebhookService {
         self.deps.webhooks.dispatch(self.deps.clock.now(), self.settings.dispatch_batch).await
     }
 
-    /// Claims one batch of due deliveries and attempts them all at once; returns how many.
-    ///
-    /// # Errors
-    /// When claiming fails; a failing attempt is recorded, not returned.
-    pub async fn deliver_due(&self) -> anyhow::Result<usize> {
-        let now = self.deps.clock.now();
-        let lease = self.new_lease(now);
-        let claimed = self.deps.webhooks.claim_due(&lease, now, self.settings.batch).await?;
-        let runs = claimed.iter().map(|c| async move {
-            // Every attempt is counted when it is claimed: one past the schedule means attempts
-            // were made whose outcome was never recorded (their worker crashed). Nothing is sent
-            // more often than the schedule allows.
-            let settlement = if c.attempt > self.settings.schedule.max_attempts() && !c.test {
-                self.given_up(c)
-            } else {
-                self.attempt(c).await
-            };
-            if let Err(e) = self.settle(c, &settlement).await {
-                // The lease runs out and another pass tries again: at least once.
-                tracing::error!(delivery_id = %c.id, error = ?e, "recording a delivery attempt failed");
-            }
-        });
-        futures_util::future::join_all(runs).await;
-        Ok(claimed.len())
-    }
-
     fn new_lease(&self, now: DateTime<Utc>) -> Lease {
-        Lease { token: self.deps.ids.generate("lease"), until: now + self.settings.lease }
+        Lease::new(self.deps.ids.as_ref(), now, self.settings.lease)
     }
 
-    async fn settle(&self, claimed: &ClaimedDelivery, settlement: &Settlement) -> anyhow::Result<()> {
+    /// Records an attempt under its lease; what it came to, as metrics count it.
+    async fn settle(&self, claimed: &ClaimedDelivery, settlement: &Settlement) -> anyhow::Result<Ran> {
         let held =
             self.deps.webhooks.settle(&claimed.id, &claimed.lease, settlement, self.deps.clock.now()).await?;
-        let outcome = if !held {
+        if !held {
             tracing::warn!(delivery_id = %claimed.id, "delivery was taken over by another worker; outcome dropped");
-            "lost_lease"
-        } else {
-            match settlement.status {
-                DeliveryStatus::Delivered => "delivered",
-                DeliveryStatus::Pending => "retry",
-                DeliveryStatus::Failed => "failed",
-            }
-        };
-        crate::metrics::queue_outcome(DELIVERY_QUEUE, outcome);
+            return Ok(Ran::ended("lost_lease"));
+        }
+        Ok(match settlement.status {
+            DeliveryStatus::Delivered => Ran::ended("delivered"),
+            DeliveryStatus::Pending => Ran { outcome: "retry", due_again: settlement.next_attempt_at },
+            DeliveryStatus::Failed => Ran::ended("failed"),
+        })
+    }
+
+    /// Records a request's own attempt (a test event, a manual retry), counted as a worker's
+    /// would be.
+    async fn settle_now(&self, claimed: &ClaimedDelivery, settlement: &Settlement) -> anyhow::Result<()> {
+        let ran = self.settle(claimed, settlement).await?;
+        crate::metrics::queue_outcome(DELIVERY_QUEUE, ran.outcome);
         Ok(())
     }
 
@@ -523,7 +509,7 @@ impl WebhookService {
                 let succeeded = (200..300).contains(&answer.status);
                 let body = &answer.body[..answer.body.len().min(RESPONSE_BODY_BYTES)];
                 Attempt {
-                    number: claimed.attempt,
+                    number: claimed.claims,
                     started_at,
                     response_status: Some(answer.status),
                     response_time_ms: answer.elapsed_ms,
@@ -534,7 +520,7 @@ impl WebhookService {
                 }
             }
             Err(failure) => Attempt {
-                number: claimed.attempt,
+                number: claimed.claims,
                 started_at,
                 response_status: None,
                 response_time_ms: failure.elapsed_ms,
@@ -546,7 +532,7 @@ impl WebhookService {
         };
         if !attempt.succeeded {
             tracing::info!(
-                delivery_id = %claimed.id, webhook_id = %claimed.subscription.id, attempt = claimed.attempt,
+                delivery_id = %claimed.id, webhook_id = %claimed.subscription.id, attempt = claimed.claims,
                 error = attempt.error.as_deref().unwrap_or(""), "webhook delivery attempt failed"
             );
         }
@@ -554,20 +540,17 @@ impl WebhookService {
     }
 
     /// The end of a delivery claimed once more than its schedule allows, without sending it.
-    fn given_up(&self, claimed: &ClaimedDelivery) -> Settlement {
+    fn given_up(&self, claimed: &ClaimedDelivery, reason: &str) -> Settlement {
         let now = self.deps.clock.now();
         Settlement {
             attempt: Attempt {
-                number: claimed.attempt,
+                number: claimed.claims,
                 started_at: now,
                 response_status: None,
                 response_time_ms: 0,
                 succeeded: false,
                 error_kind: Some(AttemptErrorKind::Other),
-                error: Some(format!(
-                    "not sent: given up after {} attempts, the last of which never recorded its outcome (the worker crashed or stalled)",
-                    claimed.attempt - 1
-                )),
+                error: Some(format!("not sent: {reason}")),
                 response_body: None,
             },
             status: DeliveryStatus::Failed,
@@ -608,7 +591,7 @@ impl WebhookService {
         let jitter =
             f64::from(u16::from_le_bytes(self.deps.secrets.random_bytes(2).try_into().unwrap_or([0, 0])))
                 / 65536.0;
-        match self.settings.schedule.next_after_failure(claimed.attempt, now, jitter) {
+        match self.settings.schedule.next_after_failure(claimed.claims, now, jitter) {
             Some(at) => Settlement {
                 attempt,
                 status: DeliveryStatus::Pending,
@@ -654,6 +637,47 @@ impl WebhookService {
             claimed.payload.as_bytes(),
         );
         Ok(headers.into_pairs())
+    }
+}
+
+/// Deliveries as a kind of work: the worker claims due ones and attempts them; each claim is an
+/// attempt, so nothing is sent more often than the schedule allows.
+#[async_trait]
+impl WorkKind for WebhookService {
+    type Item = DueDelivery;
+
+    fn name(&self) -> &'static str {
+        DELIVERY_QUEUE
+    }
+
+    fn queue(&self) -> &dyn LeaseQueue<DueDelivery> {
+        self.deps.due.as_ref()
+    }
+
+    fn lease(&self) -> Duration {
+        self.settings.lease
+    }
+
+    fn concurrency(&self) -> u32 {
+        self.settings.concurrency
+    }
+
+    fn max_claims(&self) -> u32 {
+        self.settings.schedule.max_attempts()
+    }
+
+    async fn run(
+        &self,
+        claimed: ClaimedDelivery,
+        _keep_going: &(dyn Fn() -> bool + Send + Sync),
+    ) -> anyhow::Result<Ran> {
+        let settlement = self.attempt(&claimed).await;
+        self.settle(&claimed, &settlement).await
+    }
+
+    async fn give_up(&self, claimed: ClaimedDelivery, reason: String) -> anyhow::Result<Ran> {
+        let settlement = self.given_up(&claimed, &reason);
+        self.settle(&claimed, &settlement).await
     }
 }
 

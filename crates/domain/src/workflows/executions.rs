@@ -1,9 +1,9 @@
 //! Executions: starting, reading and cancelling them for requests, and running their steps for
 //! the worker.
 //!
-//! An execution is rows before it is work (as webhook deliveries are, see [`crate::jobs`]):
+//! An execution is rows before it is work (one kind of the durable-work core, [`crate::work`]):
 //! starting one stores it `running` with one `pending` result per step and the
-//! `workflow.execution.started` event, in one transaction, and wakes the worker. The worker
+//! `workflow.execution.started` event, in one transaction, which wakes the workers. A worker
 //! claims it under a lease and runs its steps in order. Every step's start and every step's
 //! result is stored under that lease before the next step starts, and the result that ends the
 //! execution stores its end and its event in the same transaction. So after a crash another
@@ -30,13 +30,12 @@ use super::template::TemplateContext;
 use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailedData, ExecutionStartedData};
 use crate::identity::{Credential, Forbidden, Principal};
 use crate::ids::{ExecutionId, IdGenerator, TenantId, WorkflowId};
-use crate::jobs::Lease;
-use crate::metrics::queue_outcome;
 use crate::pagination::Page;
 use crate::storable;
 use crate::tenancy::{Permission, Plan};
 use crate::time::Clock;
 use crate::validation::ValidationErrors;
+use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
 
 /// The queue name executions report under in the metrics.
 pub const EXECUTION_QUEUE: &str = "workflow_executions";
@@ -106,21 +105,22 @@ impl Started {
     }
 }
 
-/// An execution a worker holds under a lease.
+/// An execution as a claim hands it over: its step results so far, the steps it runs and
+/// whose authority they act with. Held, it is a [`ClaimedExecution`], whose claims count the
+/// workers that took it up (more than one: a worker before this one crashed, stalled past its
+/// lease or stopped).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClaimedExecution {
+pub struct ExecutionRun {
     /// The execution with its step results so far.
     pub execution: Execution,
     /// The steps it runs.
     pub steps: Vec<Step>,
     /// Whose authority the steps act with.
     pub run_as: RunAs,
-    /// The lease its changes are made under.
-    pub lease: Lease,
-    /// How many times it has been claimed, this claim included: more than one means a worker
-    /// before this one crashed, stalled past its lease or stopped.
-    pub claims: u32,
 }
+
+/// An execution a worker holds under a lease.
+pub type ClaimedExecution = Claimed<ExecutionRun>;
 
 /// How an execution ends, stored with the result of its last step.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,7 +151,8 @@ impl Finish {
     }
 }
 
-/// Executions and their step results, within a tenant (except the worker's claims, which span
+/// Executions and their step results, within a tenant. The workers claim running executions
+/// that no live lease holds through the store's [`LeaseQueue`] of [`ExecutionRun`]s (across
 /// tenants).
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
@@ -185,16 +186,6 @@ pub trait ExecutionRepository: Send + Sync {
         id: &ExecutionId,
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<(Execution, bool)>>;
-
-    /// Claims up to `limit` running executions not held under an unexpired lease, writing
-    /// `lease` on each. MUST never hand one execution to two holders of unexpired leases, also
-    /// across processes.
-    async fn claim_due(
-        &self,
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> anyhow::Result<Vec<ClaimedExecution>>;
 
     /// Marks step `position` running at `now` and extends the lease to `lease.until`, only if
     /// the execution is still `running` and carries `lease.token`; `false` otherwise (it was
@@ -246,14 +237,6 @@ pub trait StepPerformer: Send + Sync {
     ) -> Result<Value, StepFailure>;
 }
 
-/// Tells the worker that an execution was stored, so it claims it without waiting for its
-/// next poll.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-pub trait ExecutionWaker: Send + Sync {
-    /// Wakes the worker (a no-op when it is awake).
-    fn wake(&self);
-}
-
 /// How executions run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExecutionSettings {
@@ -261,8 +244,8 @@ pub struct ExecutionSettings {
     /// it runs. A worker that dies is replaced after at most this long (plus the step's
     /// timeout).
     pub lease: chrono::Duration,
-    /// Executions claimed at most per pass.
-    pub batch: u32,
+    /// Executions one instance runs at once.
+    pub concurrency: u32,
     /// Claims after which an execution that has not ended is failed instead of run again: an
     /// input that crashes or stalls its worker every time must not be retried forever.
     pub max_claims: u32,
@@ -273,7 +256,7 @@ pub const DEFAULT_MAX_CLAIMS: u32 = 5;
 
 impl Default for ExecutionSettings {
     fn default() -> Self {
-        Self { lease: chrono::Duration::seconds(30), batch: 16, max_claims: DEFAULT_MAX_CLAIMS }
+        Self { lease: chrono::Duration::seconds(30), concurrency: 16, max_claims: DEFAULT_MAX_CLAIMS }
     }
 }
 
@@ -287,8 +270,8 @@ pub struct ExecutionServiceDeps {
     pub executions: Arc<dyn ExecutionRepository>,
     /// Steps.
     pub performer: Arc<dyn StepPerformer>,
-    /// The worker's wake-up.
-    pub waker: Arc<dyn ExecutionWaker>,
+    /// Running executions, as the worker claims them.
+    pub due: Arc<dyn LeaseQueue<ExecutionRun>>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// Ids.
@@ -405,11 +388,7 @@ impl ExecutionService {
             now,
         );
         let new = NewExecution { execution, steps: workflow.steps.clone(), run_as, dedup_key, started_event };
-        let started = d.executions.create(&new).await?;
-        if started.is_new() {
-            d.waker.wake();
-        }
-        Ok(started)
+        Ok(d.executions.create(&new).await?)
     }
 
     /// One execution of the caller's tenant, with its steps.
@@ -454,50 +433,31 @@ impl ExecutionService {
         }
     }
 
-    /// Claims up to a batch of executions (at most `limit`) for this worker.
+    /// Runs a claimed execution's remaining steps (see [`Self::run_steps`]); how it ended.
     ///
     /// # Errors
-    /// When storage fails.
-    pub async fn claim(&self, limit: u32) -> anyhow::Result<Vec<ClaimedExecution>> {
-        let now = self.deps.clock.now();
-        let lease = Lease { token: self.deps.ids.generate("lease"), until: now + self.settings.lease };
-        self.deps.executions.claim_due(&lease, now, limit.min(self.settings.batch)).await
+    /// When storage fails; the lease then runs out and another worker resumes the execution.
+    pub async fn run_execution(
+        &self,
+        claimed: ClaimedExecution,
+        keep_going: &(dyn Fn() -> bool + Send + Sync),
+    ) -> anyhow::Result<RunOutcome> {
+        self.run_steps(claimed, keep_going, None).await
     }
 
     /// Runs a claimed execution's remaining steps in order, storing each step's start and
     /// result under the lease, until it ends, is cancelled, or the lease is lost. Before each
     /// step it asks `keep_going`; when that says no (the service is stopping) it gives the
-    /// execution back for another worker to resume.
-    ///
-    /// # Errors
-    /// When storage fails; the lease then runs out and another pass resumes the execution.
-    pub async fn run(
-        &self,
-        claimed: ClaimedExecution,
-        keep_going: &(dyn Fn() -> bool + Send + Sync),
-    ) -> anyhow::Result<RunOutcome> {
-        let outcome = self.run_steps(claimed, keep_going).await;
-        if let Ok(outcome) = &outcome {
-            queue_outcome(EXECUTION_QUEUE, outcome.as_str());
-        }
-        outcome
-    }
-
+    /// execution back for another worker to resume. With `given_up`, the step it is at fails
+    /// with that reason instead of running (it was claimed too often without finishing).
     async fn run_steps(
         &self,
         claimed: ClaimedExecution,
         keep_going: &(dyn Fn() -> bool + Send + Sync),
+        given_up: Option<StepFailure>,
     ) -> anyhow::Result<RunOutcome> {
         let d = &self.deps;
-        let ClaimedExecution { mut execution, steps, run_as, lease, claims } = claimed;
-        // Every claim before this one ended without the execution ending: its worker crashed,
-        // stalled past its lease or was stopped. Past the limit, the step it was at fails.
-        let given_up = (claims > self.settings.max_claims).then(|| {
-            StepFailure(format!(
-                "given up after {} claims by workers that did not finish this step (each crashed, stalled past its lease or was stopped)",
-                claims - 1
-            ))
-        });
+        let Claimed { item: ExecutionRun { mut execution, steps, run_as }, lease, claims: _ } = claimed;
         let caller = Principal {
             user_id: run_as.user_id,
             tenant_id: execution.tenant_id.clone(),
@@ -630,6 +590,45 @@ impl ExecutionService {
             Some(ExecutionStatus::Running) => RunOutcome::LostLease,
             _ => RunOutcome::Cancelled,
         }
+    }
+}
+
+/// Executions as a kind of work: the worker claims running executions and runs their steps.
+#[async_trait]
+impl WorkKind for ExecutionService {
+    type Item = ExecutionRun;
+
+    fn name(&self) -> &'static str {
+        EXECUTION_QUEUE
+    }
+
+    fn queue(&self) -> &dyn LeaseQueue<ExecutionRun> {
+        self.deps.due.as_ref()
+    }
+
+    fn lease(&self) -> chrono::Duration {
+        self.settings.lease
+    }
+
+    fn concurrency(&self) -> u32 {
+        self.settings.concurrency
+    }
+
+    fn max_claims(&self) -> u32 {
+        self.settings.max_claims
+    }
+
+    async fn run(
+        &self,
+        claimed: ClaimedExecution,
+        keep_going: &(dyn Fn() -> bool + Send + Sync),
+    ) -> anyhow::Result<Ran> {
+        Ok(Ran::ended(self.run_execution(claimed, keep_going).await?.as_str()))
+    }
+
+    /// The step the execution is at fails with the reason, and so does the execution.
+    async fn give_up(&self, claimed: ClaimedExecution, reason: String) -> anyhow::Result<Ran> {
+        Ok(Ran::ended(self.run_steps(claimed, &|| true, Some(StepFailure(reason))).await?.as_str()))
     }
 }
 

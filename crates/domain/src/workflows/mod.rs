@@ -45,12 +45,12 @@ pub use execution_state::{
     transition,
 };
 pub use executions::{
-    ClaimedExecution, DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionRepository,
-    ExecutionService, ExecutionServiceDeps, ExecutionSettings, ExecutionWaker, Finish, NewExecution,
-    RunOutcome, Started, StepFailure, StepPerformer,
+    ClaimedExecution, DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionRepository, ExecutionRun,
+    ExecutionService, ExecutionServiceDeps, ExecutionSettings, Finish, NewExecution, RunOutcome, Started,
+    StepFailure, StepPerformer,
 };
 #[cfg(any(test, feature = "mock"))]
-pub use executions::{MockExecutionRepository, MockExecutionWaker, MockStepPerformer};
+pub use executions::{MockExecutionRepository, MockStepPerformer};
 pub use inbound::InboundError;
 pub use integrations::{
     IntegrationDelivery, IntegrationError, IntegrationService, IntegrationServiceDeps, IntegrationStarted,

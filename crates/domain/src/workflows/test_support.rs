@@ -9,8 +9,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
 
 use super::executions::{
-    ExecutionService, ExecutionServiceDeps, ExecutionSettings, MockExecutionRepository, MockExecutionWaker,
-    MockStepPerformer, NewExecution, Started,
+    ExecutionService, ExecutionServiceDeps, ExecutionSettings, MockExecutionRepository, MockStepPerformer,
+    NewExecution, Started,
 };
 use super::model::Workflow;
 use super::ports::MockWorkflowRepository;
@@ -136,14 +136,12 @@ pub fn no_executions() -> MockExecutionRepository {
 }
 
 pub fn execution_service(repo: MockExecutionRepository) -> ExecutionService {
-    let mut waker = MockExecutionWaker::new();
-    waker.expect_wake().returning(|| ());
     ExecutionService::new(
         ExecutionServiceDeps {
             workflows: Arc::new(MockWorkflowRepository::new()),
             executions: Arc::new(repo),
             performer: Arc::new(MockStepPerformer::new()),
-            waker: Arc::new(waker),
+            due: Arc::new(crate::work::MockLeaseQueue::new()),
             clock: Arc::new(clock()),
             ids: Arc::new(ids()),
         },

@@ -18,6 +18,20 @@ async fn start(port: u16, dir: &std::path::Path, database_url: &str, smtp_url: &
         .await
 }
 
+/// Waits until the mail job has been attempted (at most 20 s).
+async fn attempted_once(database_url: &str) {
+    let db =
+        agentry_store::Database::connect(&agentry_store::DatabaseSettings::new(database_url)).await.unwrap();
+    let jobs = agentry_store::JobStore::new(db);
+    for _ in 0..400 {
+        if jobs.attempts().await.unwrap() >= 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the mail job was never attempted");
+}
+
 async fn a_mail_request_survives_a_kill(database_url: &str) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -41,7 +55,7 @@ async fn a_mail_request_survives_a_kill(database_url: &str) {
         .unwrap();
     assert_eq!(r.status(), 202);
     // Let it fail at least once against the missing mail server, then kill it outright.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    attempted_once(database_url).await;
     first.kill().await.expect("SIGKILL");
     first.wait().await.unwrap();
 

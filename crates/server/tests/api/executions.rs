@@ -298,7 +298,7 @@ async fn cancelling_lets_the_running_step_finish_and_starts_no_other() {
         let done = wait_until(&app, &tenant, &id, |e| e.steps()[0].status().is_terminal()).await;
         assert_eq!(done.steps()[0].status().as_str(), "completed", "the running step finished");
         assert_eq!(done.status().as_str(), "cancelled", "and the execution stays cancelled");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        app.drain().await;
         let shown = json_with_status(app.get_with_token(&format!("/api/v1/executions/{id}"), &token).await, 200).await;
         assert_eq!(shown["steps"][1]["status"], "skipped");
         assert_eq!(receiver.received_requests().await.unwrap().len(), 1);

@@ -18,6 +18,8 @@ pub struct TestApp {
     pub db: agentry_store::Database,
     /// The application's clock, when the test set one (see [`spawn_with_clock`]).
     pub clock: Option<Arc<ManualClock>>,
+    /// Its queues of durable work (see [`TestApp::drain`]).
+    pub work: agentry_server::workers::WorkSet,
     data_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -115,8 +117,18 @@ pub async fn start_with(config: Config, dir: tempfile::TempDir, clock: Option<Ar
     let base = format!("http://{}", app.addr());
     let handle = app.handle();
     let db = app.database().clone();
+    let work = app.work();
     tokio::spawn(app.run_until_stopped());
-    TestApp { base, client: Client::new(), handle, db, clock, data_dir: config.data_dir.clone(), _dir: dir }
+    TestApp {
+        base,
+        client: Client::new(),
+        handle,
+        db,
+        clock,
+        work,
+        data_dir: config.data_dir.clone(),
+        _dir: dir,
+    }
 }
 
 impl TestApp {
@@ -222,6 +234,13 @@ impl TestApp {
     /// The application's manual clock.
     pub fn clock(&self) -> &ManualClock {
         self.clock.as_deref().expect("started with spawn_with_clock")
+    }
+
+    /// Runs the background work that is due now to its end (the fan-out of events, deliveries,
+    /// executions, mail), beside the application's own workers: afterwards, every consequence
+    /// of what the test did has happened, or never will.
+    pub async fn drain(&self) {
+        self.work.drain().await.expect("background work");
     }
 
     /// Waits until every queued job (mail) has run: background work is the service's own

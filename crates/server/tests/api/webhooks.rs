@@ -215,7 +215,7 @@ async fn a_failing_receiver_gets_five_attempts_then_the_subscription_fails_until
 
         // While failed, new events create no deliveries.
         app.create_agent(&token, json!({"name": "Two"})).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        app.drain().await;
         let r = app.get_with_token(&format!("/api/v1/webhooks/{id}/deliveries"), &token).await;
         assert_eq!(json_with_status(r, 200).await["items"].as_array().unwrap().len(), 1);
 
@@ -415,7 +415,7 @@ async fn another_tenants_subscriptions_and_deliveries_are_not_found() {
     assert_eq!(r.status(), 404);
     // Bob's own events never reach Ada's subscriber.
     app.create_agent(&bob, json!({"name": "Bobs"})).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.drain().await;
     let requests = server.received_requests().await.unwrap();
     assert!(requests.iter().all(|r| !String::from_utf8_lossy(&r.body).contains("Bobs")));
 }

@@ -1,8 +1,8 @@
 use agentry_domain::events::{Event, EventPayload, ExecutionCompletedData, ExecutionStartedData};
 use agentry_domain::ids::{EventId, ExecutionId, TenantId, TriggerId, UserId, WorkflowId};
-use agentry_domain::jobs::Lease;
 use agentry_domain::pagination::Page;
 use agentry_domain::tenancy::Role;
+use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_domain::workflows::{
     Execution, ExecutionOrigin, ExecutionRepository, ExecutionStatus, Finish, NewExecution, RunAs,
     StepStatus, WorkflowRepository,
@@ -135,7 +135,7 @@ async fn claims_never_hand_one_execution_to_two_live_leases(db: Database) {
     let until = t0() + Duration::seconds(30);
     let claims = (0..4).map(|i| {
         let store = store.clone();
-        async move { store.claim_due(&lease(&format!("l{i}"), until), t0(), 2).await.unwrap() }
+        async move { store.claim(&lease(&format!("l{i}"), until), t0(), 2).await.unwrap() }
     });
     let claimed: Vec<_> = futures_util::future::join_all(claims).await.into_iter().flatten().collect();
     let mut ids: Vec<&str> = claimed.iter().map(|c| c.execution.id.as_str()).collect();
@@ -146,13 +146,10 @@ async fn claims_never_hand_one_execution_to_two_live_leases(db: Database) {
     let c = &claimed[0];
     assert_eq!(c.steps.len(), 2, "with the steps it runs");
     assert_eq!(c.run_as, RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member });
-    assert!(store.claim_due(&lease("l9", until), t0(), 10).await.unwrap().is_empty(), "held");
+    assert!(store.claim(&lease("l9", until), t0(), 10).await.unwrap().is_empty(), "held");
     // Once the leases end, another worker takes them over.
     let later = until + Duration::seconds(1);
-    assert_eq!(
-        store.claim_due(&lease("l10", later + Duration::seconds(30)), later, 10).await.unwrap().len(),
-        6
-    );
+    assert_eq!(store.claim(&lease("l10", later + Duration::seconds(30)), later, 10).await.unwrap().len(), 6);
 }
 
 async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
@@ -160,7 +157,7 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
     store.create(&new).await.unwrap();
     let held = lease("l1", t0() + Duration::seconds(30));
-    let claimed = store.claim_due(&held, t0(), 10).await.unwrap();
+    let claimed = store.claim(&held, t0(), 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
     let id = &new.execution.id;
     let tenant = &new.execution.tenant_id;
@@ -174,7 +171,7 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     assert_eq!(got.steps()[0].started_at(), Some(t0()));
     // The extended lease keeps the execution from other workers while the step runs.
     let late = t0() + Duration::seconds(60);
-    assert!(store.claim_due(&lease("l2", late + Duration::seconds(30)), late, 10).await.unwrap().is_empty());
+    assert!(store.claim(&lease("l2", late + Duration::seconds(30)), late, 10).await.unwrap().is_empty());
 
     let done = |output| completed(&got, 0, output, t0()).steps()[0].clone();
     assert!(!store.record_step(id, &stranger, 0, &done(json!("x")), None).await.unwrap(), "lost lease");
@@ -213,7 +210,7 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     events.sort();
     assert_eq!(events, ["workflow.execution.completed", "workflow.execution.started"]);
     let much_later = t0() + Duration::hours(1);
-    assert!(store.claim_due(&lease("l3", much_later), much_later, 10).await.unwrap().is_empty(), "finished");
+    assert!(store.claim(&lease("l3", much_later), much_later, 10).await.unwrap().is_empty(), "finished");
     assert!(
         store
             .cancel(tenant, id, much_later)
@@ -229,7 +226,7 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     store.create(&new).await.unwrap();
     let (id, tenant) = (&new.execution.id, &new.execution.tenant_id);
     let held = lease("l1", t0() + Duration::seconds(30));
-    store.claim_due(&held, t0(), 10).await.unwrap();
+    store.claim(&held, t0(), 10).await.unwrap();
     assert!(store.start_step(id, &held, 0, t0()).await.unwrap());
     assert_eq!(
         store.cancel(&TenantId::from_string("ten_2"), id, t0()).await.unwrap(),
@@ -253,7 +250,7 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     let (_, again) = store.cancel(tenant, id, t0()).await.unwrap().unwrap();
     assert!(!again, "a second cancel changes nothing");
     let later = t0() + Duration::hours(1);
-    assert!(store.claim_due(&lease("l2", later), later, 10).await.unwrap().is_empty(), "never claimed again");
+    assert!(store.claim(&lease("l2", later), later, 10).await.unwrap().is_empty(), "never claimed again");
 }
 
 async fn executions_are_listed_newest_first_filtered_and_per_tenant(db: Database) {
@@ -302,7 +299,7 @@ async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) 
         let held = lease(&format!("l{round}"), t0() + Duration::seconds(30));
         let id = new.execution.id.clone();
         // Only this round's execution is free to claim: the earlier ones have ended or are gone.
-        assert_eq!(store.claim_due(&held, t0(), 10).await.unwrap().len(), 1);
+        assert_eq!(store.claim(&held, t0(), 10).await.unwrap().len(), 1);
         assert!(store.start_step(&id, &held, 0, t0()).await.unwrap());
         let run = completed(&new.execution, 0, json!(1), t0());
         assert!(store.record_step(&id, &held, 0, &run.steps()[0], None).await.unwrap());

@@ -1,5 +1,6 @@
 use agentry_domain::ids::JobId;
-use agentry_domain::jobs::{JobKind, JobOutcome, JobQueue, Lease, NewJob};
+use agentry_domain::jobs::{JobKind, JobOutcome, JobQueue, NewJob};
+use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_store::{Database, JobStore};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
@@ -34,10 +35,10 @@ async fn a_due_job_is_claimed_once_and_finished_under_its_lease(db: Database) {
     let queue = JobStore::new(db.clone());
     queue.enqueue(&job("job_1", t0())).await.unwrap();
     let first = lease("l1", t0() + Duration::seconds(60));
-    let claimed = queue.claim(&[JobKind::Mail], &first, t0(), 10).await.unwrap();
+    let claimed = queue.claim(&first, t0(), 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    assert_eq!((claimed[0].attempt, claimed[0].payload["purpose"].as_str()), (1, Some("magic_link")));
-    assert!(queue.claim(&[JobKind::Mail], &lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held");
+    assert_eq!((claimed[0].claims, claimed[0].payload["purpose"].as_str()), (1, Some("magic_link")));
+    assert!(queue.claim(&lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held");
     let other = lease("l-other", first.until);
     assert!(!queue.finish(&claimed[0].id, &other, &JobOutcome::Done, t0()).await.unwrap(), "not its lease");
     assert!(queue.finish(&claimed[0].id, &first, &JobOutcome::Done, t0()).await.unwrap());
@@ -47,29 +48,20 @@ async fn a_due_job_is_claimed_once_and_finished_under_its_lease(db: Database) {
 async fn a_job_waits_for_its_time_and_its_retry(db: Database) {
     let queue = JobStore::new(db.clone());
     queue.enqueue(&job("job_1", t0() + Duration::seconds(10))).await.unwrap();
-    assert!(queue.claim(&[JobKind::Mail], &lease("l1", t0()), t0(), 10).await.unwrap().is_empty());
+    assert!(queue.claim(&lease("l1", t0()), t0(), 10).await.unwrap().is_empty());
     let later = t0() + Duration::seconds(10);
     let l1 = lease("l1", later + Duration::seconds(60));
-    let claimed = queue.claim(&[JobKind::Mail], &l1, later, 10).await.unwrap();
+    let claimed = queue.claim(&l1, later, 10).await.unwrap();
     let retry = JobOutcome::RetryAt { at: later + Duration::seconds(5), error: "smtp down".into() };
     assert!(queue.finish(&claimed[0].id, &l1, &retry, later).await.unwrap());
-    assert!(
-        queue.claim(&[JobKind::Mail], &lease("l2", later), later, 10).await.unwrap().is_empty(),
-        "backing off"
-    );
+    assert!(queue.claim(&lease("l2", later), later, 10).await.unwrap().is_empty(), "backing off");
     let after = later + Duration::seconds(5);
     let l3 = lease("l3", after + Duration::seconds(60));
-    let again = queue.claim(&[JobKind::Mail], &l3, after, 10).await.unwrap();
-    assert_eq!(again[0].attempt, 2);
+    let again = queue.claim(&l3, after, 10).await.unwrap();
+    assert_eq!(again[0].claims, 2);
     let failed = JobOutcome::Failed { error: "gave up".into() };
     assert!(queue.finish(&again[0].id, &l3, &failed, after).await.unwrap());
-    assert!(
-        queue
-            .claim(&[JobKind::Mail], &lease("l4", after), after + Duration::days(1), 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(queue.claim(&lease("l4", after), after + Duration::days(1), 10).await.unwrap().is_empty());
     assert_eq!(queue.pending().await.unwrap(), 0);
     assert_eq!(db.count_rows("jobs").await.unwrap(), 1, "a failed job is kept with its error");
 }
@@ -78,11 +70,11 @@ async fn an_expired_lease_is_claimed_again_and_the_late_worker_is_ignored(db: Da
     let queue = JobStore::new(db.clone());
     queue.enqueue(&job("job_1", t0())).await.unwrap();
     let crashed = lease("crashed", t0() + Duration::seconds(30));
-    queue.claim(&[JobKind::Mail], &crashed, t0(), 10).await.unwrap();
+    queue.claim(&crashed, t0(), 10).await.unwrap();
     let after = t0() + Duration::seconds(31);
     let rescuer = lease("rescuer", after + Duration::seconds(30));
-    let claimed = queue.claim(&[JobKind::Mail], &rescuer, after, 10).await.unwrap();
-    assert_eq!((claimed.len(), claimed[0].attempt), (1, 2));
+    let claimed = queue.claim(&rescuer, after, 10).await.unwrap();
+    assert_eq!((claimed.len(), claimed[0].claims), (1, 2));
     assert!(
         !queue.finish(&claimed[0].id, &crashed, &JobOutcome::Done, after).await.unwrap(),
         "the late worker"
@@ -101,11 +93,11 @@ async fn concurrent_workers_never_share_a_job(db: Database) {
             let mut mine = Vec::new();
             loop {
                 let l = lease(&format!("w{w}-{}", mine.len()), t0() + Duration::seconds(60));
-                let batch = queue.claim(&[JobKind::Mail], &l, t0(), 3).await.unwrap();
+                let batch = queue.claim(&l, t0(), 3).await.unwrap();
                 if batch.is_empty() {
                     return mine;
                 }
-                mine.extend(batch.into_iter().map(|j| j.id.into_string()));
+                mine.extend(batch.into_iter().map(|j| j.item.id.into_string()));
             }
         })
     });
@@ -123,7 +115,7 @@ async fn a_claim_takes_no_more_than_its_limit(db: Database) {
         queue.enqueue(&job(&format!("job_{i}"), t0())).await.unwrap();
     }
     let l1 = lease("l1", t0() + Duration::seconds(60));
-    assert_eq!(queue.claim(&[JobKind::Mail], &l1, t0(), 1).await.unwrap().len(), 1);
+    assert_eq!(queue.claim(&l1, t0(), 1).await.unwrap().len(), 1);
     let l2 = lease("l2", t0() + Duration::seconds(60));
-    assert_eq!(queue.claim(&[JobKind::Mail], &l2, t0(), 5).await.unwrap().len(), 2, "the rest were left");
+    assert_eq!(queue.claim(&l2, t0(), 5).await.unwrap().len(), 2, "the rest were left");
 }

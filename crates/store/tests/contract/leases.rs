@@ -3,7 +3,8 @@
 //! start. Shown with jobs; webhook deliveries and executions claim through the same condition.
 
 use agentry_domain::ids::JobId;
-use agentry_domain::jobs::{InstanceRegistry as _, JobKind, JobOutcome, JobQueue, Lease, NewJob};
+use agentry_domain::jobs::{JobKind, JobOutcome, JobQueue, NewJob};
+use agentry_domain::work::{InstanceRegistry as _, Lease, LeaseQueue as _};
 use agentry_store::{Database, InstanceStore, JobStore};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
@@ -39,6 +40,11 @@ fn two_instances(db: &Database) -> (InstanceStore, JobStore, JobStore) {
     )
 }
 
+/// The oldest heartbeat of a live instance (the instances of these tests time out after 10 s).
+fn silent_before() -> DateTime<Utc> {
+    Utc::now() - Duration::seconds(10)
+}
+
 /// A lease that runs for an hour: only its owner's silence can free it sooner.
 fn long_lease(token: &str) -> Lease {
     Lease { token: token.into(), until: t0() + Duration::hours(1) }
@@ -46,20 +52,22 @@ fn long_lease(token: &str) -> Lease {
 
 async fn a_lease_of_a_silent_instance_is_free_at_once(db: Database) {
     let (registry, a, b) = two_instances(&db);
-    registry.beat("ins_a", Utc::now()).await.unwrap();
-    registry.beat("ins_b", Utc::now()).await.unwrap();
+    registry.beat("ins_a", Utc::now(), silent_before()).await.unwrap();
+    registry.beat("ins_b", Utc::now(), silent_before()).await.unwrap();
     one_job(&db).await;
-    let held = a.claim(&[JobKind::Mail], &long_lease("la"), t0(), 10).await.unwrap();
+    let held = a.claim(&long_lease("la"), t0(), 10).await.unwrap();
     assert_eq!(held.len(), 1);
-    assert!(
-        b.claim(&[JobKind::Mail], &long_lease("lb"), t0(), 10).await.unwrap().is_empty(),
-        "its owner beats"
-    );
+    assert!(b.claim(&long_lease("lb"), t0(), 10).await.unwrap().is_empty(), "its owner beats");
 
     // Instance a has been silent for longer than the timeout: it crashed.
-    registry.beat("ins_a", Utc::now() - Duration::seconds(11)).await.unwrap();
-    let taken = b.claim(&[JobKind::Mail], &long_lease("lb"), t0(), 10).await.unwrap();
-    assert_eq!((taken.len(), taken[0].attempt), (1, 2), "taken over at once, as a second attempt");
+    registry.beat("ins_a", Utc::now() - Duration::seconds(11), silent_before()).await.unwrap();
+    assert_eq!(
+        registry.beat("ins_b", Utc::now(), silent_before()).await.unwrap(),
+        ["ins_a"],
+        "a beat tells which instances went silent"
+    );
+    let taken = b.claim(&long_lease("lb"), t0(), 10).await.unwrap();
+    assert_eq!((taken.len(), taken[0].claims), (1, 2), "taken over at once, as a second attempt");
     assert!(
         !a.finish(&held[0].id, &held[0].lease, &JobOutcome::Done, t0()).await.unwrap(),
         "the old lease is void"
@@ -69,21 +77,21 @@ async fn a_lease_of_a_silent_instance_is_free_at_once(db: Database) {
 
 async fn a_lease_of_an_instance_that_left_is_free_at_once(db: Database) {
     let (registry, a, b) = two_instances(&db);
-    registry.beat("ins_a", Utc::now()).await.unwrap();
+    registry.beat("ins_a", Utc::now(), silent_before()).await.unwrap();
     one_job(&db).await;
-    assert_eq!(a.claim(&[JobKind::Mail], &long_lease("la"), t0(), 10).await.unwrap().len(), 1);
+    assert_eq!(a.claim(&long_lease("la"), t0(), 10).await.unwrap().len(), 1);
     registry.leave("ins_a").await.unwrap();
-    assert_eq!(b.claim(&[JobKind::Mail], &long_lease("lb"), t0(), 10).await.unwrap().len(), 1);
+    assert_eq!(b.claim(&long_lease("lb"), t0(), 10).await.unwrap().len(), 1);
 }
 
 async fn every_lease_is_freed_at_the_start_of_a_single_process(db: Database) {
     let registry = InstanceStore::new(db.clone());
     let a = JobStore::new(db.clone().for_instance("ins_a", Duration::seconds(10)));
-    registry.beat("ins_a", Utc::now()).await.unwrap();
+    registry.beat("ins_a", Utc::now(), silent_before()).await.unwrap();
     one_job(&db).await;
-    assert_eq!(a.claim(&[JobKind::Mail], &long_lease("la"), t0(), 10).await.unwrap().len(), 1);
+    assert_eq!(a.claim(&long_lease("la"), t0(), 10).await.unwrap().len(), 1);
     assert_eq!(registry.free_all_leases().await.unwrap(), 1);
     // Even the owner beating again does not hold it: the lease itself is gone.
-    let again = a.claim(&[JobKind::Mail], &long_lease("la2"), t0(), 10).await.unwrap();
-    assert_eq!((again.len(), again[0].attempt), (1, 2));
+    let again = a.claim(&long_lease("la2"), t0(), 10).await.unwrap();
+    assert_eq!((again.len(), again[0].claims), (1, 2));
 }

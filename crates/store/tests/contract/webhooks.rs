@@ -1,11 +1,11 @@
 use agentry_domain::agents::AgentRepository;
 use agentry_domain::events::EventType;
 use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
-use agentry_domain::jobs::Lease;
 use agentry_domain::webhooks::{
     Attempt, AttemptErrorKind, DeliveryStatus, NewDelivery, SealedSecret, Settlement, Subscription,
     SubscriptionStatus, WebhookRepository,
 };
+use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_store::{Database, WebhookStore};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::Map;
@@ -131,14 +131,14 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
         }
     }
     // The body is the event's envelope, the same bytes for every attempt.
-    let claimed = store.claim_due(&lease("l1", t0() + Duration::seconds(60)), t0(), 10).await.unwrap();
+    let claimed = store.claim(&lease("l1", t0() + Duration::seconds(60)), t0(), 10).await.unwrap();
     assert_eq!(claimed.len(), 2);
     let body: serde_json::Value = serde_json::from_str(&claimed[0].payload).unwrap();
     assert_eq!(
         (body["id"].as_str(), body["type"].as_str(), body["tenant_id"].as_str()),
         (Some("evt_3"), Some("agent.created"), Some("ten_1"))
     );
-    assert_eq!(claimed[0].attempt, 1);
+    assert_eq!(claimed[0].claims, 1);
     assert_eq!(claimed[0].subscription.secret.0, format!("v1.sealed-{}", claimed[0].subscription.id));
 }
 
@@ -184,16 +184,16 @@ async fn concurrent_dispatchers_never_make_a_pair_twice(db: Database) {
 async fn a_claimed_delivery_is_settled_only_under_its_lease(db: Database) {
     let (store, _) = subscribed_with_one_delivery(&db).await;
     let first = lease("l1", t0() + Duration::seconds(30));
-    let claimed = store.claim_due(&first, t0(), 10).await.unwrap();
+    let claimed = store.claim(&first, t0(), 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    assert!(store.claim_due(&lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held");
+    assert!(store.claim(&lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held");
     // The lease expires; another worker takes it over (attempt 2); the first one's late
     // outcome is dropped.
     let later = t0() + Duration::seconds(31);
     let second = lease("l2", later + Duration::seconds(30));
-    let again = store.claim_due(&second, later, 10).await.unwrap();
+    let again = store.claim(&second, later, 10).await.unwrap();
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0].attempt, 2);
+    assert_eq!(again[0].claims, 2);
     let retry = Settlement {
         attempt: attempt(1, Some(500)),
         status: DeliveryStatus::Pending,
@@ -218,7 +218,7 @@ async fn a_claimed_delivery_is_settled_only_under_its_lease(db: Database) {
     let log = store.attempts(&tenant, &d.id).await.unwrap();
     assert_eq!(log, vec![attempt(2, Some(204))], "only the attempt recorded under a held lease");
     assert!(
-        store.claim_due(&lease("l3", later), later + Duration::hours(1), 10).await.unwrap().is_empty(),
+        store.claim(&lease("l3", later), later + Duration::hours(1), 10).await.unwrap().is_empty(),
         "delivered"
     );
 }
@@ -231,7 +231,7 @@ async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Dat
         .unwrap();
     store.dispatch(t0(), 100).await.unwrap();
     let l1 = lease("l1", t0() + Duration::seconds(30));
-    let claimed = store.claim_due(&l1, t0(), 1).await.unwrap();
+    let claimed = store.claim(&l1, t0(), 1).await.unwrap();
     assert_eq!(claimed.len(), 1, "no more than the limit");
     let failed = Settlement {
         attempt: attempt(5, Some(500)),
@@ -244,7 +244,7 @@ async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Dat
     let mut s = store.get(&tenant, &WebhookId::from_string("whk_1")).await.unwrap().unwrap();
     assert_eq!(s.status, SubscriptionStatus::Failed);
     // The other delivery waits while the subscription is failed, and new events make none.
-    assert!(store.claim_due(&lease("l2", t0() + Duration::seconds(30)), t0(), 10).await.unwrap().is_empty());
+    assert!(store.claim(&lease("l2", t0() + Duration::seconds(30)), t0(), 10).await.unwrap().is_empty());
     agents
         .create(&super::agents::agent("agt_5", "ten_1"), &event("evt_5", "ten_1", EventType::AgentCreated))
         .await
@@ -253,7 +253,7 @@ async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Dat
     // Active again: the waiting delivery goes out.
     s.status = SubscriptionStatus::Active;
     assert!(store.update(&s).await.unwrap());
-    let resumed = store.claim_due(&lease("l3", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
+    let resumed = store.claim(&lease("l3", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
     assert_eq!(resumed.len(), 1);
     assert_ne!(resumed[0].id, claimed[0].id);
 }
@@ -275,7 +275,7 @@ async fn a_manual_claim_takes_any_delivery_not_in_flight(db: Database) {
     let held = lease("l1", t0() + Duration::seconds(30));
     store.insert_claimed(&test, &held).await.unwrap();
     let sub = WebhookId::from_string("whk_1");
-    assert!(store.claim_due(&lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held by its request");
+    assert!(store.claim(&lease("l2", t0()), t0(), 10).await.unwrap().is_empty(), "held by its request");
     assert!(
         store.claim_one(&tenant, &sub, &test.id, &lease("l2", t0()), t0()).await.unwrap().is_none(),
         "in flight"
@@ -294,7 +294,7 @@ async fn a_manual_claim_takes_any_delivery_not_in_flight(db: Database) {
         .claim_one(&tenant, &sub, &test.id, &lease("l3", t0() + Duration::seconds(30)), t0())
         .await
         .unwrap();
-    assert_eq!(again.map(|c| c.attempt), Some(2), "a failed delivery may be retried by hand");
+    assert_eq!(again.map(|c| c.claims), Some(2), "a failed delivery may be retried by hand");
     let other = TenantId::from_string("ten_2");
     assert!(
         store

@@ -13,6 +13,7 @@ use crate::tenancy::{Plan, Role};
 use crate::time::MockClock;
 use crate::webhooks::model::SealedSecret;
 use crate::webhooks::{MockSecretCipher, MockWebhookRepository, MockWebhookSender, OutboundAnswer};
+use crate::work::{MockLeaseQueue, Worker};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
@@ -45,19 +46,22 @@ fn subscription() -> Subscription {
 }
 
 fn claimed(attempt: u32) -> ClaimedDelivery {
-    ClaimedDelivery {
-        id: DeliveryId::from_string("dlv_1"),
-        event_id: EventId::from_string("evt_1"),
-        payload: r#"{"id":"evt_1"}"#.into(),
-        attempt,
-        test: false,
-        subscription: subscription(),
+    Claimed {
+        item: DueDelivery {
+            id: DeliveryId::from_string("dlv_1"),
+            event_id: EventId::from_string("evt_1"),
+            payload: r#"{"id":"evt_1"}"#.into(),
+            test: false,
+            subscription: subscription(),
+        },
+        claims: attempt,
         lease: Lease { token: "lease_1".into(), until: t0() + Duration::seconds(60) },
     }
 }
 
 struct Mocks {
     webhooks: MockWebhookRepository,
+    due: MockLeaseQueue<DueDelivery>,
     sender: MockWebhookSender,
     cipher: MockSecretCipher,
 }
@@ -67,7 +71,12 @@ impl Mocks {
         let mut cipher = MockSecretCipher::new();
         cipher.expect_seal().returning(|_, plain| Ok(SealedSecret(format!("sealed:{plain}"))));
         cipher.expect_open().returning(|_, sealed| Ok(sealed.0.trim_start_matches("sealed:").to_owned()));
-        Self { webhooks: MockWebhookRepository::new(), sender: MockWebhookSender::new(), cipher }
+        Self {
+            webhooks: MockWebhookRepository::new(),
+            due: MockLeaseQueue::new(),
+            sender: MockWebhookSender::new(),
+            cipher,
+        }
     }
 
     fn service(self) -> WebhookService {
@@ -80,6 +89,7 @@ impl Mocks {
         WebhookService::new(
             WebhookServiceDeps {
                 webhooks: Arc::new(self.webhooks),
+                due: Arc::new(self.due),
                 cipher: Arc::new(self.cipher),
                 sender: Arc::new(self.sender),
                 hmac: Arc::new(ZeroHmac),
@@ -89,6 +99,15 @@ impl Mocks {
             },
             WebhookSettings::default(),
         )
+    }
+
+    /// A worker of the service's deliveries.
+    fn worker(self) -> Worker<WebhookService> {
+        let mut ids = MockIdGenerator::new();
+        ids.expect_generate().returning(|p| format!("{p}_1"));
+        let mut clock = MockClock::new();
+        clock.expect_now().returning(t0);
+        Worker::new(Arc::new(self.service()), Arc::new(ids), Arc::new(clock))
     }
 }
 
@@ -150,7 +169,7 @@ async fn a_viewer_cannot_subscribe() {
 /// A delivery pass whose one claimed delivery gets `answer`; returns what was settled.
 async fn settle_after(attempt: u32, answer: Result<OutboundAnswer, OutboundFailure>) -> Settlement {
     let mut m = Mocks::new();
-    m.webhooks.expect_claim_due().times(1).returning(move |_, _, _| Ok(vec![claimed(attempt)]));
+    m.due.expect_claim().times(1).returning(move |_, _, _| Ok(vec![claimed(attempt)]));
     let seen = Arc::new(Mutex::new(None));
     let sink = seen.clone();
     m.webhooks.expect_settle().times(1).returning(move |_, lease, s, _| {
@@ -164,7 +183,7 @@ async fn settle_after(attempt: u32, answer: Result<OutboundAnswer, OutboundFailu
         assert_eq!(post.body, br#"{"id":"evt_1"}"#);
         answer.clone()
     });
-    assert_eq!(m.service().deliver_due().await.unwrap(), 1);
+    assert_eq!(m.worker().run_due(32).await.unwrap(), 1);
     seen.lock().unwrap().take().unwrap()
 }
 
@@ -224,10 +243,7 @@ async fn a_rotated_out_secret_signs_alongside_until_its_time_is_up() {
     let mut expired = claimed(1);
     expired.subscription.previous_secret =
         Some(PreviousSecret { secret: SealedSecret("sealed:old-secret-0123456".into()), until: t0() });
-    m.webhooks
-        .expect_claim_due()
-        .times(1)
-        .returning(move |_, _, _| Ok(vec![with_previous.clone(), expired.clone()]));
+    m.due.expect_claim().times(1).returning(move |_, _, _| Ok(vec![with_previous.clone(), expired.clone()]));
     m.webhooks.expect_settle().times(2).returning(|_, _, _, _| Ok(true));
     let counts = Arc::new(Mutex::new(Vec::new()));
     let sink = counts.clone();
@@ -240,7 +256,7 @@ async fn a_rotated_out_secret_signs_alongside_until_its_time_is_up() {
         ));
         answer(200)
     });
-    m.service().deliver_due().await.unwrap();
+    m.worker().run_due(32).await.unwrap();
     let mut counts = counts.lock().unwrap().clone();
     counts.sort_unstable();
     assert_eq!(counts, [(1, 1), (2, 2)]);

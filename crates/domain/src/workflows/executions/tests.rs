@@ -53,7 +53,6 @@ struct Mocks {
     workflows: MockWorkflowRepository,
     executions: MockExecutionRepository,
     performer: MockStepPerformer,
-    waker: MockExecutionWaker,
 }
 
 impl Mocks {
@@ -62,7 +61,6 @@ impl Mocks {
             workflows: MockWorkflowRepository::new(),
             executions: MockExecutionRepository::new(),
             performer: MockStepPerformer::new(),
-            waker: MockExecutionWaker::new(),
         }
     }
 
@@ -76,7 +74,7 @@ impl Mocks {
                 workflows: Arc::new(self.workflows),
                 executions: Arc::new(self.executions),
                 performer: Arc::new(self.performer),
-                waker: Arc::new(self.waker),
+                due: Arc::new(crate::work::MockLeaseQueue::new()),
                 clock: Arc::new(clock),
                 ids: Arc::new(ids),
             },
@@ -102,10 +100,12 @@ fn claimed(done: usize) -> ClaimedExecution {
         execution.start_step(i, t0()).unwrap();
         execution.complete_step(i, output, t0()).unwrap();
     }
-    ClaimedExecution {
-        execution,
-        steps,
-        run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
+    Claimed {
+        item: ExecutionRun {
+            execution,
+            steps,
+            run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
+        },
         lease: Lease { token: "lease_1".into(), until: t0() + chrono::Duration::seconds(30) },
         claims: 1,
     }
@@ -154,7 +154,6 @@ async fn execute_stores_a_running_execution_with_pending_steps_and_its_event() {
         }
         Ok(Started::New(e.clone()))
     });
-    m.waker.expect_wake().times(1).return_const(());
     let service = m.service();
     let e = service
         .execute(&caller(Role::Member), &WorkflowId::from_string("wf_1"), json!({"name": "ada"}))
@@ -168,7 +167,6 @@ async fn execute_refuses_viewers_unknown_and_inactive_workflows_without_storing(
     let mut m = Mocks::new();
     m.workflows.expect_get().returning(|_, id| Ok((id.as_str() != "wf_missing").then(|| workflow(false))));
     m.executions.expect_create().never();
-    m.waker.expect_wake().never();
     let service = m.service();
     let wf = WorkflowId::from_string("wf_1");
     assert!(matches!(
@@ -203,7 +201,6 @@ async fn a_repeated_start_with_the_same_key_returns_the_first_and_wakes_nobody()
         first.id = ExecutionId::from_string("exe_first");
         Ok(Started::Existing(first))
     });
-    m.waker.expect_wake().never();
     let service = m.service();
     let started = service
         .start(
@@ -238,11 +235,11 @@ async fn a_run_resumes_at_the_first_unfinished_step_and_completes_with_its_event
         r.lock().unwrap().push((position, result.clone(), finish));
         Ok(true)
     });
-    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).execution)));
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).item.execution)));
     let service = m.service();
 
     // Steps 0 and 1 completed before a crash: only step 2 runs, reading their outputs.
-    let outcome = service.run(claimed(2), &always_go).await.unwrap();
+    let outcome = service.run_execution(claimed(2), &always_go).await.unwrap();
     assert_eq!(outcome, RunOutcome::Completed);
     assert_eq!(*started.lock().unwrap(), [2]);
     assert_eq!(*performed.lock().unwrap(), [json!({"n": 3, "said": "HELLO ADA"})]);
@@ -272,8 +269,8 @@ async fn a_fresh_run_runs_every_step_in_order_and_ends_only_with_the_last() {
         f.lock().unwrap().push((position, finish.map(|f| f.status)));
         Ok(true)
     });
-    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).execution)));
-    let outcome = m.service().run(claimed(0), &always_go).await.unwrap();
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).item.execution)));
+    let outcome = m.service().run_execution(claimed(0), &always_go).await.unwrap();
     assert_eq!(outcome, RunOutcome::Completed);
     assert_eq!(
         *performed.lock().unwrap(),
@@ -303,8 +300,8 @@ async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
         }
         Ok(true)
     });
-    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).execution)));
-    assert_eq!(m.service().run(claimed(0), &always_go).await.unwrap(), RunOutcome::Failed);
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).item.execution)));
+    assert_eq!(m.service().run_execution(claimed(0), &always_go).await.unwrap(), RunOutcome::Failed);
 }
 
 #[tokio::test]
@@ -341,9 +338,17 @@ async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it()
         assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
         Ok(true)
     });
-    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(1).execution)));
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(1).item.execution)));
     let crashed_five_times = ClaimedExecution { claims: 6, ..claimed(1) };
-    assert_eq!(m.service().run(crashed_five_times, &always_go).await.unwrap(), RunOutcome::Failed);
+    let mut ids = MockIdGenerator::new();
+    ids.expect_generate().returning(|prefix| format!("{prefix}_1"));
+    let mut clock = MockClock::new();
+    clock.expect_now().returning(t0);
+    let worker = crate::work::Worker::new(Arc::new(m.service()), Arc::new(ids), Arc::new(clock));
+    assert_eq!(
+        worker.process(crashed_five_times, &always_go).await,
+        Some(Ran::ended(RunOutcome::Failed.as_str()))
+    );
 }
 
 #[tokio::test]
@@ -356,8 +361,8 @@ async fn remote_text_with_nul_is_stored_with_the_replacement_character() {
         Ok(true)
     });
     m.executions.expect_record_step().returning(|_, _, _, _, _| Ok(true));
-    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).execution)));
-    m.service().run(claimed(0), &always_go).await.unwrap();
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).item.execution)));
+    m.service().run_execution(claimed(0), &always_go).await.unwrap();
 }
 
 #[tokio::test]
@@ -373,8 +378,8 @@ async fn an_output_over_the_limit_fails_its_step() {
         assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
         Ok(true)
     });
-    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).execution)));
-    assert_eq!(m.service().run(claimed(0), &always_go).await.unwrap(), RunOutcome::Failed);
+    m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).item.execution)));
+    assert_eq!(m.service().run_execution(claimed(0), &always_go).await.unwrap(), RunOutcome::Failed);
 }
 
 #[tokio::test]
@@ -384,11 +389,11 @@ async fn a_cancelled_execution_starts_no_further_step() {
     m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(false));
     m.executions.expect_record_step().never();
     m.executions.expect_get().returning(|_, _| {
-        let mut e = claimed(1).execution;
+        let mut e = claimed(1).item.execution;
         e.cancel(t0()).unwrap();
         Ok(Some(e))
     });
-    assert_eq!(m.service().run(claimed(1), &always_go).await.unwrap(), RunOutcome::Cancelled);
+    assert_eq!(m.service().run_execution(claimed(1), &always_go).await.unwrap(), RunOutcome::Cancelled);
 }
 
 #[tokio::test]
@@ -400,7 +405,7 @@ async fn a_lost_lease_drops_the_result_and_stops() {
     });
     m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, _, _, _| Ok(false));
-    assert_eq!(m.service().run(claimed(0), &always_go).await.unwrap(), RunOutcome::LostLease);
+    assert_eq!(m.service().run_execution(claimed(0), &always_go).await.unwrap(), RunOutcome::LostLease);
 }
 
 #[tokio::test]
@@ -412,7 +417,7 @@ async fn a_stopping_worker_gives_the_execution_back_between_steps() {
         assert_eq!((id.as_str(), lease.token.as_str()), ("exe_1", "lease_1"));
         Ok(())
     });
-    let outcome = m.service().run(claimed(1), &|| false).await.unwrap();
+    let outcome = m.service().run_execution(claimed(1), &|| false).await.unwrap();
     assert_eq!(outcome, RunOutcome::Released);
 }
 
@@ -420,7 +425,7 @@ async fn a_stopping_worker_gives_the_execution_back_between_steps() {
 async fn cancel_reports_whether_it_cancelled() {
     let mut m = Mocks::new();
     m.executions.expect_cancel().returning(|_, id, _| {
-        let mut e = claimed(0).execution;
+        let mut e = claimed(0).item.execution;
         Ok(match id.as_str() {
             "exe_running" => {
                 e.cancel(t0()).unwrap();

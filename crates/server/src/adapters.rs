@@ -1,0 +1,252 @@
+//! The outside systems the configuration chooses: the database, the mailer, the chat and
+//! embedding models, the webhook sender and the cipher of secrets at rest.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_auth::{AesGcmCipher, RingHmac, RingSecrets};
+use agentry_domain::agents::ChatModel;
+use agentry_domain::ids::IdGenerator;
+use agentry_domain::mail::Mailer;
+use agentry_domain::memory::ranking::RankingSettings;
+use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemorySettings};
+use agentry_domain::time::Clock;
+use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
+use agentry_embed::{
+    HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
+};
+use agentry_http::{MetricsExport, Readiness};
+use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
+use agentry_mailer::{FileOutbox, SmtpMailer};
+use agentry_store::{AgentStore, Database, DatabaseSettings, MemoryStore, WebhookStore};
+use anyhow::Context as _;
+use async_trait::async_trait;
+use secrecy::ExposeSecret as _;
+
+use crate::config::{Config, EmbeddingProvider, LlmProvider};
+use crate::keys;
+use crate::metrics::{MeteredModel, PrometheusMetrics};
+use crate::system::{SystemClock, UlidIds};
+
+/// Opens the database described by `config`.
+///
+/// # Errors
+/// When the URL is invalid or the database cannot be reached.
+pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
+    let settings = DatabaseSettings {
+        url: config.database_url.clone(),
+        max_connections: config.database_max_connections,
+        acquire_timeout: Duration::from_millis(config.database_acquire_timeout_ms),
+        statement_timeout: Duration::from_millis(config.database_statement_timeout_ms),
+        threads: config.workers.unwrap_or_else(cpus),
+    };
+    Database::connect(&settings).await
+}
+
+pub(crate) struct DatabaseReadiness(pub(crate) Database);
+
+/// `/metrics` of the HTTP layer, served from the Prometheus recorder.
+#[async_trait]
+impl MetricsExport for PrometheusMetrics {
+    async fn render(&self) -> String {
+        PrometheusMetrics::render(self).await
+    }
+}
+
+#[async_trait]
+impl Readiness for DatabaseReadiness {
+    async fn check(&self) -> anyhow::Result<()> {
+        self.0.ping().await
+    }
+}
+
+pub(crate) fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
+}
+
+/// The mailer the configuration asks for: SMTP when `AGENTRY_SMTP_URL` is set, else the file
+/// outbox under the data directory. Mail jobs call it, and retry when it fails.
+///
+/// # Errors
+/// For an invalid SMTP URL or sender address.
+pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
+    let inner: Arc<dyn Mailer> = match &config.smtp_url {
+        Some(url) => Arc::new(SmtpMailer::new(
+            url.expose_secret(),
+            &config.mail_from,
+            Duration::from_secs(config.smtp_timeout_secs),
+        )?),
+        None => {
+            let outbox = FileOutbox::new(config.data_dir.join("outbox"), &config.mail_from)?;
+            tracing::info!(dir = %outbox.dir().display(), "no AGENTRY_SMTP_URL: e-mails go to the outbox directory");
+            Arc::new(outbox)
+        }
+    };
+    Ok(inner)
+}
+
+/// The chat model the configuration asks for.
+///
+/// # Errors
+/// When the HTTP client of the OpenAI-compatible model cannot be built.
+pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
+    let (model, provider): (Arc<dyn ChatModel>, _) = match config.llm_provider {
+        LlmProvider::Builtin => (Arc::new(BuiltinModel::new()), "builtin"),
+        LlmProvider::Openai => (
+            Arc::new(OpenAiModel::new(OpenAiSettings {
+                base_url: config.llm_base_url.clone(),
+                api_key: config.llm_api_key.clone(),
+                timeout: Duration::from_secs(config.llm_timeout_secs),
+            })?),
+            "openai",
+        ),
+    };
+    Ok(Arc::new(MeteredModel::new(model, provider)))
+}
+
+/// What a test (or an embedding program) may put in place of the real thing.
+#[derive(Default)]
+pub struct Overrides {
+    /// A clock other than the system's (a [`crate::system::ManualClock`]).
+    pub clock: Option<Arc<dyn Clock>>,
+    /// An embedding model other than the configured one.
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overrides")
+            .field("clock", &self.clock.is_some())
+            .field("embedder", &self.embedder.is_some())
+            .finish()
+    }
+}
+
+/// The embedding model the configuration asks for. all-MiniLM-L6-v2 is loaded once per
+/// process and directory (about 90 MB), however many apps a test process starts.
+///
+/// # Errors
+/// When `minilm` is asked for and its files are missing or unreadable, or the OpenAI client
+/// cannot be built.
+pub fn build_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, MiniLmEmbedder>>> = OnceLock::new();
+    let dir = &config.embedding_model_dir;
+    let minilm = || -> anyhow::Result<Arc<dyn Embedder>> {
+        let mut loaded =
+            LOADED.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(model) = loaded.get(dir) {
+            return Ok(Arc::new(model.clone()));
+        }
+        let model = MiniLmEmbedder::load(dir, MiniLmSettings::default())
+            .with_context(|| format!("loading the embedding model from {}", dir.display()))?;
+        loaded.insert(dir.clone(), model.clone());
+        Ok(Arc::new(model))
+    };
+    match config.embedding_provider {
+        EmbeddingProvider::Minilm => minilm(),
+        EmbeddingProvider::Auto if MiniLmEmbedder::files_present(dir) => minilm(),
+        EmbeddingProvider::Auto | EmbeddingProvider::Hashing => {
+            if config.embedding_provider == EmbeddingProvider::Auto {
+                tracing::warn!(
+                    model_dir = %dir.display(),
+                    "no embedding model found: memory search uses the lexical `hashing` fallback, which \
+                     matches words, not meanings. Run `make model` to fetch all-MiniLM-L6-v2, then \
+                     `agentry memory reindex`"
+                );
+            }
+            Ok(Arc::new(HashingEmbedder::default()))
+        }
+        EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::new(OpenAiEmbedderSettings {
+            base_url: config.embedding_base_url.clone(),
+            api_key: config.embedding_api_key.clone(),
+            model: config.embedding_model.clone(),
+            dimension: config.embedding_dimension,
+            timeout: Duration::from_secs(config.embedding_timeout_secs),
+        })?)),
+    }
+}
+
+/// The memory service over `db` with `embedder`.
+pub fn memory_service(
+    config: &Config,
+    db: &Database,
+    embedder: Arc<dyn Embedder>,
+    clock: Option<Arc<dyn Clock>>,
+) -> MemoryService {
+    MemoryService::new(
+        MemoryServiceDeps {
+            memories: Arc::new(MemoryStore::new(db.clone(), embedder.model().dimension)),
+            agents: Arc::new(AgentStore::new(db.clone())),
+            embedder,
+            tokens: Arc::new(Cl100kTokens::default()),
+            ids: Arc::new(UlidIds::default()),
+            clock: clock.unwrap_or_else(|| Arc::new(SystemClock)),
+        },
+        MemorySettings {
+            ranking: RankingSettings {
+                half_life_secs: config.memory_recency_half_life_days * 86_400.0,
+                ..RankingSettings::default()
+            },
+            ..MemorySettings::default()
+        },
+    )
+}
+
+/// The webhook service: subscriptions and deliveries in `store`, secrets sealed with the
+/// service's secret key, sent through the outbound guard.
+///
+/// # Errors
+/// When the secret key is invalid or cannot be read or written, or the HTTP client cannot be
+/// built.
+pub fn webhook_service(
+    config: &Config,
+    store: Arc<WebhookStore>,
+    secrets: Arc<RingSecrets>,
+    ids: Arc<dyn IdGenerator>,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<WebhookService> {
+    let sender = agentry_outbound::WebhookClient::new(
+        agentry_outbound::OutboundSettings {
+            allow_private: config.webhook_allow_private,
+            timeout: Duration::from_secs(config.webhook_timeout_secs),
+            max_response_bytes: agentry_domain::webhooks::model::RESPONSE_BODY_BYTES,
+            user_agent: format!("Agentry-Webhooks/{}", env!("CARGO_PKG_VERSION")),
+        },
+        config.webhook_allowed_hosts.split(',').map(str::to_owned).collect(),
+    )?;
+    let seconds = |s: u64| chrono::Duration::seconds(i64::try_from(s).unwrap_or(60));
+    Ok(WebhookService::new(
+        WebhookServiceDeps {
+            webhooks: store.clone(),
+            due: store,
+            cipher: secret_cipher(config)?,
+            sender: Arc::new(sender),
+            hmac: Arc::new(RingHmac),
+            secrets,
+            ids,
+            clock,
+        },
+        WebhookSettings {
+            allow_insecure: config.webhook_allow_insecure,
+            schedule: config.webhook_schedule()?,
+            // The job lease, but always long enough for a batch's attempts (sent together) to
+            // time out and be recorded.
+            lease: seconds(config.job_lease_secs).max(seconds(config.webhook_timeout_secs) + seconds(5)),
+            concurrency: config.webhook_concurrency,
+            ..WebhookSettings::default()
+        },
+    ))
+}
+
+/// The cipher of the secrets the service must use in clear (webhook signing secrets, trigger
+/// secrets, integrations' signing secrets), keyed with `AGENTRY_SECRET_KEY` or the key
+/// generated once into the data directory.
+///
+/// # Errors
+/// When the key is invalid or cannot be read or written.
+pub fn secret_cipher(config: &Config) -> anyhow::Result<Arc<AesGcmCipher>> {
+    let key = keys::secret_key(config.secret_key.as_ref(), &config.data_dir)?;
+    Ok(Arc::new(AesGcmCipher::new(key.expose_secret())?))
+}

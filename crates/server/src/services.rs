@@ -1,0 +1,366 @@
+//! The domain's services wired to their adapters, area by area, and the kinds of background
+//! work over them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
+use agentry_domain::agents::{AgentService, ChatService, ChatServiceDeps, ChatSettings};
+use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
+use agentry_domain::identity::{
+    AccessService, AccessServiceDeps, AccountPolicy, AccountService, AccountServiceDeps, MailRequest,
+    RecoveryPolicy, RecoveryService, RecoveryServiceDeps,
+};
+use agentry_domain::ids::IdGenerator;
+use agentry_domain::jobs::{JobQueue, JobSettings, Jobs, RetryPolicy};
+use agentry_domain::memory::MemoryService;
+use agentry_domain::ratelimit::{FailurePolicy, PlanTable, Quota, RateCounter, RateLimiter};
+use agentry_domain::time::Clock;
+use agentry_domain::webhooks::WebhookService;
+use agentry_domain::work::Worker;
+use agentry_domain::workflows::{
+    ExecutionService, ExecutionServiceDeps, ExecutionSettings, IntegrationService, IntegrationServiceDeps,
+    TriggerService, TriggerServiceDeps, WorkflowService, WorkflowServiceDeps,
+};
+use agentry_http::{AppState, RateLimits};
+use agentry_llm::Cl100kTokens;
+use agentry_store::{
+    AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DbRateCounter,
+    ExecutionStore, IntegrationStore, JobStore, OneTimeTokenStore, RefreshTokenStore, TriggerStore,
+    WebhookStore, WorkflowStore,
+};
+use anyhow::Context as _;
+use secrecy::ExposeSecret as _;
+
+use crate::config::{Config, PaymentProviderKind, RateLimitFailure, RateLimitStore};
+use crate::keys;
+use crate::metrics::PrometheusMetrics;
+use crate::steps::ServiceSteps;
+use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
+
+use crate::adapters::*;
+
+/// The services and the background work over `db`.
+pub struct Services {
+    /// What the HTTP handlers call.
+    pub state: AppState,
+    /// The durable jobs (mail).
+    pub jobs: Worker<Jobs>,
+    /// The webhook deliveries.
+    pub deliveries: Worker<WebhookService>,
+    /// The workflow executions.
+    pub executions: Worker<ExecutionService>,
+    /// The clock the services read.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Services { .. }")
+    }
+}
+
+/// What every service shares: the clock, identifiers, randomness and the database.
+#[derive(Clone)]
+struct Shared {
+    db: Database,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+    secrets: Arc<RingSecrets>,
+}
+
+/// Builds the services over `db`; links the service makes start with `public_url`.
+///
+/// # Errors
+/// When the JWT key is invalid or cannot be read or written, or the mail settings are invalid.
+pub fn build_services(
+    config: &Config,
+    db: &Database,
+    public_url: &str,
+    overrides: Overrides,
+) -> anyhow::Result<Services> {
+    let shared = Shared {
+        db: db.clone(),
+        clock: overrides.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+        ids: Arc::new(UlidIds::default()),
+        secrets: Arc::new(RingSecrets::new()),
+    };
+    let Shared { clock, ids, .. } = shared.clone();
+    let job_store = Arc::new(JobStore::new(db.clone()));
+    let webhook_store = Arc::new(WebhookStore::new(db.clone()));
+    let execution_store = Arc::new(ExecutionStore::new(db.clone()));
+    let metrics = Arc::new(PrometheusMetrics::new(
+        db.clone(),
+        vec![job_store.clone(), webhook_store.clone(), execution_store.clone()],
+        clock.clone(),
+    ));
+    let (accounts, access, recovery) = identity(config, &shared, public_url, job_store.clone())?;
+    let (limiter, limits, plans) = rate_limits(config, &shared)?;
+    let embedder = match overrides.embedder {
+        Some(e) => e,
+        None => build_embedder(config)?,
+    };
+    let memory = memory_service(config, db, embedder, Some(clock.clone()));
+    let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans)?;
+    let webhooks =
+        webhook_service(config, webhook_store, shared.secrets.clone(), ids.clone(), clock.clone())?;
+    let (workflows, executions, triggers, integrations) =
+        workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
+    let jobs =
+        Worker::new(Arc::new(mail_jobs(config, &shared, job_store, &recovery)), ids.clone(), clock.clone());
+    let deliveries = Worker::new(Arc::new(webhooks.clone()), ids.clone(), clock.clone());
+    let executions_worker = Worker::new(Arc::new(executions.clone()), ids, clock.clone());
+    let state = AppState {
+        accounts,
+        access,
+        recovery,
+        agents,
+        chat,
+        memory,
+        billing,
+        webhooks,
+        workflows,
+        executions,
+        triggers,
+        integrations,
+        limiter,
+        limits,
+        readiness: Arc::new(DatabaseReadiness(db.clone())),
+        metrics,
+        failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
+        clock: clock.clone(),
+    };
+    Ok(Services { state, jobs, deliveries, executions: executions_worker, clock })
+}
+
+/// Accounts, API keys and access, and recovery by e-mail (whose mail goes out as `jobs`).
+fn identity(
+    config: &Config,
+    shared: &Shared,
+    public_url: &str,
+    jobs: Arc<dyn JobQueue>,
+) -> anyhow::Result<(AccountService, AccessService, RecoveryService)> {
+    let Shared { db, clock, ids, secrets } = shared.clone();
+    let jwt = Arc::new(JwtAccessTokens::new(JwtSettings {
+        secret: keys::jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?,
+        issuer: config.jwt_issuer(),
+        audience: "agentry-api".into(),
+        ttl: chrono::Duration::seconds(config.access_token_ttl_secs),
+    })?);
+    let hasher = Arc::new(Argon2Hasher::new(
+        HashingParams::OWASP,
+        config.password_hash_concurrency.unwrap_or_else(cpus),
+    )?);
+    let accounts_repo = Arc::new(AccountStore::new(db.clone()));
+    let accounts = AccountService::new(
+        AccountServiceDeps {
+            accounts: accounts_repo.clone(),
+            refresh_tokens: Arc::new(RefreshTokenStore::new(db.clone())),
+            hasher: hasher.clone(),
+            access_tokens: jwt.clone(),
+            secrets: secrets.clone(),
+            ids: ids.clone(),
+            clock: clock.clone(),
+        },
+        AccountPolicy {
+            welcome_credits: config.welcome_credits,
+            refresh_token_ttl: chrono::Duration::days(config.refresh_token_ttl_days),
+        },
+    );
+    let access = AccessService::new(AccessServiceDeps {
+        accounts: accounts_repo.clone(),
+        api_keys: Arc::new(ApiKeyStore::new(db.clone())),
+        access_tokens: jwt,
+        secrets: secrets.clone(),
+        ids: ids.clone(),
+        clock: clock.clone(),
+    });
+    let recovery = RecoveryService::new(
+        RecoveryServiceDeps {
+            accounts: accounts_repo,
+            tokens: Arc::new(OneTimeTokenStore::new(db)),
+            hasher,
+            mailer: build_mailer(config)?,
+            jobs,
+            sessions: accounts.clone(),
+            secrets,
+            ids,
+            clock,
+        },
+        RecoveryPolicy {
+            public_url: public_url.to_owned(),
+            reset_ttl: chrono::Duration::minutes(config.password_reset_ttl_minutes),
+            magic_link_ttl: chrono::Duration::minutes(config.magic_link_ttl_minutes),
+            max_emails_per_hour: config.mail_per_address_per_hour,
+        },
+    );
+    Ok((accounts, access, recovery))
+}
+
+/// The rate limiter over the configured store, the limits of requests and the plan table.
+fn rate_limits(config: &Config, shared: &Shared) -> anyhow::Result<(RateLimiter, RateLimits, PlanTable)> {
+    let counter: Arc<dyn RateCounter> = match config.rate_limit_backend() {
+        RateLimitStore::Redis => {
+            let url = config
+                .redis_url
+                .as_ref()
+                .context("AGENTRY_RATE_LIMIT_STORE=redis needs AGENTRY_REDIS_URL")?;
+            Arc::new(agentry_redis::RedisRateCounter::new(&agentry_redis::RedisSettings {
+                url: url.expose_secret().to_owned(),
+                key_prefix: config.redis_key_prefix.clone(),
+                timeout: Duration::from_millis(config.redis_timeout_ms),
+            })?)
+        }
+        RateLimitStore::Database => Arc::new(DbRateCounter::new(shared.db.clone())),
+        RateLimitStore::Memory | RateLimitStore::Auto => Arc::new(InProcessRateCounter::default()),
+    };
+    let plans = if config.plan_table == 2 { PlanTable::Two } else { PlanTable::One };
+    let limits = RateLimits {
+        plans,
+        auth_per_ip: Quota::per_minute(config.auth_rate_per_minute),
+        failed_auth_per_ip: Quota::per_minute(config.auth_failures_per_minute),
+        trusted_proxies: config.trusted_proxy_addrs()?,
+    };
+    let limiter = RateLimiter::new(counter, shared.clock.clone()).with_failure_policy(
+        match config.rate_limit_failure {
+            RateLimitFailure::Open => FailurePolicy::Open,
+            RateLimitFailure::Closed => FailurePolicy::Closed,
+        },
+    );
+    Ok((limiter, limits, plans))
+}
+
+/// Agents, chat (with its model and memory) and billing.
+fn agents_and_billing(
+    config: &Config,
+    shared: &Shared,
+    memory: &MemoryService,
+    plans: PlanTable,
+) -> anyhow::Result<(AgentService, ChatService, BillingService)> {
+    let Shared { db, clock, ids, .. } = shared.clone();
+    let agent_store = Arc::new(AgentStore::new(db.clone()));
+    let credit_store = Arc::new(CreditStore::new(db.clone()));
+    let agents = AgentService::new(agent_store.clone(), ids.clone(), clock.clone());
+    let chat = ChatService::new(
+        ChatServiceDeps {
+            agents: agent_store,
+            conversations: Arc::new(ConversationStore::new(db)),
+            credits: credit_store.clone(),
+            model: build_model(config)?,
+            tokens: Arc::new(Cl100kTokens::default()),
+            memory: Arc::new(memory.clone()),
+            ids: ids.clone(),
+            clock: clock.clone(),
+        },
+        ChatSettings {
+            default_model: config.default_model(),
+            default_max_tokens: config.chat_max_tokens,
+            history_messages: 50,
+            history_token_budget: config.chat_history_tokens,
+            credits_low_threshold: config.credits_low_threshold,
+        },
+    );
+    let payments: Option<Arc<dyn PaymentProvider>> = match config.payment_provider {
+        PaymentProviderKind::None => None,
+        PaymentProviderKind::Manual => Some(Arc::new(ManualPayments)),
+    };
+    let billing = BillingService::new(credit_store, payments, plans, ids, clock);
+    Ok((agents, chat, billing))
+}
+
+/// Workflows, their executions (whose steps chat, search memory and call out through the
+/// guarded client), triggers and integrations.
+fn workflows(
+    config: &Config,
+    shared: &Shared,
+    execution_store: Arc<ExecutionStore>,
+    chat: &ChatService,
+    memory: &MemoryService,
+    limiter: &RateLimiter,
+    plans: PlanTable,
+) -> anyhow::Result<(WorkflowService, ExecutionService, TriggerService, IntegrationService)> {
+    let Shared { db, clock, ids, secrets } = shared.clone();
+    let workflow_store = Arc::new(WorkflowStore::new(db.clone()));
+    let workflows = WorkflowService::new(WorkflowServiceDeps {
+        workflows: workflow_store.clone(),
+        clock: clock.clone(),
+        ids: ids.clone(),
+    });
+    let step_client = agentry_outbound::WebhookClient::new(
+        agentry_outbound::OutboundSettings {
+            allow_private: config.webhook_allow_private,
+            timeout: Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),
+            max_response_bytes: agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,
+            user_agent: format!("Agentry-Workflows/{}", env!("CARGO_PKG_VERSION")),
+        },
+        config.webhook_allowed_hosts.split(',').map(str::to_owned).collect(),
+    )?;
+    let executions = ExecutionService::new(
+        ExecutionServiceDeps {
+            workflows: workflow_store.clone(),
+            executions: execution_store.clone(),
+            due: execution_store,
+            performer: Arc::new(ServiceSteps::new(
+                chat.clone(),
+                memory.clone(),
+                step_client,
+                config.webhook_allow_insecure,
+            )),
+            clock: clock.clone(),
+            ids: ids.clone(),
+        },
+        ExecutionSettings {
+            lease: chrono::Duration::seconds(i64::try_from(config.job_lease_secs).unwrap_or(60)),
+            concurrency: config.workflow_concurrency,
+            max_claims: config.work_max_claims,
+        },
+    );
+    let cipher = secret_cipher(config)?;
+    let triggers = TriggerService::new(TriggerServiceDeps {
+        triggers: Arc::new(TriggerStore::new(db.clone())),
+        workflows: workflow_store.clone(),
+        executions: executions.clone(),
+        cipher: cipher.clone(),
+        hmac: Arc::new(RingHmac),
+        secrets,
+        limiter: limiter.clone(),
+        plans,
+        ids: ids.clone(),
+        clock: clock.clone(),
+    });
+    let integrations = IntegrationService::new(IntegrationServiceDeps {
+        integrations: Arc::new(IntegrationStore::new(db)),
+        workflows: workflow_store,
+        executions: executions.clone(),
+        cipher,
+        hmac: Arc::new(RingHmac),
+        limiter: limiter.clone(),
+        plans,
+        ids,
+        clock,
+    });
+    Ok((workflows, executions, triggers, integrations))
+}
+
+/// The mail jobs, run by recovery.
+fn mail_jobs(config: &Config, shared: &Shared, store: Arc<JobStore>, recovery: &RecoveryService) -> Jobs {
+    Jobs::new(
+        store.clone(),
+        store,
+        shared.clock.clone(),
+        JobSettings {
+            lease: chrono::Duration::seconds(i64::try_from(config.job_lease_secs).unwrap_or(60)),
+            // One at a time, as before the core: an address's hourly mail budget is counted
+            // and then spent by the job, so two of its jobs at once could both see room.
+            concurrency: 1,
+            retry: RetryPolicy {
+                first_delay: chrono::Duration::seconds(
+                    i64::try_from(config.mail_retry_first_delay_secs).unwrap_or(5),
+                ),
+                max_delay: chrono::Duration::minutes(30),
+                max_attempts: config.mail_max_attempts,
+            },
+        },
+    )
+    .with_handler::<MailRequest>(Arc::new(recovery.clone()))
+}
