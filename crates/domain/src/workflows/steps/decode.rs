@@ -15,7 +15,7 @@
 //!   it concerns is set aside and the others are read again, up to [`MAX_REFUSALS`] times; the
 //!   refusals are then put in the order of the step's fields.
 
-use std::fmt::{self, Display};
+use std::fmt::Display;
 
 use serde::de::{self, DeserializeOwned, Visitor};
 use serde_json::{Map, Value};
@@ -228,8 +228,8 @@ pub(super) fn step(index: usize, item: &Value, ids: &[Option<&str>]) -> Result<S
     }
     match (id, kind, timeout_seconds) {
         (Some(id), Some(kind), Some(timeout_seconds)) => Ok(Step { id, timeout_seconds, kind }),
-        // Each is None only after a refusal.
-        _ => Err(Vec::new()),
+        // Each is None only after a refusal; never a step left out without one.
+        _ => Err(vec![FieldError::new(&at, FieldErrorKind::InvalidValue, format!("{at} could not be read"))]),
     }
 }
 
@@ -338,10 +338,4 @@ pub(super) fn field_names<T: DeserializeOwned>() -> &'static [&'static str] {
     let mut names = Names(&[]);
     let _ = T::deserialize(&mut names);
     names.0
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
 }
