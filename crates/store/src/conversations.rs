@@ -2,7 +2,8 @@
 //! a finished exchange together with its charge and events.
 
 use agentry_domain::agents::{ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message};
-use agentry_domain::billing::{LedgerEntry, credits_low_event, crosses_low_threshold};
+use agentry_domain::billing::LedgerEntry;
+use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, MessageId, SessionId, TenantId};
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
@@ -162,16 +163,27 @@ impl ConversationRepository for ConversationStore {
                 let statement = ExchangeStatement::new(x)?;
                 match x.memory.as_ref().map(NewEntryRow::from_domain) {
                     // Most agents keep no episodic memory: the exchange is the one statement,
-                    // atomic by itself.
-                    None => with_pg_conn!(pools, conn => statement.run(conn).await),
-                    // With the memory entry, the statement and the entry share a transaction.
-                    // The entry comes after the statement: the same lock order (the tenant
-                    // row, then its memory version) as every other transaction.
+                    // atomic by itself, and a second one only when it crossed the low-credit
+                    // threshold (see `insert_low_credit_event`).
+                    None => with_pg_conn!(pools, conn => async {
+                        let settled = statement.run(conn).await?;
+                        if let Some(low) = statement.low_credit_event(&settled) {
+                            insert_low_credit_event(conn, &low).await;
+                        }
+                        Ok::<_, StoreError>(settled.available)
+                    }.await),
+                    // With the memory entry, the statement, the entry and the low-credit event
+                    // share a transaction. The entry comes after the statement: the same lock
+                    // order (the tenant row, then its memory version) as every other
+                    // transaction.
                     Some(mut row) => pg_transaction!(pools, conn => {
-                        let remaining = statement.run(conn).await?;
+                        let settled = statement.run(conn).await?;
                         row.seq = bump_memory_version!(conn, &statement.tenant)?;
                         diesel::insert_into(memory_entries::table).values(&row).execute(conn).await?;
-                        Ok(remaining)
+                        if let Some(low) = statement.low_credit_event(&settled) {
+                            diesel::insert_into(events::table).values(&low).execute(conn).await?;
+                        }
+                        Ok(settled.available)
                     }),
                 }
             }
@@ -234,8 +246,7 @@ impl ConversationStore {
                 row.seq = bump_memory_version!(conn, tenant)?;
                 diesel::insert_into(memory_entries::table).values(&*row).execute(conn).await?;
             }
-            if crosses_low_threshold(settled + cost, settled, s.low_threshold) {
-                let low = credits_low_event(s.low_event.clone(), &s.hold.tenant_id, settled, s.low_threshold, x.reply.created_at);
+            if let Some(low) = s.low_credit_event(settled, x.reply.created_at) {
                 let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;
                 diesel::insert_into(events::table).values(&row).execute(conn).await?;
             }
@@ -248,10 +259,11 @@ const HOLD_GONE: &str = "the credit hold of this chat no longer exists";
 
 /// PostgreSQL: a finished exchange as one statement, one round trip with no transaction
 /// around it (see [`EXCHANGE_SQL`]): the hold's release, the session, both messages, the
-/// events, the settlement of the tenant's balance, its ledger entry and, when the balance
-/// crosses the threshold, the low-credit event. Every step reads the released hold, so a hold
-/// already released (by the stale-hold sweeper) writes nothing: the exchange is neither
-/// charged twice nor free.
+/// events, the settlement of the tenant's balance and its ledger entry. Every step reads the
+/// released hold, so a hold already released (by the stale-hold sweeper) writes nothing: the
+/// exchange is neither charged twice nor free. The statement answers the settled balance it
+/// left, from which the domain decides whether the charge crossed the low-credit threshold
+/// ([`Settlement::low_credit_event`](agentry_domain::billing::Settlement::low_credit_event)).
 struct ExchangeStatement {
     hold: String,
     tenant: String,
@@ -272,9 +284,10 @@ struct ExchangeStatement {
     event_created_at: Vec<DbTime>,
     cost: i64,
     entry: LedgerEntry,
-    /// `billing.credits.low` with a balance of 0; the statement writes in the settled one.
-    low_event: EventRow,
-    low_threshold: i64,
+    /// The settlement, for the low-credit decision.
+    settlement: agentry_domain::billing::Settlement,
+    /// When the low-credit event happens, if it does: with the reply.
+    answered_at: chrono::DateTime<chrono::Utc>,
 }
 
 impl ExchangeStatement {
@@ -282,8 +295,6 @@ impl ExchangeStatement {
         let s = &x.settlement;
         let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
         let events = EventRow::all(&x.events)?;
-        let low =
-            credits_low_event(s.low_event.clone(), &s.hold.tenant_id, 0, s.low_threshold, x.reply.created_at);
         Ok(Self {
             hold: s.hold.id.to_string(),
             tenant: s.hold.tenant_id.to_string(),
@@ -302,13 +313,13 @@ impl ExchangeStatement {
             event_created_at: events.iter().map(|e| e.created_at).collect(),
             cost: -s.entry.delta,
             entry: s.entry.clone(),
-            low_event: EventRow::from_domain(&low)?,
-            low_threshold: s.low_threshold,
+            settlement: s.clone(),
+            answered_at: x.reply.created_at,
         })
     }
 
-    /// Runs the statement; the tenant's available balance after it.
-    async fn run(&self, conn: &mut PgConn<&mut AsyncPgConnection>) -> Result<i64, StoreError> {
+    /// Runs the statement; the balances it left.
+    async fn run(&self, conn: &mut PgConn<&mut AsyncPgConnection>) -> Result<SettledRow, StoreError> {
         let e = &self.entry;
         let settled: Option<SettledRow> = diesel::sql_query(EXCHANGE_SQL)
             .bind::<Text, _>(&self.hold)
@@ -332,22 +343,45 @@ impl ExchangeStatement {
             .bind::<Text, _>(e.reason.as_str())
             .bind::<UtcTime, _>(DbTime(e.created_at))
             .bind::<Nullable<Text>, _>(e.reference.as_deref())
-            .bind::<Text, _>(&self.low_event.id)
-            .bind::<Text, _>(&self.low_event.event_type)
-            .bind::<Json, _>(&self.low_event.data)
-            .bind::<UtcTime, _>(self.low_event.created_at)
-            .bind::<BigInt, _>(self.low_threshold)
             .get_result(conn)
             .await
             .optional()?;
-        settled.map(|r| r.available).ok_or(StoreError::Precondition(HOLD_GONE))
+        settled.ok_or(StoreError::Precondition(HOLD_GONE))
+    }
+
+    /// The low-credit event's row, when the domain says the settlement crossed the threshold.
+    fn low_credit_event(&self, settled: &SettledRow) -> Option<EventRow> {
+        let low: Event = self.settlement.low_credit_event(settled.settled, self.answered_at)?;
+        match EventRow::from_domain(&low) {
+            Ok(row) => Some(row),
+            Err(e) => {
+                tracing::error!(tenant_id = %self.tenant, error = %e, "the low-credit event could not be encoded");
+                None
+            }
+        }
+    }
+}
+
+/// PostgreSQL, after [`EXCHANGE_SQL`] committed on its own: the low-credit event, as a second
+/// statement that only a chat crossing the threshold runs (the common chat stays one round
+/// trip). The exchange is already recorded and charged, so a failure here is logged, never
+/// returned: an error would tell the client its chat failed, and a retry would charge it
+/// again. If the process dies (or the connection drops) between the two statements, the
+/// exchange stands, charged once, and that crossing's `billing.credits.low` is lost: the event
+/// is written at most once, never twice (its id is the settlement's, and only this exchange,
+/// which ran once, writes it). The next crossing (after a purchase lifts the balance above the
+/// threshold) emits again. A chat that also stores a memory entry runs in a transaction, and
+/// its event is written in it.
+async fn insert_low_credit_event(conn: &mut PgConn<&mut AsyncPgConnection>, low: &EventRow) {
+    if let Err(e) = diesel::insert_into(events::table).values(low).execute(conn).await {
+        tracing::error!(event_id = %low.id, tenant_id = %low.tenant_id, error = %e, "storing a billing.credits.low event failed");
     }
 }
 
 /// The statement of [`ExchangeStatement`]. Each step is a data-modifying CTE reading the
-/// released hold (`FROM released`), so none writes without it; the ledger entry and the
-/// low-credit event read the settled tenant row. The session's foreign key to its agent fails
-/// the whole statement when the agent was deleted while the model answered.
+/// released hold (`FROM released`), so none writes without it; the ledger entry reads the
+/// settled tenant row. The session's foreign key to its agent fails the whole statement when
+/// the agent was deleted while the model answered.
 const EXCHANGE_SQL: &str = "\
 WITH released AS (
     DELETE FROM credit_holds WHERE id = $1 RETURNING amount
@@ -376,17 +410,15 @@ WITH released AS (
 ), ledger AS (
     INSERT INTO credit_ledger (id, tenant_id, delta, balance_after, reason, created_at, reference, seq)
     SELECT $17, $2, $18, settled.settled, $19, $20, $21, settled.seq FROM settled
-), low AS (
-    INSERT INTO events (id, tenant_id, event_type, data, created_at)
-    SELECT $22, $2, $23, jsonb_set($24, '{credits}', to_jsonb(settled.settled)), $25
-    FROM settled
-    WHERE settled.settled + $16 >= $26 AND settled.settled < $26
 )
-SELECT available FROM settled";
+SELECT available, settled FROM settled";
 
-/// What [`EXCHANGE_SQL`] answers.
+/// What [`EXCHANGE_SQL`] answers: the tenant's available balance and its settled balance
+/// (available plus held) after the settlement.
 #[derive(QueryableByName)]
 struct SettledRow {
     #[diesel(sql_type = BigInt)]
     available: i64,
+    #[diesel(sql_type = BigInt)]
+    settled: i64,
 }

@@ -1,6 +1,11 @@
 //! [`WebhookRepository`]: subscriptions, the fan-out of the outbox into deliveries, deliveries
 //! claimed with leases, and the delivery log.
 //!
+//! The fan-out reads the outbox and the subscriptions and writes the deliveries that the
+//! domain's [`fan_out`](agentry_domain::webhooks::fan_out) decides, in one transaction; rows are
+//! turned into entities only through their constructors (`Subscription::restore`,
+//! `Delivery::restore`), which refuse a state they do not know.
+//!
 //! Deliveries are a lease queue claimed through the one claim statement ([`crate::leases`]);
 //! the fan-out takes events as claims take rows: on PostgreSQL `FOR UPDATE SKIP LOCKED`, so
 //! several instances take disjoint ones without waiting; SQLite runs one write transaction at a
@@ -12,8 +17,8 @@ use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::webhooks::{
     Attempt, AttemptErrorKind, ClaimedDelivery, DELIVERY_QUEUE, Delivery, DeliveryStatus, Dispatched,
-    DueDelivery, NewDelivery, PreviousSecret, SealedSecret, Settlement, Subscription, SubscriptionStatus,
-    WebhookRepository, wants,
+    DueDelivery, FanOut, NewDelivery, SealedSecret, Settlement, StoredDelivery, StoredSubscription,
+    Subscription, SubscriptionStop, SubscriptionTarget, WebhookRepository,
 };
 use agentry_domain::work::{Claimed, Lease, LeaseQueue};
 use async_trait::async_trait;
@@ -95,43 +100,38 @@ struct SubscriptionRow {
 
 impl SubscriptionRow {
     fn from_domain(s: &Subscription) -> Self {
+        let d = s.details();
         Self {
-            id: s.id.to_string(),
-            tenant_id: s.tenant_id.to_string(),
-            url: s.url.clone(),
-            events: DbJsonAs(s.events.clone()),
-            description: s.description.clone(),
-            metadata: DbJsonAs(s.metadata.clone()),
-            status: s.status.as_str().to_owned(),
-            secret_sealed: s.secret.0.clone(),
-            previous_secret_sealed: s.previous_secret.as_ref().map(|p| p.secret.0.clone()),
-            previous_secret_until: s.previous_secret.as_ref().map(|p| DbTime(p.until)),
-            created_at: DbTime(s.created_at),
-            updated_at: DbTime(s.updated_at),
+            id: s.id().to_string(),
+            tenant_id: s.tenant_id().to_string(),
+            url: d.url.clone(),
+            events: DbJsonAs(d.events.names()),
+            description: d.description.clone(),
+            metadata: DbJsonAs(d.metadata.clone()),
+            status: s.status().as_str().to_owned(),
+            secret_sealed: s.secret().0.clone(),
+            previous_secret_sealed: s.previous_secret().map(|p| p.secret.0.clone()),
+            previous_secret_until: s.previous_secret().map(|p| DbTime(p.until)),
+            created_at: DbTime(s.created_at()),
+            updated_at: DbTime(s.updated_at()),
         }
     }
 
     fn into_domain(self) -> anyhow::Result<Subscription> {
-        let previous_secret = match (self.previous_secret_sealed, self.previous_secret_until) {
-            (Some(secret), Some(until)) => {
-                Some(PreviousSecret { secret: SealedSecret(secret), until: until.0 })
-            }
-            _ => None,
-        };
-        Ok(Subscription {
-            status: SubscriptionStatus::parse(&self.status)
-                .ok_or_else(|| anyhow::anyhow!("stored subscription status {:?} is unknown", self.status))?,
+        Ok(Subscription::restore(StoredSubscription {
             id: WebhookId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),
             url: self.url,
             events: self.events.0,
             description: self.description,
             metadata: self.metadata.0,
+            status: self.status,
             secret: SealedSecret(self.secret_sealed),
-            previous_secret,
+            previous_secret: self.previous_secret_sealed.map(SealedSecret),
+            previous_secret_until: self.previous_secret_until.map(|t| t.0),
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
-        })
+        })?)
     }
 }
 
@@ -156,25 +156,22 @@ struct DeliveryRow {
 
 impl DeliveryRow {
     fn into_domain(self) -> anyhow::Result<Delivery> {
-        let status = DeliveryStatus::parse(&self.status)
-            .ok_or_else(|| anyhow::anyhow!("stored delivery status {:?} is unknown", self.status))?;
-        Ok(Delivery {
+        Ok(Delivery::restore(StoredDelivery {
             id: DeliveryId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),
             subscription_id: WebhookId::from_string(self.subscription_id),
             event_id: EventId::from_string(self.event_id),
             event_type: self.event_type,
-            // Only a pending delivery has a next attempt.
-            next_attempt_at: self.next_attempt_at.filter(|_| status == DeliveryStatus::Pending).map(|t| t.0),
-            status,
+            status: self.status,
             attempts: u32::try_from(self.attempts).unwrap_or(0),
+            next_attempt_at: self.next_attempt_at.map(|t| t.0),
             response_status: self.response_status.and_then(|s| u16::try_from(s).ok()),
             response_time_ms: self.response_time_ms.and_then(|ms| u64::try_from(ms).ok()),
             error: self.error,
             delivered_at: self.delivered_at.map(|t| t.0),
             test: self.is_test,
             created_at: self.created_at.0,
-        })
+        })?)
     }
 }
 
@@ -300,14 +297,6 @@ macro_rules! pair_with_subscriptions {
     }};
 }
 
-/// The id of the delivery of an event to a subscription: made of both, so that the pair's
-/// uniqueness and the key's are one and the same (a conflict on either is the same pair).
-fn pair_id(event: &str, subscription: &str) -> String {
-    let event = event.strip_prefix("evt_").unwrap_or(event);
-    let subscription = subscription.strip_prefix("whk_").unwrap_or(subscription);
-    format!("{}_{event}.{subscription}", DeliveryId::PREFIX)
-}
-
 #[async_trait]
 impl LeaseQueue<DueDelivery> for WebhookStore {
     async fn claim(
@@ -392,7 +381,7 @@ impl WebhookRepository for WebhookStore {
         Ok(n == 1)
     }
 
-    async fn dispatch(&self, now: DateTime<Utc>, limit: u32) -> anyhow::Result<Dispatched> {
+    async fn dispatch(&self, now: DateTime<Utc>, limit: u32, fan_out: FanOut) -> anyhow::Result<Dispatched> {
         use diesel::sql_types::BigInt;
         let sql = match self.db.backend() {
             Backend::Postgres => pending_events_sql('$', "FOR UPDATE SKIP LOCKED"),
@@ -401,7 +390,7 @@ impl WebhookRepository for WebhookStore {
         let limit = i64::from(limit);
         let now = DbTime(now);
         // Three statements a batch, however many events it holds (the events, their tenants'
-        // subscriptions, the mark), and one insert per delivery where someone subscribed.
+        // subscriptions, the mark), and one insert per delivery the fan-out decides.
         let dispatched = transaction!(self.db, conn => {
             let pending: Vec<EventRow> = diesel::sql_query(sql).bind::<BigInt, _>(limit).load(conn).await?;
             let mut report = Dispatched::default();
@@ -411,58 +400,39 @@ impl WebhookRepository for WebhookStore {
             let mut tenants: Vec<&str> = pending.iter().map(|e| e.tenant_id.as_str()).collect();
             tenants.sort_unstable();
             tenants.dedup();
-            let rows: Vec<(String, String, DbJsonAs<Vec<String>>, DbTime)> = webhook_subscriptions::table
+            let rows: Vec<(String, String, DbJsonAs<Vec<String>>, String, DbTime)> = webhook_subscriptions::table
                 .filter(webhook_subscriptions::tenant_id.eq_any(&tenants))
-                .filter(webhook_subscriptions::status.eq(ACTIVE))
                 .select((
                     webhook_subscriptions::tenant_id,
                     webhook_subscriptions::id,
                     webhook_subscriptions::events,
+                    webhook_subscriptions::status,
                     webhook_subscriptions::created_at,
                 ))
                 .load(conn)
                 .await?;
-            // Each tenant's active subscriptions.
-            let mut subscriptions: std::collections::HashMap<String, Vec<(String, Vec<String>, DateTime<Utc>)>> =
-                std::collections::HashMap::new();
-            for (tenant, id, names, since) in rows {
-                subscriptions.entry(tenant).or_default().push((id, names.0, since.0));
-            }
             let ids: Vec<String> = pending.iter().map(|e| e.id.clone()).collect();
-            for row in pending {
-                let wanted = subscriptions.get(&row.tenant_id).map(Vec::as_slice).unwrap_or_default();
-                if wanted.is_empty() {
-                    continue;
-                }
-                let event = row.into_domain().map_err(|e| StoreError::Encode(e.to_string()))?;
-                let event_type = event.event_type();
-                // A subscription receives the events of its tenant from its creation on, not
-                // those that happened before it existed and were still waiting for fan-out.
-                let targets: Vec<&String> = wanted
-                    .iter()
-                    .filter(|(_, names, since)| *since <= event.created_at && wants(names, event_type))
-                    .map(|(id, _, _)| id)
-                    .collect();
-                if targets.is_empty() {
-                    continue;
-                }
-                let payload = event.envelope().map_err(|e| StoreError::Encode(e.to_string()))?.to_string();
-                for subscription in targets {
-                    let row = NewDeliveryRow::new(
-                        &NewDelivery {
-                            id: DeliveryId::from_string(pair_id(event.id.as_str(), subscription)),
-                            tenant_id: event.tenant_id.clone(),
-                            subscription_id: WebhookId::from_string(subscription.as_str()),
-                            event_id: event.id.clone(),
-                            event_type: event_type.as_str().to_owned(),
-                            payload: payload.clone(),
-                            test: false,
-                            created_at: now.0,
-                        },
-                        None,
-                    );
+            let encode = |e: anyhow::Error| StoreError::Encode(e.to_string());
+            // With no subscription in the batch's tenants, nothing can be delivered: the events
+            // are only marked, without being read back.
+            if !rows.is_empty() {
+                let targets = rows
+                    .into_iter()
+                    .map(|(tenant, id, events, status, created_at)| {
+                        SubscriptionTarget::restore(
+                            WebhookId::from_string(id),
+                            TenantId::from_string(tenant),
+                            &events.0,
+                            &status,
+                            created_at.0,
+                        )
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| StoreError::Encode(e.to_string()))?;
+                let events = pending.into_iter().map(EventRow::into_domain).collect::<anyhow::Result<Vec<_>>>().map_err(encode)?;
+                for delivery in fan_out(&events, &targets, now.0).map_err(encode)? {
                     report.deliveries += diesel::insert_into(webhook_deliveries::table)
-                        .values(&row)
+                        .values(&NewDeliveryRow::new(&delivery, None))
                         .on_conflict_do_nothing()
                         .execute(conn)
                         .await?;
@@ -520,14 +490,14 @@ impl WebhookRepository for WebhookStore {
         let (id, token, s, now) =
             (delivery.to_string(), lease.token.clone(), settlement.clone(), DbTime(now));
         let held = transaction!(self.db, conn => {
-            let a = &s.attempt;
-            let delivered = s.status == DeliveryStatus::Delivered;
+            let a = s.attempt();
+            let delivered = s.status() == DeliveryStatus::Delivered;
             let changed = diesel::update(webhook_deliveries::table
                 .filter(webhook_deliveries::id.eq(id.as_str()))
                 .filter(webhook_deliveries::lease_token.eq(token.as_str())))
                 .set((
-                    webhook_deliveries::status.eq(s.status.as_str()),
-                    webhook_deliveries::next_attempt_at.eq(s.next_attempt_at.map(DbTime)),
+                    webhook_deliveries::status.eq(s.status().as_str()),
+                    webhook_deliveries::next_attempt_at.eq(s.next_attempt_at().map(DbTime)),
                     webhook_deliveries::lease_token.eq(None::<String>),
                     webhook_deliveries::lease_until.eq(None::<DbTime>),
                     webhook_deliveries::response_status.eq(a.response_status.map(i64::from)),
@@ -559,13 +529,15 @@ impl WebhookRepository for WebhookStore {
                 response_body: a.response_body.clone(),
             };
             diesel::insert_into(webhook_attempts::table).values(&row).on_conflict_do_nothing().execute(conn).await?;
-            if let Some(status) = s.subscription_status {
+            // `Subscription::stop` on the row, as one conditional update: only a subscription
+            // still in `SubscriptionStop::FROM` stops.
+            if let Some(stop) = s.subscription_stop() {
                 let of_delivery =
                     webhook_deliveries::table.filter(webhook_deliveries::id.eq(id.as_str())).select(webhook_deliveries::subscription_id);
                 diesel::update(webhook_subscriptions::table
                     .filter(webhook_subscriptions::id.eq_any(of_delivery))
-                    .filter(webhook_subscriptions::status.eq(ACTIVE)))
-                    .set((webhook_subscriptions::status.eq(status.as_str()), webhook_subscriptions::updated_at.eq(now)))
+                    .filter(webhook_subscriptions::status.eq(SubscriptionStop::FROM.as_str())))
+                    .set((webhook_subscriptions::status.eq(stop.status().as_str()), webhook_subscriptions::updated_at.eq(now)))
                     .execute(conn)
                     .await?;
             }

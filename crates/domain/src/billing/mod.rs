@@ -106,25 +106,43 @@ pub struct Settlement {
     pub low_event: EventId,
 }
 
+impl Settlement {
+    /// The `billing.credits.low` event to store with this settlement, decided from the settled
+    /// balance it left (`settled_after`, what the store's update of the tenant row returned):
+    /// an event exactly when its charge took the balance from at or above the threshold to
+    /// below it ([`crosses_low_threshold`]), carrying that balance and happening `at`.
+    pub fn low_credit_event(&self, settled_after: i64, at: DateTime<Utc>) -> Option<Event> {
+        let change = self.entry.balance_change(settled_after);
+        crosses_low_threshold(change.before, change.after, self.low_threshold).then(|| Event {
+            id: self.low_event.clone(),
+            tenant_id: self.hold.tenant_id.clone(),
+            payload: EventPayload::BillingCreditsLow { credits: change.after, threshold: self.low_threshold },
+            created_at: at,
+        })
+    }
+}
+
+/// A tenant's settled balance just before and just after one ledger entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BalanceChange {
+    /// Before the entry.
+    pub before: i64,
+    /// After it.
+    pub after: i64,
+}
+
+impl LedgerEntry {
+    /// The change of the settled balance this entry made, given the balance after it: the
+    /// entry's `delta` is exactly that change (a chat's returned hold moves credits from held
+    /// back to available, which leaves the settled balance as it was).
+    pub fn balance_change(&self, after: i64) -> BalanceChange {
+        BalanceChange { before: after - self.delta, after }
+    }
+}
+
 /// Whether moving from `before` to `after` crosses below `threshold`.
 pub fn crosses_low_threshold(before: i64, after: i64, threshold: i64) -> bool {
     before >= threshold && after < threshold
-}
-
-/// The `billing.credits.low` event of a tenant whose settled balance fell to `balance`.
-pub fn credits_low_event(
-    id: EventId,
-    tenant: &TenantId,
-    balance: i64,
-    threshold: i64,
-    at: DateTime<Utc>,
-) -> Event {
-    Event {
-        id,
-        tenant_id: tenant.clone(),
-        payload: EventPayload::BillingCreditsLow { credits: balance, threshold },
-        created_at: at,
-    }
 }
 
 /// A request to set credits aside for a chat: as many as `wanted`, but no fewer than `minimum`.
@@ -420,6 +438,54 @@ mod tests {
         assert!(!crosses_low_threshold(99, 98, 100), "already below");
         assert!(!crosses_low_threshold(150, 100, 100), "at the threshold is not below");
         assert!(!crosses_low_threshold(50, 150, 100), "going up");
+    }
+
+    /// A settlement of a chat that costs `cost`, with a threshold of 100.
+    fn charge(cost: i64) -> Settlement {
+        let at = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
+        let tenant = TenantId::from_string("ten_1");
+        Settlement {
+            hold: CreditHold {
+                id: CreditHoldId::from_string("hld_1"),
+                tenant_id: tenant.clone(),
+                amount: 50,
+                created_at: at,
+            },
+            entry: LedgerEntry {
+                id: LedgerEntryId::from_string("led_1"),
+                tenant_id: tenant,
+                delta: -cost,
+                balance_after: 0,
+                reason: LedgerReason::ChatUsage,
+                reference: None,
+                created_at: at,
+            },
+            low_threshold: 100,
+            low_event: EventId::from_string("evt_low"),
+        }
+    }
+
+    #[test]
+    fn a_charge_that_takes_the_settled_balance_below_the_threshold_emits_one_low_credit_event() {
+        let at = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
+        // 105 - 10 = 95: crossed.
+        let low = charge(10).low_credit_event(95, at).unwrap();
+        assert_eq!((low.id.as_str(), low.tenant_id.as_str(), low.created_at), ("evt_low", "ten_1", at));
+        assert_eq!(low.payload, EventPayload::BillingCreditsLow { credits: 95, threshold: 100 });
+        // 100 - 1 = 99: from exactly the threshold.
+        assert!(charge(1).low_credit_event(99, at).is_some());
+        // 99 - 1 = 98: already below; 110 - 10 = 100: not below.
+        assert!(charge(1).low_credit_event(98, at).is_none(), "already below");
+        assert!(charge(10).low_credit_event(100, at).is_none(), "at the threshold is not below");
+        assert!(charge(0).low_credit_event(99, at).is_none(), "a free settlement changes nothing");
+    }
+
+    #[test]
+    fn a_ledger_entry_changes_the_settled_balance_by_its_delta() {
+        assert_eq!(charge(7).entry.balance_change(93), BalanceChange { before: 100, after: 93 });
+        let mut grant = charge(0).entry;
+        grant.delta = 500;
+        assert_eq!(grant.balance_change(500), BalanceChange { before: 0, after: 500 });
     }
 
     fn caller(role: Role) -> Principal {

@@ -1,26 +1,35 @@
 //! Outbound webhooks: subscriptions, fan-out of outbox events into deliveries, signed attempts
 //! with retries, and the delivery log.
 //!
-//! - [`model`]: subscriptions, event selectors (types, aliases, `*`), deliveries, attempts, and
-//!   the validation of what a request may set;
+//! - [`model`]: event selectors (types, aliases, `*`), statuses, attempts, and the validation of
+//!   what a request may set;
+//! - [`subscription`]: the subscription entity and its transitions (resume, pause, stop, secret
+//!   rotation);
+//! - [`delivery`]: the delivery entity and the transitions of an attempt ([`Settlement`]);
+//! - [`fanout`]: which subscriptions receive which events ([`fan_out`]);
 //! - [`signing`]: `X-Service-Signature` and the Standard Webhooks headers, over an [`Hmac`] port;
 //! - [`schedule`]: the retry schedule;
 //! - [`ports`]: the [`WebhookRepository`], [`SecretCipher`] and [`WebhookSender`] ports;
 //! - [`service`]: [`WebhookService`], for requests and for the workers' two steps.
 
+pub mod delivery;
+pub mod fanout;
 pub mod model;
 mod ports;
 pub mod schedule;
 mod service;
 pub mod signing;
+pub mod subscription;
 
+pub use delivery::{AttemptMode, Delivery, Settlement, StoredDelivery};
+pub use fanout::{FanOut, SubscriptionTarget, fan_out, pair_id};
 pub use model::{
-    Attempt, AttemptErrorKind, Delivery, DeliveryStatus, EventSelector, NewDelivery, PreviousSecret,
-    SealedSecret, Subscription, SubscriptionStatus, wants,
+    Attempt, AttemptErrorKind, DeliveryStatus, EventSelector, EventSelectors, InvalidStoredState,
+    NewDelivery, PreviousSecret, SealedSecret, SubscriptionStatus,
 };
 pub use ports::{
     ClaimedDelivery, Dispatched, DueDelivery, OutboundAnswer, OutboundFailure, OutboundPost, SecretCipher,
-    Settlement, WebhookRepository, WebhookSender,
+    WebhookRepository, WebhookSender,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockSecretCipher, MockWebhookRepository, MockWebhookSender};
@@ -32,3 +41,7 @@ pub use service::{
 pub use signing::Hmac;
 #[cfg(any(test, feature = "mock"))]
 pub use signing::MockHmac;
+pub use subscription::{
+    DetailsChange, IllegalStatusChange, StoredSubscription, Subscription, SubscriptionDetails,
+    SubscriptionStop,
+};

@@ -3,7 +3,6 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value};
 
 use crate::events::EventType;
 use crate::ids::{DeliveryId, EventId, TenantId, WebhookId};
@@ -58,52 +57,96 @@ impl fmt::Display for SubscriptionStatus {
     }
 }
 
-/// One name a subscription lists: an event type, an alias of several, or `*`.
+/// One name a subscription lists: an event type, an alias of several, or `*`. Parsed once,
+/// when a request or a stored row is read; [`EventSelector::as_str`] gives back the very name
+/// that was listed, so the stored and shown form stays what the caller wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventSelector {
-    /// Every event type.
+    /// `*`: every event type.
     All,
-    /// One event type.
-    Exactly(EventType),
     /// `agent.message`: both `agent.message.*` types.
     AgentMessage,
+    /// `workflow.completed`: `workflow.execution.completed`.
+    WorkflowCompleted,
+    /// One event type, by its own name.
+    Exactly(EventType),
 }
 
 impl EventSelector {
+    /// The selectors that are not one event type, in the order the API lists them.
+    const ALIASES: [Self; 3] = [Self::All, Self::AgentMessage, Self::WorkflowCompleted];
+
     /// Every name a subscription may list, for error messages and the API description.
     pub fn names() -> Vec<&'static str> {
-        let mut names = vec!["*", "agent.message", "workflow.completed"];
-        names.extend(EventType::ALL.iter().map(|t| t.as_str()));
-        names
+        Self::ALIASES.into_iter().chain(EventType::ALL.map(Self::Exactly)).map(Self::as_str).collect()
+    }
+
+    /// The listed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::All => "*",
+            Self::AgentMessage => "agent.message",
+            Self::WorkflowCompleted => "workflow.completed",
+            Self::Exactly(t) => t.as_str(),
+        }
     }
 
     /// Parses a listed name (the catalogue's types, the aliases `agent.message` and
     /// `workflow.completed`, and `*`).
     pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "*" => Some(Self::All),
-            "agent.message" => Some(Self::AgentMessage),
-            "workflow.completed" => Some(Self::Exactly(EventType::WorkflowExecutionCompleted)),
-            other => EventType::parse(other).map(Self::Exactly),
-        }
+        Self::ALIASES
+            .into_iter()
+            .find(|a| a.as_str() == name)
+            .or_else(|| EventType::parse(name).map(Self::Exactly))
     }
 
     /// Whether events of type `t` are selected.
     pub fn matches(self, t: EventType) -> bool {
         match self {
             Self::All => true,
-            Self::Exactly(wanted) => wanted == t,
             Self::AgentMessage => {
                 matches!(t, EventType::AgentMessageCreated | EventType::AgentMessageCompleted)
             }
+            Self::WorkflowCompleted => t == EventType::WorkflowExecutionCompleted,
+            Self::Exactly(wanted) => wanted == t,
         }
     }
 }
 
-/// Whether a subscription listing `events` wants events of type `t`. Names that no longer
-/// parse select nothing.
-pub fn wants(events: &[String], t: EventType) -> bool {
-    events.iter().filter_map(|n| EventSelector::parse(n)).any(|s| s.matches(t))
+impl fmt::Display for EventSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The names a subscription lists, parsed: what it selects is decided without reading strings
+/// again. Made by [`check_events`] from a request (1 to [`MAX_EVENTS`] known names) or by
+/// [`EventSelectors::from_stored`] from a stored row.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventSelectors(Vec<EventSelector>);
+
+impl EventSelectors {
+    /// The selectors of stored names. A name this version does not know (written by a newer
+    /// one, then rolled back) selects nothing and is left out, rather than making the
+    /// subscription, or every fan-out pass that reads it, fail.
+    pub fn from_stored<S: AsRef<str>>(names: &[S]) -> Self {
+        Self(names.iter().filter_map(|n| EventSelector::parse(n.as_ref())).collect())
+    }
+
+    /// Whether events of type `t` are selected by any of them.
+    pub fn matches(&self, t: EventType) -> bool {
+        self.0.iter().any(|s| s.matches(t))
+    }
+
+    /// The selectors, in the order they were listed.
+    pub fn as_slice(&self) -> &[EventSelector] {
+        &self.0
+    }
+
+    /// The listed names, in order: the stored and shown form.
+    pub fn names(&self) -> Vec<String> {
+        self.0.iter().map(|s| s.as_str().to_owned()).collect()
+    }
 }
 
 /// A signing secret sealed for storage (see [`SecretCipher`](super::SecretCipher)); opened only
@@ -126,31 +169,36 @@ pub struct PreviousSecret {
     pub until: DateTime<Utc>,
 }
 
-/// A webhook subscription.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Subscription {
+/// A stored row no constructor accepts: a state this version does not know, or fields that
+/// contradict each other. The store reports it rather than guessing what the row meant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stored {entity} {id}: {problem}")]
+pub struct InvalidStoredState {
+    /// What kind of row (`subscription`, `delivery`).
+    pub entity: &'static str,
     /// Its id.
-    pub id: WebhookId,
-    /// Its tenant.
-    pub tenant_id: TenantId,
-    /// Where deliveries are sent.
-    pub url: String,
-    /// The names it listed (types, aliases, `*`), as given.
-    pub events: Vec<String>,
-    /// What it is for.
-    pub description: Option<String>,
-    /// Free-form object.
-    pub metadata: Map<String, Value>,
-    /// Whether it receives events.
-    pub status: SubscriptionStatus,
-    /// The signing secret, sealed.
-    pub secret: SealedSecret,
-    /// The secret before the last rotation, while it still signs.
-    pub previous_secret: Option<PreviousSecret>,
-    /// Creation time.
-    pub created_at: DateTime<Utc>,
-    /// Last change.
-    pub updated_at: DateTime<Utc>,
+    pub id: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl InvalidStoredState {
+    /// The status stored as `value` in the row `id` of `entity`, read with `parse`.
+    ///
+    /// # Errors
+    /// When `parse` does not know it.
+    pub fn status<T>(
+        entity: &'static str,
+        id: &impl fmt::Display,
+        value: &str,
+        parse: fn(&str) -> Option<T>,
+    ) -> Result<T, Self> {
+        parse(value).ok_or_else(|| Self {
+            entity,
+            id: id.to_string(),
+            problem: format!("unknown status {value:?}"),
+        })
+    }
 }
 
 /// Where a delivery stands.
@@ -181,39 +229,6 @@ impl DeliveryStatus {
     pub fn parse(value: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.as_str() == value)
     }
-}
-
-/// One event on its way to one subscription.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
-    /// Its id.
-    pub id: DeliveryId,
-    /// Its tenant.
-    pub tenant_id: TenantId,
-    /// The subscription.
-    pub subscription_id: WebhookId,
-    /// The event (the `webhook-id` of every attempt).
-    pub event_id: EventId,
-    /// The event's type (for a test delivery, the type asked for).
-    pub event_type: String,
-    /// Where it stands.
-    pub status: DeliveryStatus,
-    /// Attempts started.
-    pub attempts: u32,
-    /// When the next attempt is due (pending deliveries).
-    pub next_attempt_at: Option<DateTime<Utc>>,
-    /// The receiver's status at the last attempt that got an answer.
-    pub response_status: Option<u16>,
-    /// How long the last attempt took.
-    pub response_time_ms: Option<u64>,
-    /// Why the last attempt failed.
-    pub error: Option<String>,
-    /// When the receiver accepted it.
-    pub delivered_at: Option<DateTime<Utc>>,
-    /// Whether it was made by `POST /webhooks/{id}/test`.
-    pub test: bool,
-    /// Creation time.
-    pub created_at: DateTime<Utc>,
 }
 
 /// A delivery to store.
@@ -347,7 +362,7 @@ pub fn check_url(raw: &str, allow_insecure: bool) -> Result<url::Url, FieldError
 ///
 /// # Errors
 /// [`FieldErrorKind::InvalidValue`] naming the first unknown name, or a length kind.
-pub fn check_events(names: &[String]) -> Result<Vec<String>, FieldError> {
+pub fn check_events(names: &[String]) -> Result<EventSelectors, FieldError> {
     if names.is_empty() {
         return Err(FieldError::new(
             "events",
@@ -362,9 +377,9 @@ pub fn check_events(names: &[String]) -> Result<Vec<String>, FieldError> {
             format!("events may list at most {MAX_EVENTS} event types"),
         ));
     }
-    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    let mut out: Vec<EventSelector> = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
-        if EventSelector::parse(name).is_none() {
+        let Some(selector) = EventSelector::parse(name) else {
             return Err(FieldError::new(
                 format!("events[{i}]"),
                 FieldErrorKind::InvalidValue,
@@ -373,12 +388,12 @@ pub fn check_events(names: &[String]) -> Result<Vec<String>, FieldError> {
                     EventSelector::names().join(", ")
                 ),
             ));
-        }
-        if !out.contains(name) {
-            out.push(name.clone());
+        };
+        if !out.contains(&selector) {
+            out.push(selector);
         }
     }
-    Ok(out)
+    Ok(EventSelectors(out))
 }
 
 /// Checks a description: multi-line text of at most [`MAX_DESCRIPTION_CHARS`].
@@ -414,25 +429,41 @@ mod tests {
 
     #[test]
     fn aliases_and_star_select_what_product_md_says() {
-        let names = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert!(wants(&names(&["*"]), EventType::BillingCreditsLow));
-        assert!(wants(&names(&["agent.message"]), EventType::AgentMessageCreated));
-        assert!(wants(&names(&["agent.message"]), EventType::AgentMessageCompleted));
-        assert!(!wants(&names(&["agent.message"]), EventType::AgentCreated));
-        assert!(wants(&names(&["workflow.completed"]), EventType::WorkflowExecutionCompleted));
-        assert!(!wants(&names(&["workflow.completed"]), EventType::WorkflowExecutionFailed));
-        assert!(wants(&names(&["agent.created"]), EventType::AgentCreated));
-        assert!(!wants(&names(&["agent.created"]), EventType::AgentUpdated));
-        assert!(!wants(&names(&["agent.deleted"]), EventType::AgentCreated));
+        let wants = |names: &[&str], t| EventSelectors::from_stored(names).matches(t);
+        assert!(wants(&["*"], EventType::BillingCreditsLow));
+        assert!(wants(&["agent.message"], EventType::AgentMessageCreated));
+        assert!(wants(&["agent.message"], EventType::AgentMessageCompleted));
+        assert!(!wants(&["agent.message"], EventType::AgentCreated));
+        assert!(wants(&["workflow.completed"], EventType::WorkflowExecutionCompleted));
+        assert!(!wants(&["workflow.completed"], EventType::WorkflowExecutionFailed));
+        assert!(wants(&["agent.created"], EventType::AgentCreated));
+        assert!(!wants(&["agent.created"], EventType::AgentUpdated));
+        assert!(!wants(&["agent.deleted"], EventType::AgentCreated));
         for t in EventType::ALL {
-            assert!(wants(&names(&[t.as_str()]), t));
+            assert!(wants(&[t.as_str()], t));
         }
+    }
+
+    #[test]
+    fn every_selector_gives_back_the_name_it_was_parsed_from() {
+        for name in EventSelector::names() {
+            assert_eq!(EventSelector::parse(name).map(EventSelector::as_str), Some(name));
+        }
+        assert_eq!(EventSelector::names()[..3], ["*", "agent.message", "workflow.completed"]);
+        assert_eq!(EventSelector::names().len(), 3 + EventType::ALL.len());
+        let listed = ["workflow.completed", "workflow.execution.completed", "agent.message"];
+        assert_eq!(EventSelectors::from_stored(&listed).names(), listed, "aliases are kept as listed");
+        assert_eq!(
+            EventSelectors::from_stored(&["agent.deleted", "*"]).names(),
+            ["*"],
+            "unknown names drop out"
+        );
     }
 
     #[test]
     fn event_lists_are_checked_and_deduplicated() {
         let ok = check_events(&["agent.created".into(), "*".into(), "agent.created".into()]).unwrap();
-        assert_eq!(ok, ["agent.created", "*"]);
+        assert_eq!(ok.names(), ["agent.created", "*"]);
         assert_eq!(check_events(&[]).unwrap_err().kind, FieldErrorKind::TooShort);
         let bad = check_events(&["agent.created".into(), "agent.deleted".into()]).unwrap_err();
         assert_eq!((bad.field.as_str(), bad.kind), ("events[1]", FieldErrorKind::InvalidValue));

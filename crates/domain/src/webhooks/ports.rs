@@ -3,10 +3,10 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::model::{
-    Attempt, AttemptErrorKind, Delivery, DeliveryStatus, NewDelivery, SealedSecret, Subscription,
-    SubscriptionStatus,
-};
+use super::delivery::{Delivery, Settlement};
+use super::fanout::FanOut;
+use super::model::{Attempt, AttemptErrorKind, NewDelivery, SealedSecret};
+use super::subscription::Subscription;
 use crate::ids::{DeliveryId, EventId, TenantId, WebhookId};
 use crate::work::{Claimed, Lease};
 
@@ -29,20 +29,6 @@ pub struct DueDelivery {
 /// A delivery a worker (or a request) holds under a lease; its claims are its attempts (this
 /// one included).
 pub type ClaimedDelivery = Claimed<DueDelivery>;
-
-/// What an attempt changes: the attempt for the log, the delivery's new state, and perhaps the
-/// subscription's.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settlement {
-    /// The attempt, as the log keeps it.
-    pub attempt: Attempt,
-    /// The delivery's status after it.
-    pub status: DeliveryStatus,
-    /// When the next attempt is due (a pending delivery).
-    pub next_attempt_at: Option<DateTime<Utc>>,
-    /// The status the subscription moves to, if it is still `active`.
-    pub subscription_status: Option<SubscriptionStatus>,
-}
 
 /// What one fan-out pass did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,11 +62,13 @@ pub trait WebhookRepository: Send + Sync {
     /// Deletes a subscription with its deliveries; `false` when absent.
     async fn delete(&self, tenant: &TenantId, id: &WebhookId) -> anyhow::Result<bool>;
 
-    /// Fan-out: takes up to `limit` outbox events not yet dispatched, creates one delivery per
-    /// matching `active` subscription of the event's tenant (due at `now`), and marks the events
-    /// dispatched, in one transaction. MUST never create two deliveries for one (event,
-    /// subscription) pair, also when several instances dispatch at once.
-    async fn dispatch(&self, now: DateTime<Utc>, limit: u32) -> anyhow::Result<Dispatched>;
+    /// Fan-out: in one transaction, takes up to `limit` outbox events not yet dispatched
+    /// (oldest first; on PostgreSQL locked so that concurrent dispatchers take disjoint ones),
+    /// reads the subscriptions of their tenants (every status), stores the deliveries
+    /// `fan_out` decides (due at `now`), and marks the events dispatched. MUST never create two
+    /// deliveries for one (event, subscription) pair, also when several instances dispatch at
+    /// once.
+    async fn dispatch(&self, now: DateTime<Utc>, limit: u32, fan_out: FanOut) -> anyhow::Result<Dispatched>;
 
     /// Stores a delivery already claimed under `lease` as its first attempt (a test delivery,
     /// sent by the request that made it).
@@ -99,7 +87,8 @@ pub trait WebhookRepository: Send + Sync {
 
     /// Records an attempt's outcome, only if the delivery still carries `lease`, in one
     /// transaction: the attempt in the log, the delivery's state, and the subscription's status
-    /// when the settlement moves it (only from `active`). `false` when the lease was lost.
+    /// when the settlement stops it (only from [`SubscriptionStop::FROM`](super::SubscriptionStop::FROM)).
+    /// `false` when the lease was lost.
     async fn settle(
         &self,
         delivery: &DeliveryId,

@@ -10,16 +10,19 @@ use chrono::{DateTime, Duration, Utc};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
+use super::delivery::{Delivery, Settlement};
+use super::fanout::fan_out;
 use super::model::{
-    Attempt, AttemptErrorKind, Delivery, DeliveryStatus, NewDelivery, PreviousSecret, RESPONSE_BODY_BYTES,
-    Subscription, SubscriptionStatus,
+    Attempt, AttemptErrorKind, DeliveryStatus, EventSelectors, NewDelivery, RESPONSE_BODY_BYTES,
+    SubscriptionStatus,
 };
 use super::ports::{
-    ClaimedDelivery, Dispatched, DueDelivery, OutboundFailure, OutboundPost, SecretCipher, Settlement,
-    WebhookRepository, WebhookSender,
+    ClaimedDelivery, Dispatched, DueDelivery, OutboundFailure, OutboundPost, SecretCipher, WebhookRepository,
+    WebhookSender,
 };
 use super::schedule::RetrySchedule;
 use super::signing::{Hmac, new_secret, sign};
+use super::subscription::{DetailsChange, Subscription, SubscriptionDetails};
 use crate::events::EventType;
 use crate::identity::{Forbidden, Principal};
 use crate::ids::{DeliveryId, EventId, IdGenerator, WebhookId};
@@ -60,7 +63,7 @@ pub struct NewSubscription {
     /// Where to send.
     pub url: String,
     /// Event names (checked).
-    pub events: Vec<String>,
+    pub events: EventSelectors,
     /// A secret of the user's; absent: one is generated.
     pub secret: Option<SecretString>,
     /// What it is for.
@@ -75,7 +78,7 @@ pub struct SubscriptionPatch {
     /// A new URL.
     pub url: Option<String>,
     /// New event names (checked).
-    pub events: Option<Vec<String>>,
+    pub events: Option<EventSelectors>,
     /// A new description, or none.
     pub description: Patch<String>,
     /// New metadata.
@@ -208,19 +211,14 @@ impl WebhookService {
             Some(given) => given.expose_secret().to_owned(),
             None => new_secret(self.deps.secrets.as_ref()),
         };
-        let subscription = Subscription {
-            secret: self.deps.cipher.seal(id.as_str(), &secret)?,
-            id,
-            tenant_id: caller.tenant_id.clone(),
+        let sealed = self.deps.cipher.seal(id.as_str(), &secret)?;
+        let details = SubscriptionDetails {
             url,
             events: new.events,
             description: new.description,
             metadata: new.metadata,
-            status: SubscriptionStatus::Active,
-            previous_secret: None,
-            created_at: now,
-            updated_at: now,
         };
+        let subscription = Subscription::new(id, caller.tenant_id.clone(), details, sealed, now);
         self.deps.webhooks.insert(&subscription).await?;
         Ok((subscription, secret))
     }
@@ -248,7 +246,7 @@ impl WebhookService {
     /// # Errors
     /// When the secret does not open (the secret key changed).
     pub fn secret_of(&self, subscription: &Subscription) -> Result<String, WebhookError> {
-        Ok(self.deps.cipher.open(subscription.id.as_str(), &subscription.secret)?)
+        Ok(self.deps.cipher.open(subscription.id().as_str(), subscription.secret())?)
     }
 
     async fn find(&self, caller: &Principal, id: &WebhookId) -> Result<Subscription, WebhookError> {
@@ -270,20 +268,23 @@ impl WebhookService {
         let url =
             patch.url.as_deref().map(|u| self.check_url(u)).transpose().map_err(ValidationErrors::one)?;
         let mut s = self.find(caller, id).await?;
-        if let Some(url) = url {
-            s.url = url;
-        }
-        if let Some(events) = patch.events {
-            s.events = events;
-        }
-        s.description = patch.description.apply_to(s.description.take());
-        if let Some(metadata) = patch.metadata {
-            s.metadata = metadata;
-        }
+        let now = self.deps.clock.now();
+        let change = DetailsChange {
+            url,
+            events: patch.events,
+            description: patch.description,
+            metadata: patch.metadata,
+        };
+        s.change_details(change, now);
         if let Some(status) = patch.status {
-            s.status = status;
+            s.set_status(status, now).map_err(|refused| {
+                ValidationErrors::one(FieldError::new(
+                    "status",
+                    FieldErrorKind::InvalidValue,
+                    refused.to_string(),
+                ))
+            })?;
         }
-        s.updated_at = self.deps.clock.now();
         if !self.deps.webhooks.update(&s).await? {
             return Err(WebhookError::NotFound);
         }
@@ -317,9 +318,8 @@ impl WebhookService {
         let mut s = self.find(caller, id).await?;
         let now = self.deps.clock.now();
         let secret = new_secret(self.deps.secrets.as_ref());
-        let old = std::mem::replace(&mut s.secret, self.deps.cipher.seal(s.id.as_str(), &secret)?);
-        s.previous_secret = Some(PreviousSecret { secret: old, until: now + self.settings.rotation_overlap });
-        s.updated_at = now;
+        let sealed = self.deps.cipher.seal(s.id().as_str(), &secret)?;
+        s.rotate_secret(sealed, self.settings.rotation_overlap, now);
         if !self.deps.webhooks.update(&s).await? {
             return Err(WebhookError::NotFound);
         }
@@ -347,7 +347,7 @@ impl WebhookService {
         let delivery = NewDelivery {
             id: DeliveryId::generate(self.deps.ids.as_ref()),
             tenant_id: caller.tenant_id.clone(),
-            subscription_id: subscription.id.clone(),
+            subscription_id: subscription.id().clone(),
             event_id: event_id.clone(),
             event_type: event_type.as_str().to_owned(),
             payload: envelope.to_string(),
@@ -369,7 +369,7 @@ impl WebhookService {
         };
         let settlement = self.attempt(&claimed).await;
         self.settle_now(&claimed, &settlement).await?;
-        let a = settlement.attempt;
+        let a = settlement.into_attempt();
         Ok(TestReport {
             delivery_id: delivery.id,
             success: a.succeeded,
@@ -391,7 +391,7 @@ impl WebhookService {
     ) -> Result<Vec<Delivery>, WebhookError> {
         caller.require(Permission::WebhooksRead)?;
         let subscription = self.find(caller, id).await?;
-        Ok(self.deps.webhooks.deliveries(&caller.tenant_id, &subscription.id, limit).await?)
+        Ok(self.deps.webhooks.deliveries(&caller.tenant_id, subscription.id(), limit).await?)
     }
 
     /// One delivery's attempts.
@@ -409,10 +409,10 @@ impl WebhookService {
         let d = self
             .deps
             .webhooks
-            .delivery(&caller.tenant_id, &subscription.id, delivery)
+            .delivery(&caller.tenant_id, subscription.id(), delivery)
             .await?
             .ok_or(WebhookError::DeliveryNotFound)?;
-        let attempts = self.deps.webhooks.attempts(&caller.tenant_id, &d.id).await?;
+        let attempts = self.deps.webhooks.attempts(&caller.tenant_id, d.id()).await?;
         Ok((d, attempts))
     }
 
@@ -433,32 +433,30 @@ impl WebhookService {
         let subscription = self.find(caller, id).await?;
         let now = self.deps.clock.now();
         let lease = self.new_lease(now);
-        let Some(mut claimed) =
-            self.deps.webhooks.claim_one(&caller.tenant_id, &subscription.id, delivery, &lease, now).await?
+        let Some(claimed) =
+            self.deps.webhooks.claim_one(&caller.tenant_id, subscription.id(), delivery, &lease, now).await?
         else {
-            return match self.deps.webhooks.delivery(&caller.tenant_id, &subscription.id, delivery).await? {
+            return match self.deps.webhooks.delivery(&caller.tenant_id, subscription.id(), delivery).await? {
                 Some(_) => Err(WebhookError::AttemptInProgress),
                 None => Err(WebhookError::DeliveryNotFound),
             };
         };
-        // A manual attempt is a last word: never followed by scheduled ones, never failing
-        // the subscription.
-        claimed.test = true;
+        let claimed = claimed.by_hand();
         let settlement = self.attempt(&claimed).await;
         self.settle_now(&claimed, &settlement).await?;
         self.deps
             .webhooks
-            .delivery(&caller.tenant_id, &subscription.id, delivery)
+            .delivery(&caller.tenant_id, subscription.id(), delivery)
             .await?
             .ok_or(WebhookError::DeliveryNotFound)
     }
 
-    /// One fan-out pass over the outbox.
+    /// One fan-out pass over the outbox: the store applies [`fan_out`]'s decision.
     ///
     /// # Errors
     /// When storage fails.
     pub async fn dispatch(&self) -> anyhow::Result<Dispatched> {
-        self.deps.webhooks.dispatch(self.deps.clock.now(), self.settings.dispatch_batch).await
+        self.deps.webhooks.dispatch(self.deps.clock.now(), self.settings.dispatch_batch, fan_out).await
     }
 
     fn new_lease(&self, now: DateTime<Utc>) -> Lease {
@@ -473,9 +471,9 @@ impl WebhookService {
             tracing::warn!(delivery_id = %claimed.id, "delivery was taken over by another worker; outcome dropped");
             return Ok(Ran::ended("lost_lease"));
         }
-        Ok(match settlement.status {
+        Ok(match settlement.status() {
             DeliveryStatus::Delivered => Ran::ended("delivered"),
-            DeliveryStatus::Pending => Ran { outcome: "retry", due_again: settlement.next_attempt_at },
+            DeliveryStatus::Pending => Ran { outcome: "retry", due_again: settlement.next_attempt_at() },
             DeliveryStatus::Failed => Ran::ended("failed"),
         })
     }
@@ -496,7 +494,7 @@ impl WebhookService {
                 let mut headers = headers;
                 headers.push(("Content-Type".into(), "application/json".into()));
                 let post = OutboundPost {
-                    url: claimed.subscription.url.clone(),
+                    url: claimed.subscription.url().to_owned(),
                     headers,
                     body: claimed.payload.as_bytes().to_vec(),
                 };
@@ -532,7 +530,7 @@ impl WebhookService {
         };
         if !attempt.succeeded {
             tracing::info!(
-                delivery_id = %claimed.id, webhook_id = %claimed.subscription.id, attempt = claimed.claims,
+                delivery_id = %claimed.id, webhook_id = %claimed.subscription.id(), attempt = claimed.claims,
                 error = attempt.error.as_deref().unwrap_or(""), "webhook delivery attempt failed"
             );
         }
@@ -541,70 +539,18 @@ impl WebhookService {
 
     /// The end of a delivery claimed once more than its schedule allows, without sending it.
     fn given_up(&self, claimed: &ClaimedDelivery, reason: &str) -> Settlement {
-        let now = self.deps.clock.now();
-        Settlement {
-            attempt: Attempt {
-                number: claimed.claims,
-                started_at: now,
-                response_status: None,
-                response_time_ms: 0,
-                succeeded: false,
-                error_kind: Some(AttemptErrorKind::Other),
-                error: Some(format!("not sent: {reason}")),
-                response_body: None,
-            },
-            status: DeliveryStatus::Failed,
-            next_attempt_at: None,
-            subscription_status: Some(SubscriptionStatus::Failed),
-        }
+        Settlement::given_up(claimed.claims, reason, self.deps.clock.now())
     }
 
-    /// What an attempt's result changes.
+    /// What an attempt's result changes; the retry schedule (and its jitter) is consulted only
+    /// when a scheduled attempt failed.
     fn decide(&self, claimed: &ClaimedDelivery, attempt: Attempt) -> Settlement {
-        let now = self.deps.clock.now();
-        if attempt.succeeded {
-            return Settlement {
-                attempt,
-                status: DeliveryStatus::Delivered,
-                next_attempt_at: None,
-                subscription_status: None,
-            };
-        }
-        if attempt.response_status == Some(410) {
-            // The receiver says the endpoint is gone for good.
-            let subscription_status = (!claimed.test).then_some(SubscriptionStatus::Disabled);
-            return Settlement {
-                attempt,
-                status: DeliveryStatus::Failed,
-                next_attempt_at: None,
-                subscription_status,
-            };
-        }
-        if claimed.test {
-            return Settlement {
-                attempt,
-                status: DeliveryStatus::Failed,
-                next_attempt_at: None,
-                subscription_status: None,
-            };
-        }
-        let jitter =
-            f64::from(u16::from_le_bytes(self.deps.secrets.random_bytes(2).try_into().unwrap_or([0, 0])))
-                / 65536.0;
-        match self.settings.schedule.next_after_failure(claimed.claims, now, jitter) {
-            Some(at) => Settlement {
-                attempt,
-                status: DeliveryStatus::Pending,
-                next_attempt_at: Some(at),
-                subscription_status: None,
-            },
-            None => Settlement {
-                attempt,
-                status: DeliveryStatus::Failed,
-                next_attempt_at: None,
-                subscription_status: Some(SubscriptionStatus::Failed),
-            },
-        }
+        Settlement::after_attempt(attempt, claimed.mode(), || {
+            let jitter =
+                f64::from(u16::from_le_bytes(self.deps.secrets.random_bytes(2).try_into().unwrap_or([0, 0])))
+                    / 65536.0;
+            self.settings.schedule.next_after_failure(claimed.claims, self.deps.clock.now(), jitter)
+        })
     }
 
     /// The signature headers of an attempt at `now`: with the current secret, and with the
@@ -616,7 +562,7 @@ impl WebhookService {
     ) -> Result<Vec<(String, String)>, OutboundFailure> {
         let s = &claimed.subscription;
         let open = |sealed| {
-            self.deps.cipher.open(s.id.as_str(), sealed).map_err(|e| OutboundFailure {
+            self.deps.cipher.open(s.id().as_str(), sealed).map_err(|e| OutboundFailure {
                 kind: AttemptErrorKind::Secret,
                 message: format!(
                     "the signing secret could not be opened (was AGENTRY_SECRET_KEY changed?): {e}"
@@ -624,8 +570,8 @@ impl WebhookService {
                 elapsed_ms: 0,
             })
         };
-        let mut secrets = vec![open(&s.secret)?];
-        if let Some(previous) = s.previous_secret.as_ref().filter(|p| p.until > now) {
+        let mut secrets = vec![open(s.secret())?];
+        if let Some(previous) = s.previous_secret_at(now) {
             secrets.push(open(&previous.secret)?);
         }
         let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();

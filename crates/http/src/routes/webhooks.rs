@@ -180,17 +180,18 @@ fn response(state: &AppState, s: Subscription, secret: Option<String>) -> Result
         None => state.webhooks.secret_of(&s)?,
     };
     let now = state.clock.now();
+    let d = s.details();
     Ok(WebhookResponse {
-        id: s.id.into_string(),
-        url: s.url,
-        events: s.events,
-        status: s.status.as_str(),
+        id: s.id().to_string(),
+        url: d.url.clone(),
+        events: d.events.names(),
+        status: s.status().as_str(),
         signing_secret,
-        previous_secret_expires_at: s.previous_secret.map(|p| p.until).filter(|until| *until > now),
-        description: s.description,
-        metadata: s.metadata,
-        created_at: s.created_at,
-        updated_at: s.updated_at,
+        previous_secret_expires_at: s.previous_secret_at(now).map(|p| p.until),
+        description: d.description.clone(),
+        metadata: d.metadata.clone(),
+        created_at: s.created_at(),
+        updated_at: s.updated_at(),
     })
 }
 
@@ -408,18 +409,18 @@ pub struct DeliveryResponse {
 impl From<Delivery> for DeliveryResponse {
     fn from(d: Delivery) -> Self {
         Self {
-            id: d.id.into_string(),
-            event_id: d.event_id.into_string(),
-            event_type: d.event_type,
-            status: d.status.as_str(),
-            response_status: d.response_status,
-            response_time_ms: d.response_time_ms,
-            attempts: d.attempts,
-            delivered_at: d.delivered_at,
-            error: d.error,
-            next_attempt_at: d.next_attempt_at,
-            test: d.test,
-            created_at: d.created_at,
+            id: d.id().to_string(),
+            event_id: d.event_id().to_string(),
+            event_type: d.event_type().to_owned(),
+            status: d.status().as_str(),
+            response_status: d.response_status(),
+            response_time_ms: d.response_time_ms(),
+            attempts: d.attempts(),
+            delivered_at: d.delivered_at(),
+            error: d.error().map(str::to_owned),
+            next_attempt_at: d.next_attempt_at(),
+            test: d.is_test(),
+            created_at: d.created_at(),
         }
     }
 }

@@ -18,6 +18,7 @@ crate::contract!(
     an_exchange_without_its_hold_stores_nothing,
     an_exchange_for_a_deleted_agent_stores_and_charges_nothing,
     crossing_the_low_threshold_adds_the_warning_event,
+    the_low_credit_event_is_written_once_at_the_crossing_only,
     deleting_an_agent_deletes_its_conversations,
     an_episodic_memory_is_stored_with_its_exchange,
 );
@@ -219,25 +220,37 @@ async fn crossing_the_low_threshold_adds_the_warning_event(db: Database) {
     assert_eq!(low.payload, EventPayload::BillingCreditsLow { credits: 997, threshold: 999 });
 }
 
-async fn deleting_an_agent_deletes_its_conversations(db: Database) {
+async fn the_low_credit_event_is_written_once_at_the_crossing_only(db: Database) {
     let (conversations, credits) = setup(&db).await;
+    let low_events = || async {
+        let events = EventStore::new(db.clone()).recent(&tenant(), 20).await.unwrap();
+        events.into_iter().filter(|e| e.event_type() == EventType::BillingCreditsLow).collect::<Vec<_>>()
+    };
+    // 1000 → 999: at or above a threshold of 998.
     hold(&credits, "hld_1").await;
-    conversations.record_exchange(&exchange(1, "hld_1", 1, 0)).await.unwrap();
-    let agents = agentry_store::AgentStore::new(db.clone());
-    assert!(agents.delete(&tenant(), &agent_id("agt_1")).await.unwrap());
-    assert_eq!(db.count_rows("chat_sessions").await.unwrap(), 0);
-    assert_eq!(db.count_rows("chat_messages").await.unwrap(), 0);
+    conversations.record_exchange(&exchange(1, "hld_1", 1, 998)).await.unwrap();
+    assert!(low_events().await.is_empty());
+    // 999 → 997 crosses it; this chat also keeps an episodic memory (on PostgreSQL, the
+    // exchange and the event then share a transaction).
+    hold(&credits, "hld_2").await;
+    let mut x = exchange(2, "hld_2", 2, 998);
+    x.memory = Some(episode("mem_ep1"));
+    conversations.record_exchange(&x).await.unwrap();
+    // 997 → 996: already below.
+    hold(&credits, "hld_3").await;
+    conversations.record_exchange(&exchange(3, "hld_3", 1, 998)).await.unwrap();
+    let low = low_events().await;
+    assert_eq!(low.len(), 1, "one event, at the crossing: {low:?}");
+    assert_eq!(low[0].id.as_str(), "evt_low_2");
+    assert_eq!(low[0].payload, EventPayload::BillingCreditsLow { credits: 997, threshold: 998 });
+    assert_eq!(credits.account(&tenant()).await.unwrap().unwrap().0, 996, "each chat charged once");
 }
 
-async fn an_episodic_memory_is_stored_with_its_exchange(db: Database) {
+/// The episodic memory of an exchange of `agt_1`.
+fn episode(id: &str) -> agentry_domain::memory::EmbeddedEntry {
     use agentry_domain::ids::MemoryId;
-    use agentry_domain::memory::{
-        EmbeddedEntry, Embedding, MemoryEntry, MemoryFilter, MemoryRepository, MemoryType,
-    };
-
-    let (conversations, credits) = setup(&db).await;
-    let memories = agentry_store::MemoryStore::new(db.clone(), 2);
-    let episode = |id: &str| EmbeddedEntry {
+    use agentry_domain::memory::{EmbeddedEntry, Embedding, MemoryEntry, MemoryType};
+    EmbeddedEntry {
         entry: MemoryEntry {
             id: MemoryId::from_string(id),
             tenant_id: tenant(),
@@ -256,7 +269,25 @@ async fn an_episodic_memory_is_stored_with_its_exchange(db: Database) {
             expires_at: None,
         },
         embedding: Embedding { model_id: "test:2".into(), vector: vec![1.0, 0.0] },
-    };
+    }
+}
+
+async fn deleting_an_agent_deletes_its_conversations(db: Database) {
+    let (conversations, credits) = setup(&db).await;
+    hold(&credits, "hld_1").await;
+    conversations.record_exchange(&exchange(1, "hld_1", 1, 0)).await.unwrap();
+    let agents = agentry_store::AgentStore::new(db.clone());
+    assert!(agents.delete(&tenant(), &agent_id("agt_1")).await.unwrap());
+    assert_eq!(db.count_rows("chat_sessions").await.unwrap(), 0);
+    assert_eq!(db.count_rows("chat_messages").await.unwrap(), 0);
+}
+
+async fn an_episodic_memory_is_stored_with_its_exchange(db: Database) {
+    use agentry_domain::ids::MemoryId;
+    use agentry_domain::memory::{MemoryFilter, MemoryRepository};
+
+    let (conversations, credits) = setup(&db).await;
+    let memories = agentry_store::MemoryStore::new(db.clone(), 2);
     let filter = MemoryFilter { agent_id: Some(agent_id("agt_1")), ..MemoryFilter::default() };
     // Seen by the cache before the exchange, so the exchange must advance the version.
     assert_eq!(memories.vector_count(&tenant(), "test:2", &filter, t0()).await.unwrap(), 0);

@@ -1,9 +1,10 @@
 use agentry_domain::agents::AgentRepository;
-use agentry_domain::events::EventType;
+use agentry_domain::events::{Event, EventType};
 use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
 use agentry_domain::webhooks::{
-    Attempt, AttemptErrorKind, DeliveryStatus, NewDelivery, SealedSecret, Settlement, Subscription,
-    SubscriptionStatus, WebhookRepository,
+    Attempt, AttemptErrorKind, AttemptMode, DeliveryStatus, DetailsChange, NewDelivery, SealedSecret,
+    Settlement, StoredSubscription, Subscription, SubscriptionStatus, SubscriptionTarget, WebhookRepository,
+    fan_out, pair_id,
 };
 use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_store::{Database, WebhookStore};
@@ -14,6 +15,7 @@ use crate::harness::event;
 
 crate::contract!(
     fan_out_makes_one_delivery_per_matching_active_subscription,
+    dispatch_stores_what_the_fan_out_decides_once_per_pair,
     concurrent_dispatchers_never_make_a_pair_twice,
     a_claimed_delivery_is_settled_only_under_its_lease,
     the_last_failure_fails_the_subscription_and_its_deliveries_wait,
@@ -25,22 +27,32 @@ fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).unwrap()
 }
 
-fn subscription(id: &str, tenant: &str, events: &[&str]) -> Subscription {
-    Subscription {
+fn stored(id: &str, tenant: &str, events: &[&str]) -> StoredSubscription {
+    StoredSubscription {
         id: WebhookId::from_string(id),
         tenant_id: TenantId::from_string(tenant),
         url: "https://hooks.example.com/in".into(),
         events: events.iter().map(|e| (*e).to_owned()).collect(),
         description: Some("ops".into()),
         metadata: Map::new(),
-        status: SubscriptionStatus::Active,
+        status: "active".into(),
         secret: SealedSecret(format!("v1.sealed-{id}")),
         previous_secret: None,
+        previous_secret_until: None,
         // Before the sample events (2026-11-03): a subscription receives events from its
         // creation on.
         created_at: Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap(),
         updated_at: t0(),
     }
+}
+
+fn subscription(id: &str, tenant: &str, events: &[&str]) -> Subscription {
+    Subscription::restore(stored(id, tenant, events)).unwrap()
+}
+
+/// The end of an attempt the worker made on the schedule, `next` the schedule's answer.
+fn settled(attempt: Attempt, next: Option<DateTime<Utc>>) -> Settlement {
+    Settlement::after_attempt(attempt, AttemptMode::Scheduled, || next)
 }
 
 fn lease(token: &str, until: DateTime<Utc>) -> Lease {
@@ -80,29 +92,29 @@ async fn setup(db: &Database) -> WebhookStore {
 /// dispatched to it.
 async fn subscribed_with_one_delivery(db: &Database) -> (WebhookStore, agentry_store::AgentStore) {
     let store = setup(db).await;
-    store.dispatch(t0(), 100).await.unwrap();
+    store.dispatch(t0(), 100, fan_out).await.unwrap();
     store.insert(&subscription("whk_1", "ten_1", &["*"])).await.unwrap();
     let agents = agentry_store::AgentStore::new(db.clone());
     agents
         .create(&super::agents::agent("agt_3", "ten_1"), &event("evt_3", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    assert_eq!(store.dispatch(t0(), 100).await.unwrap().deliveries, 1);
+    assert_eq!(store.dispatch(t0(), 100, fan_out).await.unwrap().deliveries, 1);
     (store, agents)
 }
 
 async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Database) {
     let store = setup(&db).await;
     // Events written before the first subscription existed were dispatched to nobody.
-    store.dispatch(t0(), 100).await.unwrap();
+    store.dispatch(t0(), 100, fan_out).await.unwrap();
     store.insert(&subscription("whk_all", "ten_1", &["*"])).await.unwrap();
     store.insert(&subscription("whk_created", "ten_1", &["agent.created"])).await.unwrap();
     store.insert(&subscription("whk_updated", "ten_1", &["agent.updated"])).await.unwrap();
-    let mut late = subscription("whk_late", "ten_1", &["*"]);
+    let mut late = stored("whk_late", "ten_1", &["*"]);
     late.created_at = t0();
-    store.insert(&late).await.unwrap();
+    store.insert(&Subscription::restore(late).unwrap()).await.unwrap();
     let mut paused = subscription("whk_paused", "ten_1", &["*"]);
-    paused.status = SubscriptionStatus::Disabled;
+    paused.set_status(SubscriptionStatus::Disabled, t0()).unwrap();
     store.insert(&paused).await.unwrap();
     let agents = agentry_store::AgentStore::new(db.clone());
     agents
@@ -113,9 +125,9 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
         .create(&super::agents::agent("agt_4", "ten_2"), &event("evt_4", "ten_2", EventType::AgentCreated))
         .await
         .unwrap();
-    let report = store.dispatch(t0(), 100).await.unwrap();
+    let report = store.dispatch(t0(), 100, fan_out).await.unwrap();
     assert_eq!((report.events, report.deliveries), (2, 2), "ten_1's event to `*` and `agent.created`");
-    assert_eq!(store.dispatch(t0(), 100).await.unwrap().events, 0, "dispatched once");
+    assert_eq!(store.dispatch(t0(), 100, fan_out).await.unwrap().events, 0, "dispatched once");
     let tenant = TenantId::from_string("ten_1");
     for (id, expected) in
         [("whk_all", 1), ("whk_created", 1), ("whk_updated", 0), ("whk_paused", 0), ("whk_late", 0)]
@@ -124,10 +136,10 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
         assert_eq!(deliveries.len(), expected, "{id}");
         if let Some(d) = deliveries.first() {
             assert_eq!(
-                (d.event_id.as_str(), d.event_type.as_str(), d.status),
+                (d.event_id().as_str(), d.event_type(), d.status()),
                 ("evt_3", "agent.created", DeliveryStatus::Pending)
             );
-            assert_eq!(d.next_attempt_at, Some(t0()));
+            assert_eq!(d.next_attempt_at(), Some(t0()));
         }
     }
     // The body is the event's envelope, the same bytes for every attempt.
@@ -139,12 +151,53 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
         (Some("evt_3"), Some("agent.created"), Some("ten_1"))
     );
     assert_eq!(claimed[0].claims, 1);
-    assert_eq!(claimed[0].subscription.secret.0, format!("v1.sealed-{}", claimed[0].subscription.id));
+    assert_eq!(claimed[0].subscription.secret().0, format!("v1.sealed-{}", claimed[0].subscription.id()));
+}
+
+/// A stand-in decision that ignores every rule but the tenant: each event to every
+/// subscription of its tenant that the store read, twice.
+fn to_every_subscription_twice(
+    events: &[Event],
+    subscriptions: &[SubscriptionTarget],
+    now: DateTime<Utc>,
+) -> anyhow::Result<Vec<NewDelivery>> {
+    let mut deliveries = Vec::new();
+    for e in events {
+        for s in subscriptions.iter().filter(|s| s.tenant_id == e.tenant_id) {
+            let d = NewDelivery {
+                id: pair_id(&e.id, &s.id),
+                tenant_id: e.tenant_id.clone(),
+                subscription_id: s.id.clone(),
+                event_id: e.id.clone(),
+                event_type: e.event_type().as_str().to_owned(),
+                payload: "{}".into(),
+                test: false,
+                created_at: now,
+            };
+            deliveries.extend([d.clone(), d]);
+        }
+    }
+    Ok(deliveries)
+}
+
+async fn dispatch_stores_what_the_fan_out_decides_once_per_pair(db: Database) {
+    let store = setup(&db).await;
+    // Neither would receive `evt_1` by the domain's rules: it selects another type, and it is
+    // disabled. The store reads both and writes what it is told.
+    let mut paused = subscription("whk_paused", "ten_1", &["agent.updated"]);
+    paused.set_status(SubscriptionStatus::Disabled, t0()).unwrap();
+    store.insert(&paused).await.unwrap();
+    let report = store.dispatch(t0(), 100, to_every_subscription_twice).await.unwrap();
+    assert_eq!((report.events, report.deliveries), (2, 1), "both events marked; one row for the one pair");
+    let d = store.deliveries(&TenantId::from_string("ten_1"), paused.id(), 10).await.unwrap();
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0].event_id().as_str(), d[0].status()), ("evt_1", DeliveryStatus::Pending));
+    assert_eq!(store.delivery_pairs().await.unwrap(), [("evt_1".to_owned(), "whk_paused".to_owned())]);
 }
 
 async fn concurrent_dispatchers_never_make_a_pair_twice(db: Database) {
     let store = setup(&db).await;
-    store.dispatch(t0(), 100).await.unwrap();
+    store.dispatch(t0(), 100, fan_out).await.unwrap();
     store.insert(&subscription("whk_all", "ten_1", &["*"])).await.unwrap();
     let agents = agentry_store::AgentStore::new(db.clone());
     for i in 0..60 {
@@ -163,7 +216,7 @@ async fn concurrent_dispatchers_never_make_a_pair_twice(db: Database) {
         tokio::spawn(async move {
             let mut made = 0;
             loop {
-                let report = store.dispatch(t0(), 7).await.unwrap();
+                let report = store.dispatch(t0(), 7, fan_out).await.unwrap();
                 made += report.deliveries;
                 if report.events == 0 {
                     return made;
@@ -177,7 +230,7 @@ async fn concurrent_dispatchers_never_make_a_pair_twice(db: Database) {
         .deliveries(&TenantId::from_string("ten_1"), &WebhookId::from_string("whk_all"), 100)
         .await
         .unwrap();
-    let events: std::collections::HashSet<_> = deliveries.iter().map(|d| d.event_id.clone()).collect();
+    let events: std::collections::HashSet<_> = deliveries.iter().map(|d| d.event_id().clone()).collect();
     assert_eq!((deliveries.len(), events.len()), (60, 60));
 }
 
@@ -194,28 +247,20 @@ async fn a_claimed_delivery_is_settled_only_under_its_lease(db: Database) {
     let again = store.claim(&second, later, 10).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].claims, 2);
-    let retry = Settlement {
-        attempt: attempt(1, Some(500)),
-        status: DeliveryStatus::Pending,
-        next_attempt_at: Some(later + Duration::seconds(60)),
-        subscription_status: None,
-    };
+    let retry = settled(attempt(1, Some(500)), Some(later + Duration::seconds(60)));
+    assert_eq!(retry.status(), DeliveryStatus::Pending);
     assert!(!store.settle(&claimed[0].id, &first, &retry, later).await.unwrap(), "not its lease any more");
-    let delivered = Settlement {
-        attempt: attempt(2, Some(204)),
-        status: DeliveryStatus::Delivered,
-        next_attempt_at: None,
-        subscription_status: None,
-    };
+    let delivered = settled(attempt(2, Some(204)), None);
+    assert_eq!(delivered.status(), DeliveryStatus::Delivered);
     assert!(store.settle(&again[0].id, &second, &delivered, later).await.unwrap());
     let tenant = TenantId::from_string("ten_1");
     let d = store.delivery(&tenant, &WebhookId::from_string("whk_1"), &again[0].id).await.unwrap().unwrap();
     assert_eq!(
-        (d.status, d.attempts, d.response_status, d.delivered_at),
+        (d.status(), d.attempts(), d.response_status(), d.delivered_at()),
         (DeliveryStatus::Delivered, 2, Some(204), Some(later))
     );
-    assert_eq!(d.next_attempt_at, None);
-    let log = store.attempts(&tenant, &d.id).await.unwrap();
+    assert_eq!(d.next_attempt_at(), None);
+    let log = store.attempts(&tenant, d.id()).await.unwrap();
     assert_eq!(log, vec![attempt(2, Some(204))], "only the attempt recorded under a held lease");
     assert!(
         store.claim(&lease("l3", later), later + Duration::hours(1), 10).await.unwrap().is_empty(),
@@ -229,29 +274,25 @@ async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Dat
         .create(&super::agents::agent("agt_4", "ten_1"), &event("evt_4", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    store.dispatch(t0(), 100).await.unwrap();
+    store.dispatch(t0(), 100, fan_out).await.unwrap();
     let l1 = lease("l1", t0() + Duration::seconds(30));
     let claimed = store.claim(&l1, t0(), 1).await.unwrap();
     assert_eq!(claimed.len(), 1, "no more than the limit");
-    let failed = Settlement {
-        attempt: attempt(5, Some(500)),
-        status: DeliveryStatus::Failed,
-        next_attempt_at: None,
-        subscription_status: Some(SubscriptionStatus::Failed),
-    };
+    let failed = settled(attempt(5, Some(500)), None);
+    assert_eq!(failed.subscription_stop().map(|s| s.status()), Some(SubscriptionStatus::Failed));
     assert!(store.settle(&claimed[0].id, &l1, &failed, t0()).await.unwrap());
     let tenant = TenantId::from_string("ten_1");
     let mut s = store.get(&tenant, &WebhookId::from_string("whk_1")).await.unwrap().unwrap();
-    assert_eq!(s.status, SubscriptionStatus::Failed);
+    assert_eq!(s.status(), SubscriptionStatus::Failed);
     // The other delivery waits while the subscription is failed, and new events make none.
     assert!(store.claim(&lease("l2", t0() + Duration::seconds(30)), t0(), 10).await.unwrap().is_empty());
     agents
         .create(&super::agents::agent("agt_5", "ten_1"), &event("evt_5", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    assert_eq!(store.dispatch(t0(), 100).await.unwrap().deliveries, 0);
+    assert_eq!(store.dispatch(t0(), 100, fan_out).await.unwrap().deliveries, 0);
     // Active again: the waiting delivery goes out.
-    s.status = SubscriptionStatus::Active;
+    s.set_status(SubscriptionStatus::Active, t0()).unwrap();
     assert!(store.update(&s).await.unwrap());
     let resumed = store.claim(&lease("l3", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
     assert_eq!(resumed.len(), 1);
@@ -280,16 +321,12 @@ async fn a_manual_claim_takes_any_delivery_not_in_flight(db: Database) {
         store.claim_one(&tenant, &sub, &test.id, &lease("l2", t0()), t0()).await.unwrap().is_none(),
         "in flight"
     );
-    let failed = Settlement {
-        attempt: attempt(1, Some(500)),
-        status: DeliveryStatus::Failed,
-        next_attempt_at: None,
-        subscription_status: None,
-    };
+    let failed = Settlement::after_attempt(attempt(1, Some(500)), AttemptMode::Manual, || None);
+    assert_eq!((failed.status(), failed.subscription_stop()), (DeliveryStatus::Failed, None));
     assert!(store.settle(&test.id, &held, &failed, t0()).await.unwrap());
     let d = store.delivery(&tenant, &sub, &test.id).await.unwrap().unwrap();
-    assert!(d.test);
-    assert_eq!((d.status, d.attempts), (DeliveryStatus::Failed, 1));
+    assert!(d.is_test());
+    assert_eq!((d.status(), d.attempts()), (DeliveryStatus::Failed, 1));
     let again = store
         .claim_one(&tenant, &sub, &test.id, &lease("l3", t0() + Duration::seconds(30)), t0())
         .await
@@ -313,13 +350,14 @@ async fn another_tenants_subscriptions_and_deliveries_are_invisible(db: Database
     assert!(store.get(&theirs, &id).await.unwrap().is_none());
     assert!(store.list(&theirs).await.unwrap().is_empty());
     assert!(store.deliveries(&theirs, &id, 10).await.unwrap().is_empty());
-    assert!(store.delivery(&theirs, &id, &delivery.id).await.unwrap().is_none());
-    assert!(store.attempts(&theirs, &delivery.id).await.unwrap().is_empty());
+    assert!(store.delivery(&theirs, &id, delivery.id()).await.unwrap().is_none());
+    assert!(store.attempts(&theirs, delivery.id()).await.unwrap().is_empty());
     let mut stolen = subscription("whk_1", "ten_2", &["*"]);
-    stolen.url = "https://evil.example.com/".into();
+    let url = Some("https://evil.example.com/".to_owned());
+    stolen.change_details(DetailsChange { url, ..DetailsChange::default() }, t0());
     assert!(!store.update(&stolen).await.unwrap());
     assert!(!store.delete(&theirs, &id).await.unwrap());
-    assert_eq!(store.get(&mine, &id).await.unwrap().unwrap().url, "https://hooks.example.com/in");
+    assert_eq!(store.get(&mine, &id).await.unwrap().unwrap().url(), "https://hooks.example.com/in");
     assert!(store.delete(&mine, &id).await.unwrap());
     assert!(store.deliveries(&mine, &id, 10).await.unwrap().is_empty(), "deleted with its subscription");
 }

@@ -12,7 +12,9 @@ use crate::secrets::MockSecrets;
 use crate::tenancy::{Plan, Role};
 use crate::time::MockClock;
 use crate::webhooks::model::SealedSecret;
-use crate::webhooks::{MockSecretCipher, MockWebhookRepository, MockWebhookSender, OutboundAnswer};
+use crate::webhooks::{
+    MockSecretCipher, MockWebhookRepository, MockWebhookSender, OutboundAnswer, SubscriptionStop,
+};
 use crate::work::{MockLeaseQueue, Worker};
 
 fn t0() -> DateTime<Utc> {
@@ -30,19 +32,18 @@ fn caller(role: Role) -> Principal {
 }
 
 fn subscription() -> Subscription {
-    Subscription {
-        id: WebhookId::from_string("whk_1"),
-        tenant_id: TenantId::from_string("ten_1"),
-        url: "https://hooks.example.com/in".into(),
-        events: vec!["*".into()],
-        description: None,
-        metadata: Map::new(),
-        status: SubscriptionStatus::Active,
-        secret: SealedSecret("sealed:whsec_AAEC".into()),
-        previous_secret: None,
-        created_at: t0(),
-        updated_at: t0(),
-    }
+    Subscription::new(
+        WebhookId::from_string("whk_1"),
+        TenantId::from_string("ten_1"),
+        SubscriptionDetails {
+            url: "https://hooks.example.com/in".into(),
+            events: EventSelectors::from_stored(&["*"]),
+            description: None,
+            metadata: Map::new(),
+        },
+        SealedSecret("sealed:whsec_AAEC".into()),
+        t0(),
+    )
 }
 
 fn claimed(attempt: u32) -> ClaimedDelivery {
@@ -121,7 +122,7 @@ impl Hmac for ZeroHmac {
 fn new_subscription(url: &str) -> NewSubscription {
     NewSubscription {
         url: url.into(),
-        events: vec!["agent.created".into()],
+        events: EventSelectors::from_stored(&["agent.created"]),
         secret: None,
         description: None,
         metadata: Map::new(),
@@ -134,13 +135,15 @@ async fn subscribing_generates_a_secret_and_stores_it_sealed_to_the_subscription
     m.sender.expect_check_url().returning(|_| Ok(()));
     m.webhooks
         .expect_insert()
-        .withf(|s| s.secret.0 == format!("sealed:whsec_{}", "A".repeat(43) + "=") && s.id.as_str() == "whk_1")
+        .withf(|s| {
+            s.secret().0 == format!("sealed:whsec_{}", "A".repeat(43) + "=") && s.id().as_str() == "whk_1"
+        })
         .times(1)
         .returning(|_| Ok(()));
     let (s, secret) =
         m.service().create(&caller(Role::Owner), new_subscription("https://x.example/in")).await.unwrap();
     assert!(secret.starts_with("whsec_"));
-    assert_eq!(s.status, SubscriptionStatus::Active);
+    assert_eq!(s.status(), SubscriptionStatus::Active);
 }
 
 #[tokio::test]
@@ -194,21 +197,21 @@ fn answer(status: u16) -> Result<OutboundAnswer, OutboundFailure> {
 #[tokio::test]
 async fn a_2xx_answer_delivers() {
     let s = settle_after(1, answer(204)).await;
-    assert_eq!(s.status, DeliveryStatus::Delivered);
-    assert!(s.attempt.succeeded);
-    assert_eq!(s.attempt.response_body.as_ref().map(String::len), Some(RESPONSE_BODY_BYTES));
-    assert_eq!(s.subscription_status, None);
+    assert_eq!(s.status(), DeliveryStatus::Delivered);
+    assert!(s.attempt().succeeded);
+    assert_eq!(s.attempt().response_body.as_ref().map(String::len), Some(RESPONSE_BODY_BYTES));
+    assert_eq!(s.subscription_stop(), None);
 }
 
 #[tokio::test]
 async fn a_failure_before_the_last_attempt_schedules_the_next_one() {
     let s = settle_after(2, answer(500)).await;
-    assert_eq!(s.status, DeliveryStatus::Pending);
+    assert_eq!(s.status(), DeliveryStatus::Pending);
     // Attempt 3 comes 5 minutes after attempt 2 (plus jitter, 0 with these mocks).
-    assert_eq!(s.next_attempt_at, Some(t0() + Duration::seconds(300)));
-    assert_eq!(s.attempt.error_kind, Some(AttemptErrorKind::HttpStatus));
+    assert_eq!(s.next_attempt_at(), Some(t0() + Duration::seconds(300)));
+    assert_eq!(s.attempt().error_kind, Some(AttemptErrorKind::HttpStatus));
     let s = settle_after(1, answer(302)).await;
-    assert!(s.attempt.error.unwrap().contains("redirect"));
+    assert!(s.into_attempt().error.unwrap().contains("redirect"));
 }
 
 #[tokio::test]
@@ -219,30 +222,37 @@ async fn the_fifth_failure_fails_the_delivery_and_the_subscription() {
         elapsed_ms: 15_000,
     });
     let s = settle_after(5, failure).await;
-    assert_eq!(s.status, DeliveryStatus::Failed);
-    assert_eq!(s.subscription_status, Some(SubscriptionStatus::Failed));
-    assert_eq!(s.attempt.error_kind, Some(AttemptErrorKind::Timeout));
-    assert_eq!(s.attempt.response_status, None);
+    assert_eq!(s.status(), DeliveryStatus::Failed);
+    assert_eq!(s.subscription_stop().map(SubscriptionStop::status), Some(SubscriptionStatus::Failed));
+    assert_eq!(s.attempt().error_kind, Some(AttemptErrorKind::Timeout));
+    assert_eq!(s.attempt().response_status, None);
 }
 
 #[tokio::test]
 async fn gone_disables_the_subscription_at_once() {
     let s = settle_after(1, answer(410)).await;
-    assert_eq!(s.status, DeliveryStatus::Failed);
-    assert_eq!(s.subscription_status, Some(SubscriptionStatus::Disabled));
+    assert_eq!(s.status(), DeliveryStatus::Failed);
+    assert_eq!(s.subscription_stop().map(SubscriptionStop::status), Some(SubscriptionStatus::Disabled));
 }
 
 #[tokio::test]
 async fn a_rotated_out_secret_signs_alongside_until_its_time_is_up() {
     let mut m = Mocks::new();
-    let mut with_previous = claimed(1);
-    with_previous.subscription.previous_secret = Some(PreviousSecret {
-        secret: SealedSecret("sealed:old-secret-0123456".into()),
-        until: t0() + Duration::hours(1),
-    });
-    let mut expired = claimed(1);
-    expired.subscription.previous_secret =
-        Some(PreviousSecret { secret: SealedSecret("sealed:old-secret-0123456".into()), until: t0() });
+    // Rotated 23 hours ago (the old secret signs for another hour), and 24 hours ago.
+    let rotated = |ago: i64| {
+        let mut c = claimed(1);
+        let mut s = Subscription::new(
+            c.subscription.id().clone(),
+            c.subscription.tenant_id().clone(),
+            c.subscription.details().clone(),
+            SealedSecret("sealed:old-secret-0123456".into()),
+            t0() - Duration::days(2),
+        );
+        s.rotate_secret(c.subscription.secret().clone(), Duration::hours(24), t0() - Duration::hours(ago));
+        c.subscription = s;
+        c
+    };
+    let (with_previous, expired) = (rotated(23), rotated(24));
     m.due.expect_claim().times(1).returning(move |_, _, _| Ok(vec![with_previous.clone(), expired.clone()]));
     m.webhooks.expect_settle().times(2).returning(|_, _, _, _| Ok(true));
     let counts = Arc::new(Mutex::new(Vec::new()));
@@ -280,7 +290,7 @@ async fn a_test_event_is_sent_now_and_never_changes_the_subscription() {
     });
     m.webhooks
         .expect_settle()
-        .withf(|_, _, s, _| s.status == DeliveryStatus::Failed && s.subscription_status.is_none())
+        .withf(|_, _, s, _| s.status() == DeliveryStatus::Failed && s.subscription_stop().is_none())
         .times(1)
         .returning(|_, _, _, _| Ok(true));
     let report = m
@@ -292,30 +302,18 @@ async fn a_test_event_is_sent_now_and_never_changes_the_subscription() {
     assert_eq!(report.response_status, 410);
 }
 
+/// `dlv_1` of `whk_1` in `status`, as the store gives it back.
+fn delivery(status: &str) -> Delivery {
+    Delivery::restore(crate::webhooks::delivery::sample_row(status)).unwrap()
+}
+
 #[tokio::test]
 async fn retrying_a_delivery_in_flight_is_a_conflict_and_an_unknown_one_not_found() {
     for exists in [true, false] {
         let mut m = Mocks::new();
         m.webhooks.expect_get().returning(|_, _| Ok(Some(subscription())));
         m.webhooks.expect_claim_one().returning(|_, _, _, _, _| Ok(None));
-        m.webhooks.expect_delivery().returning(move |_, _, _| {
-            Ok(exists.then(|| Delivery {
-                id: DeliveryId::from_string("dlv_1"),
-                tenant_id: TenantId::from_string("ten_1"),
-                subscription_id: WebhookId::from_string("whk_1"),
-                event_id: EventId::from_string("evt_1"),
-                event_type: "agent.created".into(),
-                status: DeliveryStatus::Pending,
-                attempts: 1,
-                next_attempt_at: Some(t0()),
-                response_status: None,
-                response_time_ms: None,
-                error: None,
-                delivered_at: None,
-                test: false,
-                created_at: t0(),
-            }))
-        });
+        m.webhooks.expect_delivery().returning(move |_, _, _| Ok(exists.then(|| delivery("pending"))));
         let err = m
             .service()
             .retry(&caller(Role::Owner), &WebhookId::from_string("whk_1"), &DeliveryId::from_string("dlv_1"))
@@ -335,4 +333,93 @@ async fn another_tenants_subscription_is_not_found() {
     m.webhooks.expect_get().withf(|t, _| t.as_str() == "ten_1").returning(|_, _| Ok(None));
     let err = m.service().get(&caller(Role::Owner), &WebhookId::from_string("whk_2")).await.unwrap_err();
     assert!(matches!(err, WebhookError::NotFound));
+}
+
+#[tokio::test]
+async fn a_fan_out_pass_hands_the_store_the_domains_decision() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_dispatch().withf(|now, limit, _| *now == t0() && *limit == 200).times(1).returning(
+        |now, _, decide| {
+            // What the store reads: one event, and its tenant's subscription listening to it.
+            let event = crate::events::Event {
+                id: EventId::from_string("evt_1"),
+                tenant_id: TenantId::from_string("ten_1"),
+                payload: crate::events::EventPayload::BillingCreditsLow { credits: 9, threshold: 10 },
+                created_at: t0(),
+            };
+            let target = crate::webhooks::SubscriptionTarget::restore(
+                WebhookId::from_string("whk_1"),
+                TenantId::from_string("ten_1"),
+                &["billing.credits.low".to_owned()],
+                "active",
+                t0(),
+            )
+            .unwrap();
+            let deliveries = decide(&[event], &[target], now).unwrap();
+            assert_eq!(deliveries.len(), 1);
+            assert_eq!(
+                deliveries[0].id,
+                crate::webhooks::pair_id(&EventId::from_string("evt_1"), &WebhookId::from_string("whk_1"))
+            );
+            Ok(Dispatched { events: 1, deliveries: deliveries.len() })
+        },
+    );
+    assert_eq!(m.service().dispatch().await.unwrap(), Dispatched { events: 1, deliveries: 1 });
+}
+
+/// A subscription of `ten_1` in `status`, as the store gives it back.
+fn stored_subscription(status: SubscriptionStatus) -> Subscription {
+    let mut s = subscription();
+    match status {
+        SubscriptionStatus::Active => {}
+        SubscriptionStatus::Failed => assert!(s.stop(SubscriptionStop::Failed, t0())),
+        SubscriptionStatus::Disabled => s.set_status(SubscriptionStatus::Disabled, t0()).unwrap(),
+    }
+    s
+}
+
+#[tokio::test]
+async fn its_owner_resumes_a_failed_subscription_but_cannot_fail_one() {
+    let later = t0();
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(Some(stored_subscription(SubscriptionStatus::Failed))));
+    m.webhooks
+        .expect_update()
+        .withf(move |s| s.status() == SubscriptionStatus::Active && s.updated_at() == later)
+        .times(1)
+        .returning(|_| Ok(true));
+    let service = m.service();
+    let id = WebhookId::from_string("whk_1");
+    let resume =
+        SubscriptionPatch { status: Some(SubscriptionStatus::Active), ..SubscriptionPatch::default() };
+    let s = service.update(&caller(Role::Owner), &id, resume).await.unwrap();
+    assert_eq!(s.status(), SubscriptionStatus::Active);
+    let fail = SubscriptionPatch { status: Some(SubscriptionStatus::Failed), ..SubscriptionPatch::default() };
+    let err = service.update(&caller(Role::Owner), &id, fail).await.unwrap_err();
+    let WebhookError::Invalid(errors) = err else { panic!("{err:?}") };
+    assert_eq!((errors.0[0].field.as_str(), errors.0[0].kind), ("status", FieldErrorKind::InvalidValue));
+}
+
+#[tokio::test]
+async fn a_manual_retry_is_a_last_word_even_for_a_scheduled_delivery() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(Some(subscription())));
+    m.webhooks.expect_claim_one().times(1).returning(|_, _, _, _, _| Ok(Some(claimed(5))));
+    m.sender.expect_post().times(1).returning(|_| answer(500));
+    m.webhooks
+        .expect_settle()
+        .withf(|_, _, s, _| {
+            s.status() == DeliveryStatus::Failed
+                && s.next_attempt_at().is_none()
+                && s.subscription_stop().is_none()
+        })
+        .times(1)
+        .returning(|_, _, _, _| Ok(true));
+    m.webhooks.expect_delivery().times(1).returning(|_, _, _| Ok(Some(delivery("failed"))));
+    let d = m
+        .service()
+        .retry(&caller(Role::Owner), &WebhookId::from_string("whk_1"), &DeliveryId::from_string("dlv_1"))
+        .await
+        .unwrap();
+    assert_eq!(d.status(), DeliveryStatus::Failed);
 }
