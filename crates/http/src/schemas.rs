@@ -13,7 +13,9 @@ use agentry_domain::webhooks::EventSelector;
 use agentry_domain::workflows::{
     IntegrationKind, MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS, StepType, TRIGGER_METHODS,
 };
-use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+use utoipa::openapi::schema::{
+    AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, SchemaType, Type,
+};
 use utoipa::openapi::{RefOr, Schema};
 
 /// One line without control characters.
@@ -183,31 +185,41 @@ pub fn event_type() -> impl Into<RefOr<Schema>> {
     string_enum(EventType::ALL.iter().map(|t| t.as_str()), false)
 }
 
-/// One step of a workflow: `id`, `type` and that type's parameters (docs/workflows.md says which;
-/// a schema cannot tie them to `type` without repeating the domain's table).
-fn workflow_step() -> ObjectBuilder {
-    ObjectBuilder::new()
+/// One step of a workflow of type `step_type`: `id`, `type`, `timeout_seconds` and the
+/// parameters that type takes (their names from the domain's step kinds, so the document cannot
+/// drift from what the service reads), nothing else. A parameter takes a template or a value
+/// (docs/workflows.md says which; the service checks each when the workflow is saved).
+fn workflow_step(step_type: StepType) -> ObjectBuilder {
+    let step = ObjectBuilder::new()
         .schema_type(Type::Object)
         .property(
             "id",
             ObjectBuilder::new().schema_type(Type::String).pattern(Some(r"^[A-Za-z0-9_-]{1,64}$")),
         )
-        .property("type", string_enum(StepType::ALL.iter().map(|t| t.as_str()), false))
+        .property("type", string_enum([step_type.as_str()], false))
         .property(
             "timeout_seconds",
+            // null, as absent, is the default.
             ObjectBuilder::new()
-                .schema_type(Type::Integer)
+                .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
                 .minimum(Some(1))
                 .maximum(Some(MAX_STEP_TIMEOUT_SECONDS)),
         )
         .required("id")
         .required("type")
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    step_type
+        .parameters()
+        .iter()
+        .fold(step, |step, name| step.property(*name, ObjectBuilder::new().schema_type(SchemaType::AnyValue)))
 }
 
 /// A workflow's steps in a request: 1–50 steps.
 pub fn workflow_steps() -> impl Into<RefOr<Schema>> {
+    let one_of_the_types =
+        StepType::ALL.into_iter().fold(OneOfBuilder::new(), |any, t| any.item(workflow_step(t)));
     ArrayBuilder::new()
-        .items(workflow_step())
+        .items(one_of_the_types)
         .min_items(Some(1))
         .max_items(Some(MAX_STEPS))
         .description(Some("The steps, run in order: `{id, type, …parameters}` each, ids unique."))

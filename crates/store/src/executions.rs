@@ -11,9 +11,9 @@ use agentry_domain::pagination::Page;
 use agentry_domain::tenancy::Role;
 use agentry_domain::work::{Claimed, Lease, LeaseQueue};
 use agentry_domain::workflows::{
-    ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRepository, ExecutionRun,
-    ExecutionStatus, Finish, NewExecution, RunAs, Started, StepResult, StepStatus, StepType, steps_to_json,
-    validate_steps,
+    CANCELLED_ERROR, ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord,
+    ExecutionRepository, ExecutionRun, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord,
+    StepResult, StepStatus, StepType, steps_to_json, validate_steps,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -73,7 +73,7 @@ struct ExecutionRow {
 
 impl ExecutionRow {
     fn into_domain(self, steps: Vec<StepRow>) -> anyhow::Result<Execution> {
-        Ok(Execution {
+        Ok(Execution::restore(ExecutionRecord {
             status: ExecutionStatus::parse(&self.status)
                 .ok_or_else(|| anyhow::anyhow!("stored execution status {:?} is unknown", self.status))?,
             origin: ExecutionOrigin::parse(&self.origin_kind, self.origin_id)
@@ -86,8 +86,8 @@ impl ExecutionRow {
             error: self.error,
             started_at: self.started_at.0,
             finished_at: self.finished_at.map(|t| t.0),
-            steps: steps.into_iter().map(StepRow::into_domain).collect::<anyhow::Result<_>>()?,
-        })
+            steps: steps.into_iter().map(StepRow::into_record).collect::<anyhow::Result<_>>()?,
+        })?)
     }
 }
 
@@ -123,16 +123,16 @@ impl StepRow {
             position: i32::try_from(position).unwrap_or(i32::MAX),
             step_id: r.step_id.clone(),
             step_type: r.step_type.as_str().to_owned(),
-            status: r.status.as_str().to_owned(),
-            output: r.output.clone().map(DbJsonAs),
-            error: r.error.clone(),
-            started_at: r.started_at.map(DbTime),
-            finished_at: r.finished_at.map(DbTime),
+            status: r.status().as_str().to_owned(),
+            output: r.output().cloned().map(DbJsonAs),
+            error: r.error().map(str::to_owned),
+            started_at: r.started_at().map(DbTime),
+            finished_at: r.finished_at().map(DbTime),
         }
     }
 
-    fn into_domain(self) -> anyhow::Result<StepResult> {
-        Ok(StepResult {
+    fn into_record(self) -> anyhow::Result<StepRecord> {
+        Ok(StepRecord {
             step_type: StepType::parse(&self.step_type)
                 .ok_or_else(|| anyhow::anyhow!("stored step type {:?} is unknown", self.step_type))?,
             status: StepStatus::parse(&self.status)
@@ -311,7 +311,7 @@ impl ExecutionRepository for ExecutionStore {
             id: e.id.to_string(),
             tenant_id: e.tenant_id.to_string(),
             workflow_id: e.workflow_id.to_string(),
-            status: e.status.as_str().to_owned(),
+            status: e.status().as_str().to_owned(),
             input: DbJsonAs(e.input.clone()),
             steps: DbJsonAs(steps_to_json(&new.steps)),
             origin_kind: e.origin.kind(),
@@ -323,7 +323,7 @@ impl ExecutionRepository for ExecutionStore {
             updated_at: DbTime(e.started_at),
         };
         let steps: Vec<StepRow> =
-            e.steps.iter().enumerate().map(|(i, r)| StepRow::new(&e.id, i, r)).collect();
+            e.steps().iter().enumerate().map(|(i, r)| StepRow::new(&e.id, i, r)).collect();
         let event = EventRow::from_domain(&new.started_event)?;
         let (origin_id, dedup_key) = (row.origin_id.clone(), row.dedup_key.clone());
         let existing: Option<String> = transaction!(self.db, conn => {
@@ -442,7 +442,7 @@ impl ExecutionRepository for ExecutionStore {
                 .filter(workflow_executions::status.eq(RUNNING)))
                 .set((
                     workflow_executions::status.eq(ExecutionStatus::Cancelled.as_str()),
-                    workflow_executions::error.eq(Some("cancelled on request")),
+                    workflow_executions::error.eq(Some(CANCELLED_ERROR)),
                     workflow_executions::finished_at.eq(Some(at)),
                     workflow_executions::updated_at.eq(at),
                 ))
@@ -519,7 +519,7 @@ impl ExecutionRepository for ExecutionStore {
     ) -> anyhow::Result<bool> {
         let step = StepRow::new(id, position, result);
         let (id, token) = (id.to_string(), lease.token.clone());
-        let at = DbTime(result.finished_at.unwrap_or_else(Utc::now));
+        let at = DbTime(result.finished_at().unwrap_or_else(Utc::now));
         let ends = finish.is_some();
         let finish =
             finish.map(|f| -> anyhow::Result<_> { Ok((EventRow::from_domain(&f.event)?, f)) }).transpose()?;

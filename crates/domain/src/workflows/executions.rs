@@ -21,11 +21,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::model::{
-    Execution, ExecutionOrigin, ExecutionStatus, RunAs, StepResult, StepStatus, Workflow, step_transition,
-};
+use super::execution_state::{Execution, ExecutionOrigin, ExecutionStatus, StepResult, StepStatus};
+use super::model::{RunAs, Workflow};
+use super::outputs::output_size;
 use super::ports::WorkflowRepository;
-use super::steps::{Step, StepAction, output_size};
+use super::steps::{Step, StepAction};
 use super::template::TemplateContext;
 use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailedData, ExecutionStartedData};
 use crate::identity::{Credential, Forbidden, Principal};
@@ -135,6 +135,20 @@ pub struct Finish {
     pub finished_at: DateTime<Utc>,
     /// `workflow.execution.completed` or `.failed`.
     pub event: Event,
+}
+
+impl Finish {
+    /// How `execution`, just ended by its last step, ends: its status, output, error and end
+    /// time as its transition set them, with `event`.
+    pub fn of(execution: &Execution, event: Event) -> Self {
+        Self {
+            status: execution.status(),
+            output: execution.output().cloned(),
+            error: execution.error().map(str::to_owned),
+            finished_at: execution.finished_at().unwrap_or(event.created_at),
+            event,
+        }
+    }
 }
 
 /// Executions and their step results, within a tenant. The workers claim running executions
@@ -353,19 +367,15 @@ impl ExecutionService {
         }
         let d = &self.deps;
         let now = d.clock.now();
-        let execution = Execution {
-            id: ExecutionId::generate(d.ids.as_ref()),
-            tenant_id: workflow.tenant_id.clone(),
-            workflow_id: workflow.id.clone(),
-            status: ExecutionStatus::Running,
+        let execution = Execution::start(
+            ExecutionId::generate(d.ids.as_ref()),
+            workflow.tenant_id.clone(),
+            workflow.id.clone(),
             input,
-            output: None,
-            error: None,
             origin,
-            started_at: now,
-            finished_at: None,
-            steps: workflow.steps.iter().map(StepResult::pending).collect(),
-        };
+            now,
+            &workflow.steps,
+        );
         let started_event = Event::new(
             d.ids.as_ref(),
             &workflow.tenant_id,
@@ -419,7 +429,7 @@ impl ExecutionService {
         match self.deps.executions.cancel(&caller.tenant_id, id, now).await? {
             None => Err(ExecutionError::NotFound),
             Some((execution, true)) => Ok(execution),
-            Some((execution, false)) => Err(ExecutionError::Finished(execution.status)),
+            Some((execution, false)) => Err(ExecutionError::Finished(execution.status())),
         }
     }
 
@@ -447,7 +457,7 @@ impl ExecutionService {
         given_up: Option<StepFailure>,
     ) -> anyhow::Result<RunOutcome> {
         let d = &self.deps;
-        let Claimed { item: ExecutionRun { execution, steps, run_as }, lease, claims: _ } = claimed;
+        let Claimed { item: ExecutionRun { mut execution, steps, run_as }, lease, claims: _ } = claimed;
         let caller = Principal {
             user_id: run_as.user_id,
             tenant_id: execution.tenant_id.clone(),
@@ -458,11 +468,11 @@ impl ExecutionService {
         };
         let mut context = TemplateContext::new(execution.input.clone());
         for (position, step) in steps.iter().enumerate() {
-            let status = execution.steps.get(position).map_or(StepStatus::Pending, |r| r.status);
+            let status = execution.steps().get(position).map_or(StepStatus::Pending, StepResult::status);
             match status {
                 StepStatus::Completed => {
-                    let output = execution.steps[position].output.clone().unwrap_or(Value::Null);
-                    context.add_output(&step.id, output);
+                    let output = execution.steps()[position].output().cloned().unwrap_or(Value::Null);
+                    context.add_output(step.id(), output);
                     continue;
                 }
                 // A finished execution is never claimed; these mean it ended meanwhile.
@@ -475,6 +485,7 @@ impl ExecutionService {
                 return Ok(RunOutcome::Released);
             }
             let started_at = d.clock.now();
+            execution.start_step(position, started_at)?;
             let step_lease =
                 Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
             if !d.executions.start_step(&execution.id, &step_lease, position, started_at).await? {
@@ -486,16 +497,11 @@ impl ExecutionService {
             };
             let finished_at = d.clock.now();
             let last = position + 1 == steps.len();
-            let mut result = StepResult {
-                started_at: Some(started_at),
-                finished_at: Some(finished_at),
-                ..StepResult::pending(step)
-            };
-            let (finish, outcome) = match produced {
+            let (event, outcome) = match produced {
                 Ok(output) => {
-                    result.status = step_transition(StepStatus::Running, super::model::StepEvent::Complete)?;
-                    result.output = Some(output.clone());
+                    execution.complete_step(position, output.clone(), finished_at)?;
                     if last {
+                        execution.complete(output.clone(), finished_at)?;
                         let event = Event::new(
                             d.ids.as_ref(),
                             &execution.tenant_id,
@@ -507,47 +513,35 @@ impl ExecutionService {
                             }),
                             finished_at,
                         );
-                        let finish = Finish {
-                            status: ExecutionStatus::Completed,
-                            output: Some(output.clone()),
-                            error: None,
-                            finished_at,
-                            event,
-                        };
-                        (Some(finish), Some(RunOutcome::Completed))
+                        (Some(event), Some(RunOutcome::Completed))
                     } else {
-                        context.add_output(&step.id, output);
+                        context.add_output(step.id(), output);
                         (None, None)
                     }
                 }
                 Err(failure) => {
-                    result.status = step_transition(StepStatus::Running, super::model::StepEvent::Fail)?;
-                    result.error = Some(failure.0.clone());
-                    let error = format!("step {} failed: {}", step.id, failure.0);
+                    execution.fail_step(position, failure.0.clone(), finished_at)?;
+                    let error = format!("step {} failed: {}", step.id(), failure.0);
+                    execution.fail(error.clone(), finished_at)?;
                     let event = Event::new(
                         d.ids.as_ref(),
                         &execution.tenant_id,
                         EventPayload::WorkflowExecutionFailed(ExecutionFailedData {
                             execution_id: execution.id.clone(),
                             workflow_id: execution.workflow_id.clone(),
-                            step_id: step.id.clone(),
-                            error: error.clone(),
+                            step_id: step.id().to_owned(),
+                            error,
                             duration_ms: millis_between(execution.started_at, finished_at),
                         }),
                         finished_at,
                     );
-                    let finish = Finish {
-                        status: ExecutionStatus::Failed,
-                        output: None,
-                        error: Some(error),
-                        finished_at,
-                        event,
-                    };
-                    (Some(finish), Some(RunOutcome::Failed))
+                    (Some(event), Some(RunOutcome::Failed))
                 }
             };
-            if !d.executions.record_step(&execution.id, &step_lease, position, &result, finish).await? {
-                tracing::warn!(execution_id = %execution.id, step = %step.id, "execution was taken over by another worker; step result dropped");
+            let finish = event.map(|event| Finish::of(&execution, event));
+            let result = &execution.steps()[position];
+            if !d.executions.record_step(&execution.id, &step_lease, position, result, finish).await? {
+                tracing::warn!(execution_id = %execution.id, step = %step.id(), "execution was taken over by another worker; step result dropped");
                 return Ok(RunOutcome::LostLease);
             }
             if let Some(outcome) = outcome {
@@ -585,7 +579,7 @@ impl ExecutionService {
 
     async fn status_of(&self, execution: &Execution) -> Option<ExecutionStatus> {
         match self.deps.executions.get(&execution.tenant_id, &execution.id).await {
-            Ok(found) => found.map(|e| e.status),
+            Ok(found) => found.map(|e| e.status()),
             Err(_) => None,
         }
     }

@@ -25,11 +25,12 @@ use std::sync::Arc;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde_json::{Value, json};
 
+use super::execution_state::{Execution, ExecutionOrigin};
 use super::executions::ExecutionService;
 use super::inbound::{
     InboundError, check_storable, count_against_plan, header_object, media_type, parse_body,
 };
-use super::model::{Execution, ExecutionOrigin, Integration, IntegrationKind, RunAs, check_name};
+use super::model::{Integration, IntegrationKind, RunAs, check_name};
 use super::ports::{IntegrationRepository, WorkflowRepository};
 use super::signatures::{delivery_id, url_verification_challenge, verify_integration};
 use crate::identity::{Forbidden, Principal};

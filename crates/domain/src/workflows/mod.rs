@@ -2,10 +2,14 @@
 //! triggers and inbound integrations). This module is the pure part: models, checks, state
 //! machines and templates; no I/O.
 //!
-//! - [`model`]: workflows, executions and step results with their state machines, triggers,
-//!   integrations, and the validation of names, descriptions and allowed methods;
-//! - [`steps`]: the step types and their parameters, [`validate_steps`] (run when a workflow is
-//!   saved), the [`StepAction`] a step becomes once rendered, and the output size limit;
+//! - [`model`]: workflows, triggers, integrations, and the validation of names, descriptions and
+//!   allowed methods;
+//! - [`execution_state`]: executions and step results, the state machines they move through
+//!   only by their transitions;
+//! - [`steps`]: the step kinds and their typed parameters, [`validate_steps`] (deserialising a
+//!   workflow's steps when it is saved or loaded), and the [`StepAction`] a step becomes once
+//!   rendered;
+//! - [`outputs`]: what steps output, and the limit on an output's size;
 //! - [`ports`]: the [`WorkflowRepository`], [`TriggerRepository`] and [`IntegrationRepository`]
 //!   ports;
 //! - [`service`]: [`WorkflowService`], saving workflows for requests;
@@ -20,6 +24,7 @@
 //! - [`signatures`]: the proofs inbound webhooks carry (trigger secrets and signatures, each
 //!   integration kind's scheme), redelivery ids, and Slack's URL verification.
 
+pub mod execution_state;
 pub mod executions;
 pub mod inbound;
 pub mod integrations;
@@ -34,6 +39,11 @@ pub mod template;
 mod test_support;
 pub mod triggers;
 
+pub use execution_state::{
+    CANCELLED_ERROR, Execution, ExecutionEvent, ExecutionOrigin, ExecutionRecord, ExecutionStatus,
+    InvalidState, InvalidTransition, StepEvent, StepRecord, StepResult, StepStatus, step_transition,
+    transition,
+};
 pub use executions::{
     ClaimedExecution, DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionRepository, ExecutionRun,
     ExecutionService, ExecutionServiceDeps, ExecutionSettings, Finish, NewExecution, RunOutcome, Started,
@@ -47,11 +57,10 @@ pub use integrations::{
     NewIntegration, Received,
 };
 pub use model::{
-    DEFAULT_TRIGGER_METHODS, Execution, ExecutionEvent, ExecutionOrigin, ExecutionStatus, Integration,
-    IntegrationKind, InvalidTransition, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RunAs, StepEvent, StepResult,
-    StepStatus, TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
-    step_transition, transition,
+    DEFAULT_TRIGGER_METHODS, Integration, IntegrationKind, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, RunAs,
+    TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
 };
+pub use outputs::{MAX_STEP_OUTPUT_BYTES, OutputTooLarge, output_size};
 #[cfg(any(test, feature = "mock"))]
 pub use ports::MockWorkflowRepository;
 pub use ports::WorkflowRepository;
@@ -64,12 +73,12 @@ pub use signatures::{
     url_verification_challenge, verify_integration, verify_service_signature, verify_trigger,
 };
 pub use steps::{
-    DEFAULT_STEP_TIMEOUT_SECONDS, HttpMethod, MAX_STEP_ID_CHARS, MAX_STEP_OUTPUT_BYTES,
-    MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS, MAX_TOP_K, OutputTooLarge, Step, StepAction, StepType,
-    check_step_id, output_size, steps_to_json, validate_step_list, validate_steps,
+    DEFAULT_STEP_TIMEOUT_SECONDS, HttpMethod, MAX_STEP_ID_CHARS, MAX_STEP_TIMEOUT_SECONDS, MAX_STEPS,
+    MAX_TOP_K, Step, StepAction, StepId, StepKind, StepType, steps_to_json, validate_step_list,
+    validate_steps,
 };
 pub use template::{
-    RenderError, StepRef, TemplateContext, TemplateRefs, TemplateSyntaxError, analyze, is_template, render,
-    render_str,
+    RenderError, Renderer, StepRef, TemplateContext, TemplateRefs, TemplateSyntaxError, analyze, is_template,
+    render, render_str,
 };
 pub use triggers::{NewTrigger, TriggerCall, TriggerError, TriggerFired, TriggerService, TriggerServiceDeps};

@@ -4,6 +4,11 @@
 //! `POST /memory`), so a template reads `steps.ask.output.content` as a client reads the chat
 //! answer. The HTTP layer's answers are made from these (its own types only add the OpenAPI
 //! schema), and its tests check that both serialise alike.
+//!
+//! Whatever a step outputs is bounded: [`MAX_STEP_OUTPUT_BYTES`] as JSON ([`output_size`]),
+//! since outputs are stored with the execution and fed to later templates.
+
+use std::io;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -14,6 +19,45 @@ use crate::ids::{AgentId, DocumentId};
 use crate::memory::SearchHit;
 use crate::memory::model::MemoryEntry;
 use crate::time::rfc3339;
+
+/// Largest output a step may produce, serialised as JSON: outputs are stored with the execution
+/// and fed to later templates.
+pub const MAX_STEP_OUTPUT_BYTES: usize = 256 * 1024;
+
+/// A step output (or rendered value) larger than [`MAX_STEP_OUTPUT_BYTES`] once serialised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the output is larger than {MAX_STEP_OUTPUT_BYTES} bytes")]
+pub struct OutputTooLarge;
+
+/// The size of `output` serialised as compact JSON, when at most [`MAX_STEP_OUTPUT_BYTES`].
+/// Counting stops at the limit, so a huge value is not serialised whole.
+///
+/// # Errors
+/// [`OutputTooLarge`].
+pub fn output_size(output: &Value) -> Result<usize, OutputTooLarge> {
+    let mut counter = ByteCounter(0);
+    match serde_json::to_writer(&mut counter, output) {
+        Ok(()) if counter.0 <= MAX_STEP_OUTPUT_BYTES => Ok(counter.0),
+        _ => Err(OutputTooLarge),
+    }
+}
+
+/// Counts bytes written, failing past [`MAX_STEP_OUTPUT_BYTES`].
+struct ByteCounter(usize);
+
+impl io::Write for ByteCounter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.0 += data.len();
+        if self.0 > MAX_STEP_OUTPUT_BYTES {
+            return Err(io::Error::other("output too large"));
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// An `agent_chat` step's output: the reply.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -206,5 +250,23 @@ fn serialize_optional_time<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S
     match t {
         Some(t) => rfc3339::serialize(t, s),
         None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn output_size_is_bounded() {
+        assert_eq!(output_size(&json!({"a": 1})).unwrap(), 7);
+        let big = json!("x".repeat(MAX_STEP_OUTPUT_BYTES));
+        assert_eq!(output_size(&big), Err(OutputTooLarge));
+        let just = json!("x".repeat(MAX_STEP_OUTPUT_BYTES - 2));
+        assert_eq!(output_size(&just).unwrap(), MAX_STEP_OUTPUT_BYTES);
     }
 }

@@ -40,7 +40,7 @@ use minijinja::{AutoEscape, Environment, ErrorKind, Output, State, UndefinedBeha
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::steps::MAX_STEP_OUTPUT_BYTES;
+use super::outputs::MAX_STEP_OUTPUT_BYTES;
 
 /// The variables a template may name at its top level (besides MiniJinja's global functions
 /// `range`, `dict` and `namespace`).
@@ -246,8 +246,7 @@ fn closes_tag(code: &str) -> bool {
 /// [`RenderError`] for the first string that fails or runs past the deadline, naming its path
 /// within `value`.
 pub fn render(value: &Value, ctx: &TemplateContext, deadline: Option<Instant>) -> Result<Value, RenderError> {
-    let renderer = Renderer { root: JinjaValue::from_serialize(ctx.view()), ctx, deadline };
-    renderer.value(value, "")
+    Renderer::new(ctx, deadline).value(value, "")
 }
 
 /// Renders one string with `ctx` (the rules in the [module documentation](self)).
@@ -255,19 +254,30 @@ pub fn render(value: &Value, ctx: &TemplateContext, deadline: Option<Instant>) -
 /// # Errors
 /// [`RenderError`] with an empty path.
 pub fn render_str(template: &str, ctx: &TemplateContext) -> Result<Value, RenderError> {
-    let renderer = Renderer { root: JinjaValue::from_serialize(ctx.view()), ctx, deadline: None };
-    renderer.string(template, "")
+    Renderer::new(ctx, None).string(template, "")
 }
 
-/// One render: the context converted once, shared by every string of a value.
-struct Renderer<'a> {
+/// One render: the context converted once, shared by every template rendered with it (a step's
+/// parameters are rendered with one).
+#[derive(Debug)]
+pub struct Renderer<'a> {
     root: JinjaValue,
     ctx: &'a TemplateContext,
     deadline: Option<Instant>,
 }
 
-impl Renderer<'_> {
-    fn value(&self, value: &Value, path: &str) -> Result<Value, RenderError> {
+impl<'a> Renderer<'a> {
+    /// A render of templates with `ctx`, each ending by `deadline` when one is given.
+    pub fn new(ctx: &'a TemplateContext, deadline: Option<Instant>) -> Self {
+        Self { root: JinjaValue::from_serialize(ctx.view()), ctx, deadline }
+    }
+
+    /// Renders every string of `value` (recursively through arrays and objects; keys are
+    /// kept), naming a failure by its path under `path`.
+    ///
+    /// # Errors
+    /// [`RenderError`] for the first string that fails or runs past the deadline.
+    pub fn value(&self, value: &Value, path: &str) -> Result<Value, RenderError> {
         match value {
             Value::String(s) => self.string(s, path),
             Value::Array(items) => items
@@ -285,7 +295,12 @@ impl Renderer<'_> {
         }
     }
 
-    fn string(&self, source: &str, path: &str) -> Result<Value, RenderError> {
+    /// Renders one string (the rules in the [module documentation](self)), naming a failure
+    /// `path`.
+    ///
+    /// # Errors
+    /// [`RenderError`] when it fails or runs past the deadline.
+    pub fn string(&self, source: &str, path: &str) -> Result<Value, RenderError> {
         if !is_template(source) {
             return Ok(Value::String(source.to_owned()));
         }
@@ -390,7 +405,7 @@ impl io::Write for BoundedWriter {
 }
 
 /// `path.key`, or `key` at the top.
-pub(crate) fn child_path(path: &str, key: &str) -> String {
+fn child_path(path: &str, key: &str) -> String {
     if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
 }
 

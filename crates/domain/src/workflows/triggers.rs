@@ -21,13 +21,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::execution_state::{Execution, ExecutionOrigin};
 use super::executions::ExecutionService;
 use super::inbound::{
     self, InboundError, check_storable, count_against_plan, header_object, media_type, parse_body,
 };
-use super::model::{
-    DEFAULT_TRIGGER_METHODS, Execution, ExecutionOrigin, RunAs, Trigger, check_allowed_methods, check_name,
-};
+use super::model::{DEFAULT_TRIGGER_METHODS, RunAs, Trigger, check_allowed_methods, check_name};
 use super::ports::{TriggerRepository, WorkflowRepository};
 use super::signatures::{Headers, SERVICE_SIGNATURE_HEADER, WEBHOOK_SECRET_HEADER, verify_trigger};
 use crate::identity::{Forbidden, Principal};

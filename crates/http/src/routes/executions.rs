@@ -6,7 +6,7 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use agentry_domain::ids::{ExecutionId, WorkflowId};
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id};
-use agentry_domain::workflows::{Execution, ExecutionStatus, StepResult};
+use agentry_domain::workflows::{Execution, ExecutionStatus, StepRecord};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -59,7 +59,7 @@ pub struct ExecutionStarted {
 
 impl From<&Execution> for ExecutionStarted {
     fn from(e: &Execution) -> Self {
-        Self { execution_id: e.id.to_string(), status: e.status.as_str(), started_at: e.started_at }
+        Self { execution_id: e.id.to_string(), status: e.status().as_str(), started_at: e.started_at }
     }
 }
 
@@ -88,8 +88,8 @@ pub struct StepResultResponse {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-impl From<StepResult> for StepResultResponse {
-    fn from(r: StepResult) -> Self {
+impl From<StepRecord> for StepResultResponse {
+    fn from(r: StepRecord) -> Self {
         Self {
             id: r.step_id,
             step_type: r.step_type.as_str(),
@@ -135,6 +135,7 @@ pub struct ExecutionResponse {
 
 impl From<Execution> for ExecutionResponse {
     fn from(e: Execution) -> Self {
+        let e = e.into_record();
         Self {
             execution_id: e.id.into_string(),
             workflow_id: e.workflow_id.into_string(),

@@ -149,8 +149,8 @@ pub struct ReceivedEventResponse {
 impl From<IntegrationStarted> for ReceivedEventResponse {
     fn from(s: IntegrationStarted) -> Self {
         Self {
+            status: s.execution.status().as_str(),
             execution_id: s.execution.id.into_string(),
-            status: s.execution.status.as_str(),
             started_at: s.execution.started_at,
             integration_id: s.integration_id.into_string(),
             delivery_id: s.delivery_id,

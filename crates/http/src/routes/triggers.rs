@@ -162,8 +162,8 @@ pub struct TriggerCallResponse {
 impl From<TriggerFired> for TriggerCallResponse {
     fn from(f: TriggerFired) -> Self {
         Self {
+            status: f.execution.status().as_str(),
             execution_id: f.execution.id.into_string(),
-            status: f.execution.status.as_str(),
             started_at: f.execution.started_at,
             trigger_id: f.trigger_id.into_string(),
             duplicate: f.duplicate,

@@ -72,7 +72,7 @@ pub async fn wait_until(
 /// Waits until the execution has finished, and returns it as the API shows it.
 pub async fn finished(app: &TestApp, token: &str, id: &str) -> Value {
     let tenant = app.tenant_of(token).await;
-    wait_until(app, &tenant, id, |e| e.status.is_terminal()).await;
+    wait_until(app, &tenant, id, |e| e.status().is_terminal()).await;
     json_with_status(app.get_with_token(&format!("/api/v1/executions/{id}"), token).await, 200).await
 }
 
@@ -289,15 +289,15 @@ async fn cancelling_lets_the_running_step_finish_and_starts_no_other() {
             ]
         })).await;
         let id = execute(&app, &token, &workflow, json!({})).await["execution_id"].as_str().unwrap().to_owned();
-        wait_until(&app, &tenant, &id, |e| e.steps[0].status == agentry_domain::workflows::StepStatus::Running).await;
+        wait_until(&app, &tenant, &id, |e| e.steps()[0].status() == agentry_domain::workflows::StepStatus::Running).await;
         let path = format!("/api/v1/executions/{id}/cancel");
         let cancelled = json_with_status(app.post_json_with_token(&path, &token, &json!({})).await, 202).await;
         assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
         assert_eq!(cancelled["steps"][1]["status"], "skipped");
 
-        let done = wait_until(&app, &tenant, &id, |e| e.steps[0].status.is_terminal()).await;
-        assert_eq!(done.steps[0].status.as_str(), "completed", "the running step finished");
-        assert_eq!(done.status.as_str(), "cancelled", "and the execution stays cancelled");
+        let done = wait_until(&app, &tenant, &id, |e| e.steps()[0].status().is_terminal()).await;
+        assert_eq!(done.steps()[0].status().as_str(), "completed", "the running step finished");
+        assert_eq!(done.status().as_str(), "cancelled", "and the execution stays cancelled");
         app.drain().await;
         let shown = json_with_status(app.get_with_token(&format!("/api/v1/executions/{id}"), &token).await, 200).await;
         assert_eq!(shown["steps"][1]["status"], "skipped");

@@ -44,6 +44,32 @@ async fn openapi_document_lists_the_routes_and_the_docs_page_is_served() {
     assert!(config.contains("/api/v1/openapi.json"), "the docs page reads the served document");
 }
 
+#[tokio::test]
+async fn a_workflow_steps_schema_takes_each_types_parameters_and_nothing_else() {
+    let app = spawn().await;
+    let doc =
+        json_with_status(app.client.get(app.url("/api/v1/openapi.json")).send().await.unwrap(), 200).await;
+    for request in ["CreateWorkflowRequest", "UpdateWorkflowRequest"] {
+        let kinds = doc["components"]["schemas"][request]["properties"]["steps"]["items"]["oneOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{request}: one schema per step type"));
+        let mut seen = Vec::new();
+        for kind in kinds {
+            let step_type = kind["properties"]["type"]["enum"][0].as_str().unwrap();
+            seen.push(step_type.to_owned());
+            assert_eq!(kind["additionalProperties"], false, "{request}: {step_type} refuses unknown fields");
+            let mut names: Vec<&str> =
+                kind["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+            names.sort_unstable();
+            let mut wanted = vec!["id", "type", "timeout_seconds"];
+            wanted.extend(agentry_domain::workflows::StepType::parse(step_type).unwrap().parameters());
+            wanted.sort_unstable();
+            assert_eq!(names, wanted, "{request}: {step_type}");
+        }
+        assert_eq!(seen, ["transform", "agent_chat", "http_request", "memory_search", "memory_add"]);
+    }
+}
+
 fn operations(doc: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
     let mut ops = Vec::new();
     for (path, item) in doc["paths"].as_object().unwrap() {

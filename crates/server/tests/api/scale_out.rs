@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use agentry_domain::workflows::model::ExecutionStatus;
+use agentry_domain::workflows::ExecutionStatus;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::process::Child;

@@ -110,6 +110,39 @@ async fn steps_are_checked_when_saved_with_each_problem_named() {
 }
 
 #[tokio::test]
+async fn an_unknown_parameter_of_any_step_type_is_refused_naming_its_path() {
+    on_both_databases(|_| {}, |app| async move {
+        let token = app.access_token("ada@example.com").await;
+        let steps = [
+            json!({"id": "b", "type": "transform", "output": 1}),
+            json!({"id": "b", "type": "agent_chat", "agent_id": "agt_1", "message": "hi"}),
+            json!({"id": "b", "type": "http_request", "method": "GET", "url": "https://hooks.example.com/in"}),
+            json!({"id": "b", "type": "memory_search", "query": "q"}),
+            json!({"id": "b", "type": "memory_add", "content": "c", "memory_type": "semantic"}),
+        ];
+        for mut step in steps {
+            let step_type = step["type"].clone();
+            step["bogus"] = json!(true);
+            let body = json!({"name": "x", "steps": [{"id": "a", "type": "transform", "output": 1}, step]});
+            let err = json_with_status(app.post_json_with_token("/api/v1/workflows", &token, &body).await, 422).await;
+            let details = err["details"].as_array().unwrap();
+            assert_eq!(details.len(), 1, "{step_type}: {err}");
+            assert_eq!(details[0]["field"], "steps[1].bogus", "{step_type}: {err}");
+            let message = details[0]["message"].as_str().unwrap();
+            assert!(message.contains("unknown parameter \"bogus\""), "{step_type}: {message}");
+        }
+        // A change of steps is read the same way, and nothing was saved.
+        let created = create(&app, &token, &greeter()).await;
+        let path = format!("/api/v1/workflows/{}", created["id"].as_str().unwrap());
+        let patch = json!({"steps": [{"id": "a", "type": "transform", "output": 1, "outptu": 2}]});
+        let err = json_with_status(app.patch_json_with_token(&path, &token, &patch).await, 422).await;
+        assert_eq!(err["details"][0]["field"], "steps[0].outptu", "{err}");
+        assert_eq!(json_with_status(app.get_with_token(&path, &token).await, 200).await, created);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn another_tenants_workflow_answers_404_and_keys_need_their_scopes() {
     on_both_databases(
         |_| {},

@@ -5,11 +5,11 @@ use agentry_domain::tenancy::Role;
 use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_domain::workflows::{
     Execution, ExecutionOrigin, ExecutionRepository, ExecutionStatus, Finish, NewExecution, RunAs,
-    StepResult, StepStatus, WorkflowRepository,
+    StepStatus, WorkflowRepository,
 };
 use agentry_store::{Database, EventStore, ExecutionStore};
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use serde_json::json;
+use serde_json::{Value, json};
 
 crate::contract!(
     an_execution_reads_back_with_its_steps_and_started_event,
@@ -37,19 +37,15 @@ fn new_execution(
     key: Option<&str>,
 ) -> NewExecution {
     let workflow = super::workflows::workflow(&format!("wf_{tenant}"), tenant);
-    let execution = Execution {
-        id: ExecutionId::from_string(id),
-        tenant_id: TenantId::from_string(tenant),
-        workflow_id: workflow.id.clone(),
-        status: ExecutionStatus::Running,
-        input: json!({"question": "why?", "k": 2}),
-        output: None,
-        error: None,
+    let execution = Execution::start(
+        ExecutionId::from_string(id),
+        TenantId::from_string(tenant),
+        workflow.id.clone(),
+        json!({"question": "why?", "k": 2}),
         origin,
-        started_at: at,
-        finished_at: None,
-        steps: workflow.steps.iter().map(StepResult::pending).collect(),
-    };
+        at,
+        &workflow.steps,
+    );
     let started_event = Event {
         id: EventId::from_string(format!("evt_{id}")),
         tenant_id: TenantId::from_string(tenant),
@@ -68,6 +64,15 @@ fn new_execution(
         dedup_key: key.map(str::to_owned),
         started_event,
     }
+}
+
+/// `execution` after its step `position` ran from `at` for a second and completed with `output`:
+/// the result a worker records.
+fn completed(execution: &Execution, position: usize, output: Value, at: DateTime<Utc>) -> Execution {
+    let mut run = execution.clone();
+    run.start_step(position, at).unwrap();
+    run.complete_step(position, output, at + Duration::seconds(1)).unwrap();
+    run
 }
 
 async fn setup(db: &Database) -> ExecutionStore {
@@ -162,26 +167,20 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     let extended = lease("l1", t0() + Duration::seconds(300));
     assert!(store.start_step(id, &extended, 0, t0()).await.unwrap());
     let got = store.get(tenant, id).await.unwrap().unwrap();
-    assert_eq!(got.steps[0].status, StepStatus::Running);
-    assert_eq!(got.steps[0].started_at, Some(t0()));
+    assert_eq!(got.steps()[0].status(), StepStatus::Running);
+    assert_eq!(got.steps()[0].started_at(), Some(t0()));
     // The extended lease keeps the execution from other workers while the step runs.
     let late = t0() + Duration::seconds(60);
     assert!(store.claim(&lease("l2", late + Duration::seconds(30)), late, 10).await.unwrap().is_empty());
 
-    let done = |output| StepResult {
-        status: StepStatus::Completed,
-        output: Some(output),
-        started_at: Some(t0()),
-        finished_at: Some(t0() + Duration::seconds(1)),
-        ..got.steps[0].clone()
-    };
+    let done = |output| completed(&got, 0, output, t0()).steps()[0].clone();
     assert!(!store.record_step(id, &stranger, 0, &done(json!("x")), None).await.unwrap(), "lost lease");
-    assert_eq!(store.get(tenant, id).await.unwrap().unwrap().steps[0].status, StepStatus::Running);
+    assert_eq!(store.get(tenant, id).await.unwrap().unwrap().steps()[0].status(), StepStatus::Running);
     assert!(store.record_step(id, &extended, 0, &done(json!({"results": []})), None).await.unwrap());
 
     assert!(store.start_step(id, &extended, 1, t0()).await.unwrap());
-    let last =
-        StepResult { step_id: "answer".into(), step_type: got.steps[1].step_type, ..done(json!({"n": 3})) };
+    let last = completed(&got, 1, json!({"n": 3}), t0()).steps()[1].clone();
+    assert_eq!(last.step_id, "answer");
     let end = t0() + Duration::seconds(2);
     let finish = Finish {
         status: ExecutionStatus::Completed,
@@ -202,11 +201,11 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     };
     assert!(store.record_step(id, &extended, 1, &last, Some(finish)).await.unwrap());
     let finished = store.get(tenant, id).await.unwrap().unwrap();
-    assert_eq!(finished.status, ExecutionStatus::Completed);
-    assert_eq!(finished.output, Some(json!({"n": 3})));
-    assert_eq!(finished.finished_at, Some(end));
-    assert_eq!(finished.steps[0].output, Some(json!({"results": []})));
-    assert_eq!(finished.steps[1].status, StepStatus::Completed);
+    assert_eq!(finished.status(), ExecutionStatus::Completed);
+    assert_eq!(finished.output(), Some(&json!({"n": 3})));
+    assert_eq!(finished.finished_at(), Some(end));
+    assert_eq!(finished.steps()[0].output(), Some(&json!({"results": []})));
+    assert_eq!(finished.steps()[1].status(), StepStatus::Completed);
     let mut events = events_of(&db, "ten_1").await;
     events.sort();
     assert_eq!(events, ["workflow.execution.completed", "workflow.execution.started"]);
@@ -217,7 +216,7 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
             .cancel(tenant, id, much_later)
             .await
             .unwrap()
-            .is_some_and(|(e, cancelled)| !cancelled && e.status == ExecutionStatus::Completed)
+            .is_some_and(|(e, cancelled)| !cancelled && e.status() == ExecutionStatus::Completed)
     );
 }
 
@@ -236,15 +235,18 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     );
     let (cancelled, now) = store.cancel(tenant, id, t0()).await.unwrap().unwrap();
     assert!(now);
-    assert_eq!(cancelled.status, ExecutionStatus::Cancelled);
-    assert_eq!(cancelled.steps[0].status, StepStatus::Running, "a running step may finish");
-    assert_eq!(cancelled.steps[1].status, StepStatus::Skipped);
+    assert_eq!(cancelled.status(), ExecutionStatus::Cancelled);
+    assert_eq!(cancelled.steps()[0].status(), StepStatus::Running, "a running step may finish");
+    assert_eq!(cancelled.steps()[1].status(), StepStatus::Skipped);
     assert!(!store.start_step(id, &held, 1, t0()).await.unwrap(), "no further step starts");
-    let finished_step =
-        StepResult { status: StepStatus::Completed, output: Some(json!(1)), ..cancelled.steps[0].clone() };
-    assert!(store.record_step(id, &held, 0, &finished_step, None).await.unwrap());
+    let mut finishing = cancelled.clone();
+    finishing.complete_step(0, json!(1), t0()).unwrap();
+    assert!(store.record_step(id, &held, 0, &finishing.steps()[0], None).await.unwrap());
     let after = store.get(tenant, id).await.unwrap().unwrap();
-    assert_eq!((after.status, after.steps[0].status), (ExecutionStatus::Cancelled, StepStatus::Completed));
+    assert_eq!(
+        (after.status(), after.steps()[0].status()),
+        (ExecutionStatus::Cancelled, StepStatus::Completed)
+    );
     let (_, again) = store.cancel(tenant, id, t0()).await.unwrap().unwrap();
     assert!(!again, "a second cancel changes nothing");
     let later = t0() + Duration::hours(1);
@@ -268,7 +270,7 @@ async fn executions_are_listed_newest_first_filtered_and_per_tenant(db: Database
     assert_eq!(total, 5);
     let ids: Vec<&str> = page.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["exe_4", "exe_3"]);
-    assert!(page.iter().all(|e| e.steps.is_empty()), "lists leave the steps out");
+    assert!(page.iter().all(|e| e.steps().is_empty()), "lists leave the steps out");
     let (page, total) = store.list(&tenant, &wf, None, Page { page: 3, per_page: 2 }).await.unwrap();
     assert_eq!((page.len(), total), (1, 5));
     let (page, total) = store.list(&tenant, &wf, None, Page { page: 9, per_page: 2 }).await.unwrap();
@@ -299,18 +301,10 @@ async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) 
         // Only this round's execution is free to claim: the earlier ones have ended or are gone.
         assert_eq!(store.claim(&held, t0(), 10).await.unwrap().len(), 1);
         assert!(store.start_step(&id, &held, 0, t0()).await.unwrap());
-        let first = StepResult {
-            status: StepStatus::Completed,
-            output: Some(json!(1)),
-            ..new.execution.steps[0].clone()
-        };
-        assert!(store.record_step(&id, &held, 0, &first, None).await.unwrap());
+        let run = completed(&new.execution, 0, json!(1), t0());
+        assert!(store.record_step(&id, &held, 0, &run.steps()[0], None).await.unwrap());
         assert!(store.start_step(&id, &held, 1, t0()).await.unwrap());
-        let last = StepResult {
-            status: StepStatus::Completed,
-            output: Some(json!(2)),
-            ..new.execution.steps[1].clone()
-        };
+        let last = completed(&run, 1, json!(2), t0()).steps()[1].clone();
         let finish = Finish {
             status: ExecutionStatus::Completed,
             output: Some(json!(2)),

@@ -9,7 +9,7 @@ use super::*;
 use crate::ids::{MockIdGenerator, TriggerId, UserId};
 use crate::tenancy::{Role, Scope};
 use crate::time::MockClock;
-use crate::workflows::model::StepEvent;
+use crate::workflows::execution_state::{StepEvent, step_transition};
 use crate::workflows::ports::MockWorkflowRepository;
 use crate::workflows::steps::validate_steps;
 
@@ -87,33 +87,22 @@ impl Mocks {
 fn claimed(done: usize) -> ClaimedExecution {
     let steps = steps();
     let outputs = [json!("Hello ada"), json!("HELLO ADA"), json!({"n": 3, "said": "HELLO ADA"})];
-    let results = steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let mut r = StepResult::pending(s);
-            if i < done {
-                r.status = StepStatus::Completed;
-                r.output = Some(outputs[i].clone());
-            }
-            r
-        })
-        .collect();
+    let mut execution = Execution::start(
+        ExecutionId::from_string("exe_1"),
+        TenantId::from_string("ten_1"),
+        WorkflowId::from_string("wf_1"),
+        json!({"name": "ada", "n": 3}),
+        ExecutionOrigin::Api,
+        t0(),
+        &steps,
+    );
+    for (i, output) in outputs.into_iter().enumerate().take(done) {
+        execution.start_step(i, t0()).unwrap();
+        execution.complete_step(i, output, t0()).unwrap();
+    }
     Claimed {
         item: ExecutionRun {
-            execution: Execution {
-                id: ExecutionId::from_string("exe_1"),
-                tenant_id: TenantId::from_string("ten_1"),
-                workflow_id: WorkflowId::from_string("wf_1"),
-                status: ExecutionStatus::Running,
-                input: json!({"name": "ada", "n": 3}),
-                output: None,
-                error: None,
-                origin: ExecutionOrigin::Api,
-                started_at: t0(),
-                finished_at: None,
-                steps: results,
-            },
+            execution,
             steps,
             run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
         },
@@ -150,9 +139,9 @@ async fn execute_stores_a_running_execution_with_pending_steps_and_its_event() {
     m.workflows.expect_get().returning(|_, _| Ok(Some(workflow(true))));
     m.executions.expect_create().times(1).returning(|new| {
         let e = &new.execution;
-        assert_eq!(e.status, ExecutionStatus::Running);
-        assert_eq!(e.steps.len(), 3);
-        assert!(e.steps.iter().all(|s| s.status == StepStatus::Pending));
+        assert_eq!(e.status(), ExecutionStatus::Running);
+        assert_eq!(e.steps().len(), 3);
+        assert!(e.steps().iter().all(|s| s.status() == StepStatus::Pending));
         assert_eq!(new.steps, steps(), "the steps it runs are kept with it");
         assert_eq!(new.run_as, RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member });
         assert_eq!(new.dedup_key, None);
@@ -257,11 +246,11 @@ async fn a_run_resumes_at_the_first_unfinished_step_and_completes_with_its_event
     let recorded = recorded.lock().unwrap();
     let (position, result, finish) = &recorded[0];
     assert_eq!(*position, 2);
-    assert_eq!(result.status, StepStatus::Completed);
-    assert_eq!(result.output, Some(json!({"n": 3, "said": "HELLO ADA"})));
+    assert_eq!(result.status(), StepStatus::Completed);
+    assert_eq!(result.output(), Some(&json!({"n": 3, "said": "HELLO ADA"})));
     let finish = finish.as_ref().expect("the last step ends the execution");
     assert_eq!(finish.status, ExecutionStatus::Completed);
-    assert_eq!(finish.output, result.output, "the execution's output is the last step's");
+    assert_eq!(finish.output.as_ref(), result.output(), "the execution's output is the last step's");
     match &finish.event.payload {
         EventPayload::WorkflowExecutionCompleted(d) => assert_eq!(d.execution_id.as_str(), "exe_1"),
         other => panic!("{other:?}"),
@@ -300,8 +289,8 @@ async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
     m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, position, result, finish| {
         assert_eq!(position, 0);
-        assert_eq!(result.status, StepStatus::Failed);
-        assert_eq!(result.error.as_deref(), Some("the receiver answered 500"));
+        assert_eq!(result.status(), StepStatus::Failed);
+        assert_eq!(result.error(), Some("the receiver answered 500"));
         let finish = finish.unwrap();
         assert_eq!(finish.status, ExecutionStatus::Failed);
         assert_eq!(finish.error.as_deref(), Some("step greet failed: the receiver answered 500"));
@@ -344,8 +333,8 @@ async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it()
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, position, result, finish| {
         assert_eq!(position, 1);
-        assert_eq!(result.status, StepStatus::Failed);
-        assert!(result.error.as_deref().unwrap().contains("given up after 5 claims"), "{result:?}");
+        assert_eq!(result.status(), StepStatus::Failed);
+        assert!(result.error().unwrap().contains("given up after 5 claims"), "{result:?}");
         assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
         Ok(true)
     });
@@ -368,7 +357,7 @@ async fn remote_text_with_nul_is_stored_with_the_replacement_character() {
     m.performer.expect_perform().returning(|_, _, _| Ok(json!({"body": "a\u{0}b"})));
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, _, result, _| {
-        assert_eq!(result.output, Some(json!({"body": "a\u{FFFD}b"})));
+        assert_eq!(result.output(), Some(&json!({"body": "a\u{FFFD}b"})));
         Ok(true)
     });
     m.executions.expect_record_step().returning(|_, _, _, _, _| Ok(true));
@@ -383,9 +372,9 @@ async fn an_output_over_the_limit_fails_its_step() {
     m.performer.expect_perform().returning(move |_, _, _| Ok(json!(huge.clone())));
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, _, result, finish| {
-        assert_eq!(result.status, StepStatus::Failed);
-        assert!(result.error.as_deref().unwrap().contains("larger than"), "{result:?}");
-        assert_eq!(result.output, None);
+        assert_eq!(result.status(), StepStatus::Failed);
+        assert!(result.error().unwrap().contains("larger than"), "{result:?}");
+        assert_eq!(result.output(), None);
         assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
         Ok(true)
     });
@@ -401,7 +390,7 @@ async fn a_cancelled_execution_starts_no_further_step() {
     m.executions.expect_record_step().never();
     m.executions.expect_get().returning(|_, _| {
         let mut e = claimed(1).item.execution;
-        e.status = ExecutionStatus::Cancelled;
+        e.cancel(t0()).unwrap();
         Ok(Some(e))
     });
     assert_eq!(m.service().run_execution(claimed(1), &always_go).await.unwrap(), RunOutcome::Cancelled);
@@ -439,11 +428,11 @@ async fn cancel_reports_whether_it_cancelled() {
         let mut e = claimed(0).item.execution;
         Ok(match id.as_str() {
             "exe_running" => {
-                e.status = ExecutionStatus::Cancelled;
+                e.cancel(t0()).unwrap();
                 Some((e, true))
             }
             "exe_done" => {
-                e.status = ExecutionStatus::Completed;
+                e.complete(json!(1), t0()).unwrap();
                 Some((e, false))
             }
             _ => None,
@@ -452,7 +441,7 @@ async fn cancel_reports_whether_it_cancelled() {
     let service = m.service();
     let who = caller(Role::Member);
     let ok = service.cancel(&who, &ExecutionId::from_string("exe_running")).await.unwrap();
-    assert_eq!(ok.status, ExecutionStatus::Cancelled);
+    assert_eq!(ok.status(), ExecutionStatus::Cancelled);
     assert!(matches!(
         service.cancel(&who, &ExecutionId::from_string("exe_done")).await,
         Err(ExecutionError::Finished(ExecutionStatus::Completed))

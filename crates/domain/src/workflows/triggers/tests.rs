@@ -314,7 +314,7 @@ async fn a_call_with_the_secret_starts_an_execution_as_the_creator_and_counts_it
     let fired = s.service().call(call("POST", &with_secret(), br#"{"order": 42}"#)).await.unwrap();
     assert!(!fired.duplicate);
     assert_eq!(fired.trigger_id.as_str(), "trg_1");
-    assert_eq!(fired.execution.status, crate::workflows::ExecutionStatus::Running);
+    assert_eq!(fired.execution.status(), crate::workflows::ExecutionStatus::Running);
     assert_eq!((fired.rate.limit, fired.rate.remaining), (Some(60), 59));
     let stored = stored.lock().unwrap();
     let new = &stored[0];

@@ -1,0 +1,227 @@
+#![allow(clippy::unwrap_used)]
+
+use chrono::TimeZone;
+use serde_json::json;
+
+use super::*;
+use crate::workflows::steps::validate_steps;
+
+fn t(seconds: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap() + chrono::Duration::seconds(seconds)
+}
+
+/// A running execution of three transforms, none started.
+fn execution() -> Execution {
+    let steps = validate_steps(&json!([
+        {"id": "a", "type": "transform", "output": 1},
+        {"id": "b", "type": "transform", "output": 2},
+        {"id": "c", "type": "transform", "output": 3},
+    ]))
+    .unwrap();
+    Execution::start(
+        ExecutionId::from_string("exe_1"),
+        TenantId::from_string("ten_1"),
+        WorkflowId::from_string("wf_1"),
+        json!({}),
+        ExecutionOrigin::Api,
+        t(0),
+        &steps,
+    )
+}
+
+fn statuses(e: &Execution) -> Vec<StepStatus> {
+    e.steps().iter().map(StepResult::status).collect()
+}
+
+#[test]
+fn every_execution_transition_is_as_drawn() {
+    for from in ExecutionStatus::ALL {
+        for event in ExecutionEvent::ALL {
+            let expected = match (from, event) {
+                (ExecutionStatus::Running, ExecutionEvent::Complete) => Some(ExecutionStatus::Completed),
+                (ExecutionStatus::Running, ExecutionEvent::Fail) => Some(ExecutionStatus::Failed),
+                (ExecutionStatus::Running, ExecutionEvent::Cancel) => Some(ExecutionStatus::Cancelled),
+                _ => None,
+            };
+            match (transition(from, event), expected) {
+                (Ok(to), Some(want)) => assert_eq!(to, want, "{from} + {}", event.as_str()),
+                (Err(e), None) => {
+                    assert!(from.is_terminal());
+                    assert_eq!((e.from, e.event), (from.as_str(), event.as_str()));
+                }
+                (got, want) => panic!("{from} + {}: got {got:?}, want {want:?}", event.as_str()),
+            }
+        }
+    }
+    let e = transition(ExecutionStatus::Completed, ExecutionEvent::Cancel).unwrap_err();
+    assert_eq!(e.to_string(), "cannot cancel an execution that is completed");
+}
+
+#[test]
+fn every_step_transition_is_as_drawn() {
+    for from in StepStatus::ALL {
+        for event in StepEvent::ALL {
+            let expected = match (from, event) {
+                (StepStatus::Pending, StepEvent::Start) => Some(StepStatus::Running),
+                (StepStatus::Pending, StepEvent::Skip) => Some(StepStatus::Skipped),
+                (StepStatus::Running, StepEvent::Complete) => Some(StepStatus::Completed),
+                (StepStatus::Running, StepEvent::Fail) => Some(StepStatus::Failed),
+                _ => None,
+            };
+            assert_eq!(step_transition(from, event).ok(), expected, "{from} + {}", event.as_str());
+            if from.is_terminal() {
+                assert!(step_transition(from, event).is_err());
+            }
+        }
+    }
+}
+
+#[test]
+fn statuses_round_trip_through_their_names() {
+    for s in ExecutionStatus::ALL {
+        assert_eq!(ExecutionStatus::parse(s.as_str()), Some(s));
+    }
+    for s in StepStatus::ALL {
+        assert_eq!(StepStatus::parse(s.as_str()), Some(s));
+    }
+    assert_eq!(ExecutionStatus::parse("Running"), None);
+}
+
+#[test]
+fn an_execution_starts_running_with_every_step_pending() {
+    let e = execution();
+    assert_eq!(
+        (e.status(), e.output(), e.error(), e.finished_at()),
+        (ExecutionStatus::Running, None, None, None)
+    );
+    assert_eq!(statuses(&e), [StepStatus::Pending; 3]);
+    let ids: Vec<&str> = e.steps().iter().map(|s| s.step_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert!(e.steps().iter().all(|s| s.started_at().is_none() && s.step_type == StepType::Transform));
+}
+
+#[test]
+fn steps_move_only_as_drawn_and_keep_their_times_and_results() {
+    let mut e = execution();
+    e.start_step(0, t(1)).unwrap();
+    e.complete_step(0, json!({"n": 1}), t(2)).unwrap();
+    let done = &e.steps()[0];
+    assert_eq!(
+        (done.status(), done.output(), done.error()),
+        (StepStatus::Completed, Some(&json!({"n": 1})), None)
+    );
+    assert_eq!((done.started_at(), done.finished_at()), (Some(t(1)), Some(t(2))));
+    let refused = e.start_step(0, t(3)).unwrap_err();
+    assert_eq!(refused.to_string(), "cannot start a step that is completed");
+    assert!(e.complete_step(0, json!(2), t(3)).is_err(), "a result is kept once");
+    assert!(e.complete_step(1, json!(2), t(3)).is_err(), "a pending step cannot complete");
+    assert!(e.fail_step(1, "x".into(), t(3)).is_err(), "nor fail");
+    e.start_step(1, t(3)).unwrap();
+    e.fail_step(1, "the receiver answered 500".into(), t(4)).unwrap();
+    let failed = &e.steps()[1];
+    assert_eq!(
+        (failed.status(), failed.error(), failed.output()),
+        (StepStatus::Failed, Some("the receiver answered 500"), None)
+    );
+    assert_eq!(e.start_step(9, t(5)).unwrap_err().from, "absent");
+    assert_eq!(e.status(), ExecutionStatus::Running, "a step's end is not the execution's");
+}
+
+#[test]
+fn a_step_left_running_by_a_dead_worker_starts_over() {
+    let mut e = execution();
+    e.start_step(0, t(1)).unwrap();
+    e.start_step(0, t(9)).unwrap();
+    assert_eq!((e.steps()[0].status(), e.steps()[0].started_at()), (StepStatus::Running, Some(t(9))));
+}
+
+#[test]
+fn ending_skips_the_steps_not_started_and_lets_a_running_one_finish() {
+    let mut e = execution();
+    e.start_step(0, t(1)).unwrap();
+    e.cancel(t(2)).unwrap();
+    assert_eq!(
+        (e.status(), e.error(), e.finished_at()),
+        (ExecutionStatus::Cancelled, Some(CANCELLED_ERROR), Some(t(2)))
+    );
+    assert_eq!(statuses(&e), [StepStatus::Running, StepStatus::Skipped, StepStatus::Skipped]);
+    assert!(e.start_step(1, t(3)).is_err(), "no further step starts");
+    e.complete_step(0, json!(1), t(3)).unwrap();
+    assert_eq!(e.status(), ExecutionStatus::Cancelled, "and the execution stays cancelled");
+
+    let mut e = execution();
+    e.start_step(0, t(1)).unwrap();
+    e.fail_step(0, "boom".into(), t(2)).unwrap();
+    e.fail("step a failed: boom".into(), t(2)).unwrap();
+    assert_eq!(
+        (e.status(), e.error(), e.output()),
+        (ExecutionStatus::Failed, Some("step a failed: boom"), None)
+    );
+    assert_eq!(statuses(&e), [StepStatus::Failed, StepStatus::Skipped, StepStatus::Skipped]);
+}
+
+#[test]
+fn a_finished_execution_never_changes_again() {
+    let mut e = execution();
+    for i in 0..3 {
+        e.start_step(i, t(1)).unwrap();
+        e.complete_step(i, json!(i), t(2)).unwrap();
+    }
+    e.complete(json!(2), t(2)).unwrap();
+    assert_eq!((e.status(), e.output(), e.error()), (ExecutionStatus::Completed, Some(&json!(2)), None));
+    let before = e.clone();
+    assert_eq!(e.cancel(t(3)).unwrap_err().to_string(), "cannot cancel an execution that is completed");
+    assert!(e.fail("late".into(), t(3)).is_err());
+    assert!(e.complete(json!(3), t(3)).is_err());
+    assert_eq!(
+        e.start_step(0, t(3)).unwrap_err().to_string(),
+        "cannot start a step of an execution that is completed"
+    );
+    assert_eq!(e, before);
+}
+
+#[test]
+fn a_stored_execution_reads_back_only_in_a_state_the_transitions_reach() {
+    let mut mid = execution();
+    mid.start_step(0, t(1)).unwrap();
+    mid.complete_step(0, json!(1), t(2)).unwrap();
+    mid.start_step(1, t(2)).unwrap();
+    let mut failed = mid.clone();
+    failed.fail_step(1, "boom".into(), t(3)).unwrap();
+    failed.fail("step b failed: boom".into(), t(3)).unwrap();
+    let mut cancelled = mid.clone();
+    cancelled.cancel(t(3)).unwrap();
+    let mut completed = execution();
+    for i in 0..3 {
+        completed.start_step(i, t(1)).unwrap();
+        completed.complete_step(i, Value::Null, t(2)).unwrap();
+    }
+    completed.complete(Value::Null, t(2)).unwrap();
+    for e in [execution(), mid.clone(), failed, cancelled, completed] {
+        assert_eq!(Execution::restore(e.clone().into_record()).unwrap(), e);
+    }
+
+    let running = mid.into_record();
+    type Breaks = fn(&mut ExecutionRecord);
+    let broken: [(Breaks, &str); 10] = [
+        (|r| r.finished_at = Some(t(9)), "execution exe_1 is running but has an end time"),
+        (|r| r.status = ExecutionStatus::Completed, "execution exe_1 is completed but has no end time"),
+        (|r| r.output = Some(json!(1)), "execution exe_1 is running but has an output"),
+        (|r| r.error = Some("x".into()), "execution exe_1 is running but has an error"),
+        (
+            |r| (r.status, r.finished_at) = (ExecutionStatus::Failed, Some(t(9))),
+            "execution exe_1 is failed but says not why",
+        ),
+        (|r| r.steps[0].finished_at = None, "step a is completed but has no end time"),
+        (|r| r.steps[1].started_at = None, "step b is running but has no start time"),
+        (|r| r.steps[2].started_at = Some(t(1)), "step c is pending but has a start time"),
+        (|r| r.steps[2].output = Some(json!(1)), "step c is pending but has an output"),
+        (|r| r.steps[0].error = Some("x".into()), "step a is completed but has an error"),
+    ];
+    for (breaks, problem) in broken {
+        let mut record = running.clone();
+        breaks(&mut record);
+        let e = Execution::restore(record).unwrap_err();
+        assert_eq!(e.to_string(), format!("stored {problem}"));
+    }
+}
