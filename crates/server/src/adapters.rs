@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_auth::{AesGcmCipher, RingHmac, RingSecrets};
+use agentry_crypto::{AesGcmCipher, RingHmac, RingSecrets};
 use agentry_domain::agents::ChatModel;
 use agentry_domain::ids::IdGenerator;
 use agentry_domain::mail::Mailer;

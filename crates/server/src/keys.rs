@@ -5,7 +5,7 @@ use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write as _};
 use std::path::Path;
 
-use agentry_auth::RingSecrets;
+use agentry_crypto::RingSecrets;
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -23,9 +23,9 @@ pub fn jwt_key(configured: Option<&SecretString>, data_dir: &Path) -> anyhow::Re
     if let Some(secret) = configured {
         let bytes = secret.expose_secret().as_bytes().to_vec();
         anyhow::ensure!(
-            bytes.len() >= agentry_auth::JwtAccessTokens::MIN_SECRET_BYTES,
+            bytes.len() >= agentry_crypto::JwtAccessTokens::MIN_SECRET_BYTES,
             "AGENTRY_JWT_SECRET must be at least {} bytes",
-            agentry_auth::JwtAccessTokens::MIN_SECRET_BYTES
+            agentry_crypto::JwtAccessTokens::MIN_SECRET_BYTES
         );
         return Ok(SecretSlice::from(bytes));
     }

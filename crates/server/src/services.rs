@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_auth::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
+use agentry_crypto::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
 use agentry_domain::agents::{AgentService, ChatService, ChatServiceDeps, ChatSettings};
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::identity::{

@@ -73,7 +73,7 @@ pub fn workflow(active: bool) -> Workflow {
     }
 }
 
-/// HMAC-SHA256 as the service computes it (crates/auth's `RingHmac`).
+/// HMAC-SHA256 as the service computes it (crates/crypto's `RingHmac`).
 pub struct Ring;
 impl Hmac for Ring {
     fn sha256(&self, key: &[u8], message: &[u8]) -> [u8; 32] {

@@ -1,6 +1,6 @@
 //! Registration, login, the current user, refresh and logout.
 
-use agentry_auth::{JwtAccessTokens, JwtSettings};
+use agentry_crypto::{JwtAccessTokens, JwtSettings};
 use agentry_domain::identity::AccessTokens as _;
 use agentry_domain::ids::{TokenFamilyId, UserId};
 use base64::Engine as _;

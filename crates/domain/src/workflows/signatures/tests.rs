@@ -5,7 +5,7 @@ use chrono::TimeZone as _;
 use super::*;
 use crate::webhooks::signing::sign;
 
-/// The port as the service implements it (crates/auth's `RingHmac`).
+/// The port as the service implements it (crates/crypto's `RingHmac`).
 struct Ring;
 impl Hmac for Ring {
     fn sha256(&self, key: &[u8], message: &[u8]) -> [u8; 32] {

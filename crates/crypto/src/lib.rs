@@ -1,4 +1,4 @@
-//! Credential adapters for Agentry's identity ports:
+//! Agentry's cryptography adapters (ring, argon2, jsonwebtoken) for the domain's ports:
 //! - [`Argon2Hasher`]: argon2id password hashing off the async executor, with bounded
 //!   concurrency and a dummy verification for unknown users;
 //! - [`JwtAccessTokens`]: HS256 JWT access tokens with the algorithm pinned and `iss`, `aud`,
