@@ -9,9 +9,10 @@ use std::sync::Mutex;
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
-use agentry_domain::identity::{AccessError, Principal};
+use agentry_domain::identity::AccessError;
 use agentry_domain::ids::TenantId;
 use agentry_domain::ratelimit::RateStatus;
+use agentry_domain::tenancy::Principal;
 use agentry_domain::validation::{check_length, check_path_id};
 
 use crate::AppState;

@@ -9,10 +9,10 @@ use actix_web::{HttpResponse, ResponseError};
 use agentry_domain::agents::{AgentError, ChatError};
 use agentry_domain::billing::BillingError;
 use agentry_domain::identity::{
-    AccessError, ApiKeyError, Forbidden, LoginError, LogoutError, MeError, RecoveryError, RefreshError,
-    RegisterError,
+    AccessError, ApiKeyError, LoginError, LogoutError, MeError, RecoveryError, RefreshError, RegisterError,
 };
 use agentry_domain::memory::{EmbedError, MemoryError};
+use agentry_domain::tenancy::Forbidden;
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use agentry_domain::webhooks::WebhookError;
 use agentry_domain::workflows::{

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use agentry_domain::agents::{ChatInput, ChatService, chat_message};
-use agentry_domain::identity::Principal;
 use agentry_domain::ids::SessionId;
 use agentry_domain::memory::model::content;
 use agentry_domain::memory::{MemoryFilter, MemoryService, NewMemory, SearchQuery};
+use agentry_domain::tenancy::Principal;
 use agentry_domain::webhooks::model::check_url;
 use agentry_domain::workflows::outputs::{ChatOutput, MemoryEntryOutput, MemoryHit, MemorySearchOutput};
 use agentry_domain::workflows::{HttpMethod, StepAction, StepFailure, StepPerformer};

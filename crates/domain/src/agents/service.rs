@@ -14,10 +14,9 @@ use crate::billing::{
     CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement, chat_cost,
 };
 use crate::events::{Event, EventPayload, MessageCompletedData, MessageCreatedData};
-use crate::identity::{Forbidden, Principal};
 use crate::ids::{AgentId, CreditHoldId, EventId, IdGenerator, LedgerEntryId, MessageId, SessionId};
 use crate::pagination::Page;
-use crate::tenancy::Permission;
+use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, check_long_text};
 

@@ -13,11 +13,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::events::{Event, EventPayload};
-use crate::identity::{Forbidden, Principal};
 use crate::ids::{CreditHoldId, EventId, IdGenerator, LedgerEntryId, PurchaseId, TenantId};
 use crate::pagination::Page;
 use crate::ratelimit::{PlanTable, Quota};
-use crate::tenancy::{Permission, Plan};
+use crate::tenancy::{Forbidden, Permission, Plan, Principal};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
@@ -419,9 +418,8 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::identity::Credential;
     use crate::ids::{MockIdGenerator, UserId};
-    use crate::tenancy::Role;
+    use crate::tenancy::{Credential, Role};
     use crate::time::MockClock;
 
     #[test]

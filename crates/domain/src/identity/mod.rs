@@ -10,7 +10,7 @@ mod service;
 
 pub use access::{
     AccessError, AccessService, AccessServiceDeps, ApiKey, ApiKeyError, ApiKeyGrant, ApiKeyName,
-    ApiKeyRepository, CreatedApiKey, Credential, Forbidden, NewApiKey, Principal,
+    ApiKeyRepository, CreatedApiKey, NewApiKey,
 };
 pub use model::{Company, Email, FullName, Password, PasswordHash, User, UserCredentials};
 pub use ports::{

@@ -18,10 +18,9 @@ use super::ports::{MemoryRepository, Merge};
 use super::ranking::{RankingSettings, Scored, fuse, rank};
 use crate::agents::{Agent, AgentRepository, MemoryRecall, TokenCounter};
 use crate::events::{Event, EventPayload};
-use crate::identity::{Forbidden, Principal};
 use crate::ids::{AgentId, DocumentId, IdGenerator, MemoryId, SessionId, TenantId};
 use crate::pagination::Page;
-use crate::tenancy::Permission;
+use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 

@@ -1,4 +1,5 @@
-//! Tenants, memberships and roles, and the plans that set a tenant's limits.
+//! Tenants, memberships and roles, the plans that set a tenant's limits, and the
+//! [`Principal`] every request acts as.
 //!
 //! A tenant is the unit of isolation: every resource belongs to exactly one, and a user reaches
 //! a tenant's resources only through a [`Membership`].
@@ -12,7 +13,9 @@ use crate::ids::{TenantId, UserId};
 use crate::validation::{FieldError, FieldErrorKind};
 
 mod permissions;
+mod principal;
 pub use permissions::{Permission, Scope};
+pub use principal::{Credential, Forbidden, Principal};
 
 crate::bounded_text!(
     /// A tenant's display name: 1–200 characters after trimming.

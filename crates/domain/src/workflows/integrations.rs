@@ -33,10 +33,9 @@ use super::inbound::{
 use super::model::{Integration, IntegrationKind, RunAs, check_name};
 use super::ports::{IntegrationRepository, WorkflowRepository};
 use super::signatures::{delivery_id, url_verification_challenge, verify_integration};
-use crate::identity::{Forbidden, Principal};
 use crate::ids::{IdGenerator, IntegrationId, WorkflowId};
 use crate::ratelimit::{PlanTable, RateLimiter, RateStatus};
-use crate::tenancy::Permission;
+use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
 use crate::validation::{
     FieldError, FieldErrorKind, TextKind, ValidationErrors, Validator, check_length, check_path_id,

@@ -7,11 +7,10 @@ use serde_json::Value;
 use super::model::{Workflow, check_description, check_name};
 use super::ports::WorkflowRepository;
 use super::steps::validate_steps;
-use crate::identity::{Forbidden, Principal};
 use crate::ids::{IdGenerator, WorkflowId};
 use crate::pagination::Page;
 use crate::patch::Patch;
-use crate::tenancy::Permission;
+use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
 use crate::validation::{ValidationErrors, Validator};
 

@@ -15,10 +15,9 @@ use super::executions::{
 use super::model::Workflow;
 use super::ports::MockWorkflowRepository;
 use super::steps::validate_steps;
-use crate::identity::{Credential, Principal};
 use crate::ids::{ApiKeyId, MockIdGenerator, TenantId, UserId, WorkflowId};
 use crate::ratelimit::{MockRateCounter, RateLimiter};
-use crate::tenancy::{Plan, Role, Scope};
+use crate::tenancy::{Credential, Plan, Principal, Role, Scope};
 use crate::time::MockClock;
 use crate::webhooks::{Hmac, SealedSecret, SecretCipher};
 

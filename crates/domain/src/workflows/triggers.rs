@@ -29,11 +29,10 @@ use super::inbound::{
 use super::model::{DEFAULT_TRIGGER_METHODS, RunAs, Trigger, check_allowed_methods, check_name};
 use super::ports::{TriggerRepository, WorkflowRepository};
 use super::signatures::{Headers, SERVICE_SIGNATURE_HEADER, WEBHOOK_SECRET_HEADER, verify_trigger};
-use crate::identity::{Forbidden, Principal};
 use crate::ids::{IdGenerator, TriggerId, WorkflowId};
 use crate::ratelimit::{PlanTable, RateLimiter, RateStatus};
 use crate::secrets::Secrets;
-use crate::tenancy::Permission;
+use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
 use crate::validation::{TextKind, ValidationErrors, Validator, check_length, check_text};
 use crate::webhooks::signing::new_secret;

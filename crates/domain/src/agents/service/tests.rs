@@ -7,9 +7,8 @@ use crate::agents::chat::{Completion, MockChatModel, MockTokenCounter, NoRecall}
 use crate::agents::model::{AgentConfig, AgentName, AgentType, MemoryType};
 use crate::agents::ports::{MockAgentRepository, MockConversationRepository};
 use crate::billing::MockCreditRepository;
-use crate::identity::Credential;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
-use crate::tenancy::{Plan, Role, Scope};
+use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
 
 fn t0() -> DateTime<Utc> {

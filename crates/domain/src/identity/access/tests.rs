@@ -4,6 +4,7 @@ use super::*;
 use crate::identity::ports::{AccessClaims, AccessTokenError, MockAccessTokens, MockAccountRepository};
 use crate::ids::{MockIdGenerator, TokenFamilyId};
 use crate::secrets::MockSecrets;
+use crate::tenancy::Permission;
 use crate::time::MockClock;
 
 fn t0() -> DateTime<Utc> {

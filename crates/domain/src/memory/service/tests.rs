@@ -8,10 +8,9 @@ use serde_json::json;
 use super::*;
 use crate::agents::chat::MockTokenCounter;
 use crate::agents::{AgentConfig, AgentName, AgentStatus, AgentType, MockAgentRepository};
-use crate::identity::Credential;
 use crate::ids::{MockIdGenerator, UserId};
 use crate::memory::{EmbeddingModel, MockEmbedder, MockMemoryRepository};
-use crate::tenancy::{Plan, Role};
+use crate::tenancy::{Credential, Plan, Role};
 use crate::time::MockClock;
 
 fn t0() -> DateTime<Utc> {

@@ -6,10 +6,9 @@ use chrono::TimeZone;
 
 use super::*;
 use crate::events::API_VERSION;
-use crate::identity::Credential;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
 use crate::secrets::MockSecrets;
-use crate::tenancy::{Plan, Role};
+use crate::tenancy::{Credential, Plan, Role};
 use crate::time::MockClock;
 use crate::webhooks::model::SealedSecret;
 use crate::webhooks::{

@@ -4,9 +4,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
 
 use super::*;
-use crate::identity::Credential;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
-use crate::tenancy::{Plan, Role, Scope};
+use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
 use crate::workflows::ports::MockWorkflowRepository;
 
