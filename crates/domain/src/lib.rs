@@ -13,6 +13,8 @@
 //!   worker rules (leases, counted claims) and the registry of running instances whose
 //!   heartbeats keep their leases held; [`jobs`]: typed background jobs (mail) as one kind.
 //! - [`storable`]: the one rule that keeps U+0000 out of both databases.
+//! - [`string_enum!`]: enums whose values have one stable name each.
+//! - [`tokens`]: the token-counting port chat and memory budget with.
 //! - [`memory`]: memory entries, documents, embeddings, hybrid search and its ranking.
 //! - [`metrics`]: the names the service reports under.
 //! - [`mail`]: the e-mail port; [`ratelimit`]: fixed-window quotas over a counting port.
@@ -35,8 +37,10 @@ pub mod patch;
 pub mod ratelimit;
 pub mod secrets;
 pub mod storable;
+mod string_enum;
 pub mod tenancy;
 pub mod time;
+pub mod tokens;
 pub mod validation;
 pub mod webhooks;
 pub mod work;

@@ -6,8 +6,9 @@
 //! characters (C0, DEL, C1) in one-line text, none but tab and line breaks in long text, and
 //! at least one character that is not white space where a value is trimmed.
 
-use agentry_domain::agents::{AgentStatus, AgentType, MemoryType};
+use agentry_domain::agents::{AgentStatus, AgentType};
 use agentry_domain::events::EventType;
+use agentry_domain::memory::MemoryType;
 use agentry_domain::tenancy::Scope;
 use agentry_domain::webhooks::EventSelector;
 use agentry_domain::workflows::{

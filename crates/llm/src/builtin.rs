@@ -4,9 +4,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentry_domain::agents::{
-    ChatModel, ChatRole, Completion, CompletionRequest, ModelError, TokenCounter, count_prompt,
-};
+use agentry_domain::agents::{ChatModel, ChatRole, Completion, CompletionRequest, ModelError, count_prompt};
+use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
 use tiktoken_rs::CoreBPE;
 

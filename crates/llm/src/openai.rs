@@ -2,9 +2,8 @@
 
 use std::time::Duration;
 
-use agentry_domain::agents::{
-    ChatModel, Completion, CompletionRequest, ModelError, TokenCounter, count_prompt,
-};
+use agentry_domain::agents::{ChatModel, Completion, CompletionRequest, ModelError, count_prompt};
+use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;

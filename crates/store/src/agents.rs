@@ -1,8 +1,9 @@
 //! [`AgentRepository`]: agents, scoped by tenant in every query.
 
-use agentry_domain::agents::{Agent, AgentConfig, AgentName, AgentRepository, MemoryType};
+use agentry_domain::agents::{Agent, AgentConfig, AgentName, AgentRepository};
 use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, TenantId};
+use agentry_domain::memory::MemoryType;
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
 use diesel::prelude::*;

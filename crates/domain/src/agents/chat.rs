@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use super::model::Agent;
 use crate::ids::{AgentId, MessageId, SessionId, TenantId};
 use crate::memory::EmbeddedEntry;
+use crate::tokens::TokenCounter;
 
 /// Who wrote a turn of a conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -123,13 +124,6 @@ pub trait ChatModel: Send + Sync {
     /// # Errors
     /// [`ModelError::Upstream`] for a provider error, [`ModelError::Timeout`] when it is slow.
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError>;
-}
-
-/// Counts tokens the way the model's tokenizer does.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-pub trait TokenCounter: Send + Sync {
-    /// Tokens of `text`.
-    fn count(&self, text: &str) -> u64;
 }
 
 /// Tokens of a whole prompt: each turn's content plus the fixed framing chat models add per

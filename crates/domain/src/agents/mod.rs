@@ -1,19 +1,21 @@
 //! Agents and chat: agents' configuration and lifecycle, conversations with them, the model
-//! port, and the credit charge of every exchange.
+//! port, and the credit charge of every exchange. Chat recalls through the memory service
+//! (`recall`); memory does not know agents.
 
 pub mod chat;
 mod model;
 mod ports;
+mod recall;
 mod service;
 
 pub use chat::{
     ChatModel, ChatRole, ChatTurn, Completion, CompletionRequest, MemoryRecall, Message, ModelError,
-    NoRecall, TokenCounter, build_prompt, count_prompt,
+    NoRecall, build_prompt, count_prompt,
 };
 pub use model::{
     Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges,
     MAX_COMPLETION_TOKENS, MAX_DESCRIPTION_CHARS, MAX_MODEL_CHARS, MAX_SYSTEM_PROMPT_CHARS, MAX_TEMPERATURE,
-    MemoryType, NewAgent, description, memory_types,
+    NewAgent, description, memory_types,
 };
 pub use ports::{AgentRepository, ConversationRepository, Exchange, ExchangeOutcome};
 #[cfg(any(test, feature = "mock"))]

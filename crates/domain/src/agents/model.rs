@@ -1,87 +1,39 @@
 //! Agents and their configuration.
 
-use std::fmt;
-use std::str::FromStr;
-
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::events::AgentData;
 use crate::ids::{AgentId, TenantId};
+use crate::memory::MemoryType;
 use crate::patch::Patch;
 use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_long_text, check_text};
 
-macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident, $field:literal { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name { $($(#[$vmeta])* $variant),+ }
-
-        impl $name {
-            /// Every value.
-            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
-
-            /// The stable name.
-            pub fn as_str(self) -> &'static str {
-                match self { $(Self::$variant => $text),+ }
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = FieldError;
-            fn from_str(s: &str) -> Result<Self, FieldError> {
-                match s {
-                    $($text => Ok(Self::$variant),)+
-                    other => Err(FieldError::new(
-                        $field,
-                        FieldErrorKind::InvalidValue,
-                        format!("{other:?} is not one of: {}", [$($text),+].join(", ")),
-                    )),
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
+crate::string_enum! {
+    /// What an agent is for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum AgentType {
+        /// A general assistant (the default).
+        Assistant => "assistant",
+        /// A customer-support agent.
+        Support => "support",
+        /// Anything else.
+        Custom => "custom",
+    }
+    impl FromStr(field = "type");
 }
 
-string_enum!(
-    /// What an agent is for.
-    AgentType, "type" {
-        /// A general assistant (the default).
-        Assistant = "assistant",
-        /// A customer-support agent.
-        Support = "support",
-        /// Anything else.
-        Custom = "custom",
-    }
-);
-
-string_enum!(
+crate::string_enum! {
     /// Whether an agent answers.
-    AgentStatus, "status" {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum AgentStatus {
         /// Answers chat messages.
-        Active = "active",
+        Active => "active",
         /// Refuses chat messages (409) until set active again.
-        Paused = "paused",
+        Paused => "paused",
     }
-);
-
-string_enum!(
-    /// A kind of memory an agent keeps.
-    MemoryType, "memory_types" {
-        /// Facts and documents.
-        Semantic = "semantic",
-        /// What happened in conversations.
-        Episodic = "episodic",
-        /// How to do things.
-        Procedural = "procedural",
-    }
-);
+    impl FromStr(field = "status");
+}
 
 crate::bounded_text!(
     /// An agent's display name: 1–100 characters after trimming.

@@ -7,7 +7,7 @@ use super::model::Agent;
 use crate::billing::Settlement;
 use crate::events::Event;
 use crate::ids::{AgentId, SessionId, TenantId};
-use crate::memory::EmbeddedEntry;
+use crate::memory::{AgentDirectory, EmbeddedEntry};
 use crate::pagination::Page;
 
 /// Agents, always within a tenant: an id of another tenant's agent finds nothing.
@@ -29,6 +29,15 @@ pub trait AgentRepository: Send + Sync {
 
     /// Deletes the tenant's agent with its conversations and memory; `false` when absent.
     async fn delete(&self, tenant: &TenantId, id: &AgentId) -> anyhow::Result<bool>;
+}
+
+/// Memory checks that an entry's agent is the tenant's through its own narrow port; any agent
+/// repository answers it.
+#[async_trait]
+impl<T: AgentRepository> AgentDirectory for T {
+    async fn agent_exists(&self, tenant: &TenantId, agent: &AgentId) -> anyhow::Result<bool> {
+        Ok(self.get(tenant, agent).await?.is_some())
+    }
 }
 
 /// A completed chat exchange, stored as one unit.

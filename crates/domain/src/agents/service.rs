@@ -5,8 +5,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::chat::{
-    ChatModel, ChatRole, Completion, CompletionRequest, MemoryRecall, Message, ModelError, TokenCounter,
-    build_prompt, count_prompt,
+    ChatModel, ChatRole, Completion, CompletionRequest, MemoryRecall, Message, ModelError, build_prompt,
+    count_prompt,
 };
 use super::model::{Agent, AgentChanges, AgentStatus, NewAgent};
 use super::ports::{AgentRepository, ConversationRepository, Exchange, ExchangeOutcome};
@@ -18,6 +18,7 @@ use crate::ids::{AgentId, CreditHoldId, EventId, IdGenerator, LedgerEntryId, Mes
 use crate::pagination::Page;
 use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
+use crate::tokens::TokenCounter;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, check_long_text};
 
 /// Why an agent operation failed.

@@ -1,7 +1,7 @@
 //! Splits documents into chunks of about a target number of tokens, on sentence boundaries,
 //! with a few sentences of overlap so that a fact spanning a boundary is whole in one chunk.
 
-use crate::agents::TokenCounter;
+use crate::tokens::TokenCounter;
 
 /// How documents are cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

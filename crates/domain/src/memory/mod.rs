@@ -4,9 +4,12 @@
 //! - [`embedding`]: the [`Embedder`] port (a sentence-embedding model);
 //! - [`ranking`]: hybrid ranking (reciprocal rank fusion, importance, recency), pure;
 //! - [`chunking`]: documents cut into chunks on sentence boundaries;
-//! - [`ports`]: the [`MemoryRepository`] port;
-//! - [`service`]: [`MemoryService`], used by both HTTP variants, chat (as its
-//!   [`MemoryRecall`](crate::agents::MemoryRecall)) and workflow steps.
+//! - [`ports`]: the [`MemoryRepository`] and [`AgentDirectory`] ports;
+//! - [`service`]: [`MemoryService`], used by both HTTP variants, chat (which recalls through
+//!   it) and workflow steps.
+//!
+//! Memory does not know the agents module: agents keep a list of memory types and recall
+//! through the memory service, so the dependency points from agents to memory only.
 
 pub mod chunking;
 mod embedding;
@@ -19,9 +22,9 @@ mod service;
 pub use embedding::MockEmbedder;
 pub use embedding::{EmbedError, Embedder, EmbeddingModel, dot, normalize};
 pub use model::{EmbeddedEntry, Embedding, Facets, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType};
+pub use ports::{AgentDirectory, MemoryRepository, Merge};
 #[cfg(any(test, feature = "mock"))]
-pub use ports::MockMemoryRepository;
-pub use ports::{MemoryRepository, Merge};
+pub use ports::{MockAgentDirectory, MockMemoryRepository};
 pub use service::{
     ConsolidationReport, DocumentSummary, Expiry, MemoryError, MemoryService, MemoryServiceDeps,
     MemorySettings, NewDocument, NewMemory, SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms,

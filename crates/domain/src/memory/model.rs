@@ -4,11 +4,24 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-pub use crate::agents::MemoryType;
 use crate::ids::{AgentId, DocumentId, MemoryId, TenantId};
 use crate::validation::{
     FieldError, FieldErrorKind, TextKind, check_json_text, check_length, check_long_text, check_text,
 };
+
+crate::string_enum! {
+    /// A kind of memory an agent keeps.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum MemoryType {
+        /// Facts and documents.
+        Semantic => "semantic",
+        /// What happened in conversations.
+        Episodic => "episodic",
+        /// How to do things.
+        Procedural => "procedural",
+    }
+    impl FromStr(field = "memory_types");
+}
 
 /// Most characters of an entry's content (and of a search query).
 pub const MAX_CONTENT_CHARS: usize = 32_000;

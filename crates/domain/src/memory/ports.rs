@@ -120,3 +120,12 @@ pub trait MemoryRepository: Send + Sync {
         updates: &[(TenantId, MemoryId, super::model::Embedding)],
     ) -> anyhow::Result<()>;
 }
+
+/// The agents memory may belong to. The agents module makes every agent repository one: memory
+/// asks only this, so it does not depend on the agents module, which depends on memory.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait AgentDirectory: Send + Sync {
+    /// Whether `agent` is an agent of `tenant` (an agent of another tenant is not).
+    async fn agent_exists(&self, tenant: &TenantId, agent: &AgentId) -> anyhow::Result<bool>;
+}

@@ -4,7 +4,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
@@ -14,14 +13,14 @@ use super::model::{
     DEFAULT_IMPORTANCE, DEFAULT_SOURCE, EmbeddedEntry, Embedding, MAX_CONTENT_CHARS, MemoryDocument,
     MemoryEntry, MemoryFilter, MemoryType,
 };
-use super::ports::{MemoryRepository, Merge};
+use super::ports::{AgentDirectory, MemoryRepository, Merge};
 use super::ranking::{RankingSettings, Scored, fuse, rank};
-use crate::agents::{Agent, AgentRepository, MemoryRecall, TokenCounter};
 use crate::events::{Event, EventPayload};
 use crate::ids::{AgentId, DocumentId, IdGenerator, MemoryId, SessionId, TenantId};
 use crate::pagination::Page;
 use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
+use crate::tokens::TokenCounter;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
 /// Why a memory operation failed.
@@ -197,7 +196,7 @@ pub struct MemoryServiceDeps {
     /// Entries and documents.
     pub memories: Arc<dyn MemoryRepository>,
     /// Agents, to check an `agent_id` belongs to the caller's tenant.
-    pub agents: Arc<dyn AgentRepository>,
+    pub agents: Arc<dyn AgentDirectory>,
     /// The embedding model.
     pub embedder: Arc<dyn Embedder>,
     /// Token counting, for chunks and the recall budget.
@@ -306,8 +305,10 @@ impl MemoryService {
     }
 
     async fn require_agent(&self, tenant: &TenantId, agent: Option<&AgentId>) -> Result<(), MemoryError> {
-        if let Some(agent) = agent {
-            self.deps.agents.get(tenant, agent).await?.ok_or(MemoryError::AgentNotFound)?;
+        if let Some(agent) = agent
+            && !self.deps.agents.agent_exists(tenant, agent).await?
+        {
+            return Err(MemoryError::AgentNotFound);
         }
         Ok(())
     }
@@ -711,23 +712,31 @@ fn plan_merges(mut rows: Vec<(MemoryEntry, Vec<f32>)>, threshold: f32, now: Date
     merges
 }
 
-#[async_trait]
-impl MemoryRecall for MemoryService {
-    async fn recall(&self, agent: &Agent, message: &str) -> anyhow::Result<Vec<String>> {
+impl MemoryService {
+    /// What an agent remembers that bears on a chat message: the contents of its best semantic
+    /// and episodic entries, most relevant first, within the recall budget.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embedding`], storage errors.
+    pub async fn recall_for(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        message: &str,
+    ) -> Result<Vec<String>, MemoryError> {
         let filter = MemoryFilter {
-            agent_id: Some(agent.id.clone()),
+            agent_id: Some(agent.clone()),
             memory_types: vec![MemoryType::Semantic, MemoryType::Episodic],
             ..MemoryFilter::default()
         };
         let d = &self.deps;
         // Most agents remember nothing: no embedding, no search then.
         let model = d.embedder.model().id.clone();
-        if d.memories.vector_count(&agent.tenant_id, &model, &filter, d.clock.now()).await? == 0 {
+        if d.memories.vector_count(tenant, &model, &filter, d.clock.now()).await? == 0 {
             return Ok(Vec::new());
         }
-        let hits = self
-            .rank(&agent.tenant_id, message, &filter, self.settings.recall_top_k, SearchMode::Hybrid)
-            .await?;
+        let hits =
+            self.rank(tenant, message, &filter, self.settings.recall_top_k, SearchMode::Hybrid).await?;
         let mut used = 0;
         let mut recalled = Vec::new();
         for hit in hits.into_iter().take(self.settings.recall_top_k) {
@@ -741,25 +750,28 @@ impl MemoryRecall for MemoryService {
         Ok(recalled)
     }
 
-    async fn episode(
+    /// The episodic memory of a chat exchange, embedded, for the exchange to store in its
+    /// transaction.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embedding`].
+    pub async fn episode_of(
         &self,
-        agent: &Agent,
+        tenant: &TenantId,
+        agent: &AgentId,
         session: &SessionId,
         message: &str,
         reply: &str,
         at: DateTime<Utc>,
-    ) -> anyhow::Result<Option<EmbeddedEntry>> {
-        if !agent.memory_types.contains(&MemoryType::Episodic) {
-            return Ok(None);
-        }
+    ) -> Result<EmbeddedEntry, MemoryError> {
         let content: String =
             format!("User: {message}\nAssistant: {reply}").chars().take(MAX_CONTENT_CHARS).collect();
         let mut metadata = Map::new();
         metadata.insert("session_id".into(), Value::String(session.to_string()));
         let entry = self.entry(
-            &agent.tenant_id,
+            tenant,
             NewMemory {
-                agent_id: Some(agent.id.clone()),
+                agent_id: Some(agent.clone()),
                 memory_type: MemoryType::Episodic,
                 key: None,
                 content,
@@ -772,7 +784,7 @@ impl MemoryRecall for MemoryService {
             at,
         );
         let embedding = self.embed_one(&entry.content).await?;
-        Ok(Some(EmbeddedEntry { entry, embedding }))
+        Ok(EmbeddedEntry { entry, embedding })
     }
 }
 

@@ -1,9 +1,8 @@
-use agentry_domain::agents::{
-    Agent, AgentConfig, AgentName, AgentRepository, AgentStatus, AgentType, MemoryType,
-};
+use agentry_domain::agents::{Agent, AgentConfig, AgentName, AgentRepository, AgentStatus, AgentType};
 use agentry_domain::events::{EventLog, EventType};
 use agentry_domain::identity::AccountRepository;
 use agentry_domain::ids::{AgentId, TenantId};
+use agentry_domain::memory::MemoryType;
 use agentry_domain::pagination::Page;
 use agentry_store::{AccountStore, AgentStore, Database, EventStore};
 use chrono::{DateTime, TimeZone, Utc};

@@ -3,13 +3,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::*;
-use crate::agents::chat::{Completion, MockChatModel, MockTokenCounter, NoRecall};
-use crate::agents::model::{AgentConfig, AgentName, AgentType, MemoryType};
+use crate::agents::chat::{Completion, MockChatModel, NoRecall};
+use crate::agents::model::{AgentConfig, AgentName, AgentType};
 use crate::agents::ports::{MockAgentRepository, MockConversationRepository};
 use crate::billing::MockCreditRepository;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
+use crate::memory::MemoryType;
 use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
+use crate::tokens::MockTokenCounter;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()

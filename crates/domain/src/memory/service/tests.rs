@@ -6,15 +6,18 @@ use chrono::TimeZone;
 use serde_json::json;
 
 use super::*;
-use crate::agents::chat::MockTokenCounter;
-use crate::agents::{AgentConfig, AgentName, AgentStatus, AgentType, MockAgentRepository};
 use crate::ids::{MockIdGenerator, UserId};
-use crate::memory::{EmbeddingModel, MockEmbedder, MockMemoryRepository};
+use crate::memory::{EmbeddingModel, MockAgentDirectory, MockEmbedder, MockMemoryRepository};
 use crate::tenancy::{Credential, Plan, Role};
 use crate::time::MockClock;
+use crate::tokens::MockTokenCounter;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
+}
+
+fn tenant() -> TenantId {
+    TenantId::from_string("ten_1")
 }
 
 fn caller(role: Role) -> Principal {
@@ -24,21 +27,6 @@ fn caller(role: Role) -> Principal {
         plan: Plan::Starter,
         role,
         credential: Credential::AccessToken,
-    }
-}
-
-fn agent(types: Vec<MemoryType>) -> Agent {
-    Agent {
-        id: AgentId::from_string("agt_1"),
-        tenant_id: TenantId::from_string("ten_1"),
-        name: AgentName::new("Helper").unwrap(),
-        agent_type: AgentType::Assistant,
-        status: AgentStatus::Active,
-        description: None,
-        memory_types: types,
-        config: AgentConfig::default(),
-        created_at: t0(),
-        updated_at: t0(),
     }
 }
 
@@ -78,7 +66,7 @@ fn new_memory(content: &str) -> NewMemory {
 
 struct Mocks {
     memories: MockMemoryRepository,
-    agents: MockAgentRepository,
+    agents: MockAgentDirectory,
     embedder: MockEmbedder,
 }
 
@@ -87,11 +75,11 @@ impl Mocks {
         let mut embedder = MockEmbedder::new();
         let model = EmbeddingModel { provider: "test".into(), id: "test:2".into(), dimension: 2 };
         embedder.expect_model().return_const(model);
-        Self { memories: MockMemoryRepository::new(), agents: MockAgentRepository::new(), embedder }
+        Self { memories: MockMemoryRepository::new(), agents: MockAgentDirectory::new(), embedder }
     }
 
     fn agent_exists(mut self) -> Self {
-        self.agents.expect_get().returning(|_, _| Ok(Some(agent(vec![MemoryType::Semantic]))));
+        self.agents.expect_agent_exists().returning(|_, _| Ok(true));
         self
     }
 
@@ -125,7 +113,7 @@ impl Mocks {
 #[tokio::test]
 async fn adding_to_another_tenants_agent_stores_nothing() {
     let mut m = Mocks::new();
-    m.agents.expect_get().returning(|_, _| Ok(None));
+    m.agents.expect_agent_exists().returning(|_, _| Ok(false));
     m.memories.expect_insert().never();
     m.embedder.expect_embed().never();
     let err = m.service().add(&caller(Role::Owner), new_memory("x")).await.unwrap_err();
@@ -227,7 +215,7 @@ async fn recall_skips_the_model_when_the_agent_remembers_nothing() {
     let mut m = Mocks::new();
     m.memories.expect_vector_count().returning(|_, _, _, _| Ok(0));
     m.embedder.expect_embed().never();
-    let got = m.service().recall(&agent(vec![MemoryType::Semantic]), "hello").await.unwrap();
+    let got = m.service().recall_for(&tenant(), &AgentId::from_string("agt_1"), "hello").await.unwrap();
     assert!(got.is_empty());
 }
 
@@ -248,23 +236,19 @@ async fn recall_returns_the_best_memories_within_the_budget() {
     m.memories.expect_get_many().returning(|_, _| {
         Ok(vec![entry("mem_a", "the favourite colour is teal"), entry("mem_b", &"word ".repeat(2000))])
     });
-    let got = m.service().recall(&agent(vec![MemoryType::Semantic]), "colour?").await.unwrap();
+    let got = m.service().recall_for(&tenant(), &AgentId::from_string("agt_1"), "colour?").await.unwrap();
     // The second memory alone is over the token budget.
     assert_eq!(got, vec!["the favourite colour is teal".to_owned()]);
 }
 
 #[tokio::test]
-async fn only_episodic_agents_remember_exchanges() {
+async fn an_exchange_is_remembered_as_an_episode() {
     let m = Mocks::new().embeds();
     let svc = m.service();
     let session = SessionId::from_string("ses_1");
-    let none = svc.episode(&agent(vec![MemoryType::Semantic]), &session, "hi", "hello", t0()).await.unwrap();
-    assert!(none.is_none());
-    let some = svc
-        .episode(&agent(vec![MemoryType::Episodic]), &session, "hi", "hello", t0())
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = AgentId::from_string("agt_1");
+    let some = svc.episode_of(&tenant(), &agent, &session, "hi", "hello", t0()).await.unwrap();
+    assert_eq!((&some.entry.tenant_id, some.entry.agent_id.as_ref()), (&tenant(), Some(&agent)));
     assert_eq!(some.entry.memory_type, MemoryType::Episodic);
     assert_eq!(some.entry.content, "User: hi\nAssistant: hello");
     assert_eq!(some.entry.source, "chat");

@@ -37,7 +37,7 @@ use serde_json::Value;
 
 pub use self::params::{Headers, JsonTemplate, Metadata, Template, Text, TextValue, TopK};
 pub use self::render::StepAction;
-use crate::agents::MemoryType;
+use crate::memory::MemoryType;
 use crate::validation::{FieldError, FieldErrorKind};
 
 /// Most steps a workflow may have.

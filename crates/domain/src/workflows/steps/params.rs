@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use super::decode::{Fault, fault, missing};
 use super::{HttpMethod, MAX_TOP_K};
-use crate::agents::MemoryType;
+use crate::memory::MemoryType;
 use crate::validation::{FieldErrorKind, TextKind, check_text};
 use crate::workflows::template;
 

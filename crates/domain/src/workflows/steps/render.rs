@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 
 use super::params::{Headers, JsonTemplate, Metadata, Template, Text, TextValue, TopK};
 use super::{HttpMethod, MAX_TOP_K, Step, StepKind};
-use crate::agents::MemoryType;
 use crate::ids::AgentId;
+use crate::memory::MemoryType;
 use crate::workflows::template::{RenderError, Renderer, TemplateContext};
 
 /// A step with its templates rendered: what the executor runs.
