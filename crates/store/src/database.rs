@@ -6,13 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt as _;
 
+// The repositories take the error type from here, with the database they query.
+pub(crate) use crate::error::StoreError;
+use crate::pool_stats::PoolStats;
 use crate::signals::{WorkQueue, WorkSignals};
 use crate::sqlite::Sqlite;
 
@@ -56,25 +58,6 @@ impl DatabaseSettings {
             threads: std::thread::available_parallelism().map_or(2, usize::from),
         }
     }
-}
-
-/// The state of a database's connections, for `/metrics`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Most connections (SQLite: reader connections) that may be open.
-    pub max: usize,
-    /// Connections open.
-    pub open: usize,
-    /// Connections lent to a request or unit of work.
-    pub in_use: usize,
-    /// Callers waiting for a connection.
-    pub waiting: usize,
-    /// SQLite: units of work waiting for the writer thread.
-    pub queued_writes: usize,
-    /// SQLite: transactions the writer committed.
-    pub commits: u64,
-    /// SQLite: units of work the writer ran.
-    pub write_units: u64,
 }
 
 #[derive(Clone)]
@@ -470,49 +453,6 @@ fn create_private_file(path: &Path) -> anyhow::Result<()> {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
-    }
-}
-
-/// Errors of a storage operation before they are mapped to domain errors.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StoreError {
-    #[error("no database connection available: {0}")]
-    Pool(String),
-    #[error(transparent)]
-    Query(#[from] DieselError),
-    /// A precondition the transaction checked did not hold; everything is rolled back.
-    #[error("{0}")]
-    Precondition(&'static str),
-    /// A value could not be encoded for storage.
-    #[error("cannot encode a value for storage: {0}")]
-    Encode(String),
-    /// The transaction that held the change did not commit.
-    #[error("the transaction could not commit: {0}")]
-    Commit(String),
-}
-
-impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {
-    fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
-        Self::Pool(e.to_string())
-    }
-}
-
-impl StoreError {
-    /// Whether a row referred to by a foreign key was missing (deleted by a concurrent
-    /// request).
-    pub(crate) fn is_foreign_key_violation(&self) -> bool {
-        matches!(self, Self::Query(DieselError::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _)))
-    }
-
-    /// Whether this is a unique violation of `constraint` (a PostgreSQL constraint name, or
-    /// the `table.column` SQLite names in its message).
-    pub(crate) fn is_unique_violation(&self, pg_constraint: &str, sqlite_column: &str) -> bool {
-        match self {
-            Self::Query(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, info)) => {
-                info.constraint_name() == Some(pg_constraint) || info.message().contains(sqlite_column)
-            }
-            _ => false,
-        }
     }
 }
 

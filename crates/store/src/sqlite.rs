@@ -27,7 +27,8 @@ use diesel::{QueryResult, sql_types};
 use diesel_async::{AsyncConnectionCore, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
 
-use crate::database::StoreError;
+use crate::error::StoreError;
+use crate::pool_stats::PoolStats;
 use crate::statements::{CachedBySql, uncacheable};
 
 /// A SQLite connection that runs each query where it is awaited: diesel's synchronous
@@ -277,9 +278,9 @@ impl Sqlite {
     }
 
     /// The readers and the writer's queue, for `/metrics`.
-    pub(crate) fn pool_stats(&self) -> crate::database::PoolStats {
+    pub(crate) fn pool_stats(&self) -> PoolStats {
         let load = |n: &AtomicUsize| n.load(Ordering::Relaxed);
-        crate::database::PoolStats {
+        PoolStats {
             max: self.max_readers,
             open: load(&self.stats.readers),
             in_use: load(&self.stats.readers_in_use),

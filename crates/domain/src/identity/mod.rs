@@ -12,7 +12,7 @@ pub use access::{
     AccessError, AccessService, AccessServiceDeps, ApiKey, ApiKeyError, ApiKeyGrant, ApiKeyName,
     ApiKeyRepository, CreatedApiKey, NewApiKey,
 };
-pub use model::{Company, Email, FullName, Password, PasswordHash, User, UserCredentials};
+pub use model::{Company, Email, FullName, Password, PasswordHash, RegisterError, User, UserCredentials};
 pub use ports::{
     AccessClaims, AccessTokenError, AccessTokens, AccountRepository, IssuedAccessToken, NewAccount,
     PasswordHasher, RefreshTokenRepository, RotateOutcome,
@@ -26,5 +26,5 @@ pub use recovery::{
 pub use refresh::{RefreshToken, RefreshTokenStatus};
 pub use service::{
     AccountPolicy, AccountService, AccountServiceDeps, CurrentUser, LoginError, LogoutError, MeError,
-    RefreshError, RegisterCommand, RegisterError, Registration, TokenPair,
+    RefreshError, RegisterCommand, Registration, TokenPair,
 };

@@ -1,4 +1,4 @@
-//! Users and the value objects they are made of.
+//! Users, the value objects they are made of, and why registering one fails.
 
 use std::fmt;
 
@@ -168,6 +168,17 @@ pub struct UserCredentials {
     pub user: User,
     /// The hash their password is checked against.
     pub password_hash: PasswordHash,
+}
+
+/// Why registration failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// A user with this e-mail exists.
+    #[error("an account with this e-mail address already exists")]
+    EmailTaken,
+    /// Storage or hashing failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
 }
 
 #[cfg(test)]

@@ -3,9 +3,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::model::{Email, Password, PasswordHash, User, UserCredentials};
+use super::model::{Email, Password, PasswordHash, RegisterError, User, UserCredentials};
 use super::refresh::RefreshToken;
-use super::service::RegisterError;
 use crate::billing::LedgerEntry;
 use crate::ids::{RefreshTokenId, TokenFamilyId, UserId};
 use crate::secrets::SecretDigest;

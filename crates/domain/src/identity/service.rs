@@ -5,7 +5,7 @@ use std::sync::Arc;
 use chrono::Duration;
 use secrecy::SecretString;
 
-use super::model::{Company, Email, FullName, Password, User};
+use super::model::{Company, Email, FullName, Password, RegisterError, User};
 use super::ports::{
     AccessTokens, AccountRepository, IssuedAccessToken, NewAccount, PasswordHasher, RefreshTokenRepository,
     RotateOutcome,
@@ -96,17 +96,6 @@ pub struct CurrentUser {
     pub user: User,
     /// Their memberships, oldest first.
     pub memberships: Vec<Membership>,
-}
-
-/// Why registration failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RegisterError {
-    /// A user with this e-mail exists.
-    #[error("an account with this e-mail address already exists")]
-    EmailTaken,
-    /// Storage or hashing failed.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
 }
 
 /// Why login failed.
