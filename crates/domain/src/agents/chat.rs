@@ -1,13 +1,12 @@
-//! Conversations: messages, the model port, token counting and prompt assembly.
+//! Conversations: messages, what a model is asked and answers, token counting of prompts and
+//! prompt assembly. The model port itself is in `ports`.
 
 use std::fmt;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::model::Agent;
 use crate::ids::{AgentId, MessageId, SessionId, TenantId};
-use crate::memory::EmbeddedEntry;
 use crate::tokens::TokenCounter;
 
 /// Who wrote a turn of a conversation.
@@ -115,63 +114,10 @@ pub enum ModelError {
     Timeout,
 }
 
-/// A chat model.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait ChatModel: Send + Sync {
-    /// Answers `request`.
-    ///
-    /// # Errors
-    /// [`ModelError::Upstream`] for a provider error, [`ModelError::Timeout`] when it is slow.
-    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError>;
-}
-
 /// Tokens of a whole prompt: each turn's content plus the fixed framing chat models add per
 /// turn (OpenAI's published accounting: 3 per turn, 1 for the role, 3 to prime the reply).
 pub fn count_prompt(counter: &dyn TokenCounter, turns: &[ChatTurn]) -> u64 {
     turns.iter().map(|t| counter.count(&t.content) + 4).sum::<u64>() + 3
-}
-
-/// Retrieves what an agent remembers that bears on a message, and makes the episodic memory
-/// of an exchange. The seam through which the memory module takes part in chat.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait MemoryRecall: Send + Sync {
-    /// Texts to put before the conversation, most relevant first.
-    async fn recall(&self, agent: &Agent, message: &str) -> anyhow::Result<Vec<String>>;
-
-    /// The episodic memory of an exchange, to be stored in its transaction; `None` when the
-    /// agent keeps no episodic memory.
-    async fn episode(
-        &self,
-        agent: &Agent,
-        session: &SessionId,
-        message: &str,
-        reply: &str,
-        at: DateTime<Utc>,
-    ) -> anyhow::Result<Option<EmbeddedEntry>>;
-}
-
-/// Recalls nothing: the behaviour until a memory store is wired in.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoRecall;
-
-#[async_trait]
-impl MemoryRecall for NoRecall {
-    async fn recall(&self, _agent: &Agent, _message: &str) -> anyhow::Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-
-    async fn episode(
-        &self,
-        _agent: &Agent,
-        _session: &SessionId,
-        _message: &str,
-        _reply: &str,
-        _at: DateTime<Utc>,
-    ) -> anyhow::Result<Option<EmbeddedEntry>> {
-        Ok(None)
-    }
 }
 
 /// Assembles the prompt: the system prompt, recalled memories, as much recent history as fits

@@ -9,17 +9,19 @@ mod recall;
 mod service;
 
 pub use chat::{
-    ChatModel, ChatRole, ChatTurn, Completion, CompletionRequest, MemoryRecall, Message, ModelError,
-    NoRecall, build_prompt, count_prompt,
+    ChatRole, ChatTurn, Completion, CompletionRequest, Message, ModelError, build_prompt, count_prompt,
 };
 pub use model::{
     Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges,
     MAX_COMPLETION_TOKENS, MAX_DESCRIPTION_CHARS, MAX_MODEL_CHARS, MAX_SYSTEM_PROMPT_CHARS, MAX_TEMPERATURE,
     NewAgent, description, memory_types,
 };
-pub use ports::{AgentRepository, ConversationRepository, Exchange, ExchangeOutcome};
+pub use ports::{
+    AgentRepository, ChatModel, ConversationRepository, Exchange, ExchangeOutcome, MemoryRecall,
+};
 #[cfg(any(test, feature = "mock"))]
-pub use ports::{MockAgentRepository, MockConversationRepository};
+pub use ports::{MockAgentRepository, MockChatModel, MockConversationRepository, MockMemoryRecall};
+pub use recall::NoRecall;
 pub use service::{
     AgentError, AgentService, ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings,
     MAX_MESSAGE_CHARS, affordable_completion, chat_message,

@@ -1,14 +1,46 @@
-//! What the agent services need from storage.
+//! What the agent services need from the outside world: storage, the chat model, and memory.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
-use super::chat::Message;
+use super::chat::{Completion, CompletionRequest, Message, ModelError};
 use super::model::Agent;
 use crate::billing::Settlement;
 use crate::events::Event;
 use crate::ids::{AgentId, SessionId, TenantId};
 use crate::memory::{AgentDirectory, EmbeddedEntry};
 use crate::pagination::Page;
+
+/// A chat model.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// Answers `request`.
+    ///
+    /// # Errors
+    /// [`ModelError::Upstream`] for a provider error, [`ModelError::Timeout`] when it is slow.
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError>;
+}
+
+/// Retrieves what an agent remembers that bears on a message, and makes the episodic memory
+/// of an exchange. The seam through which the memory module takes part in chat.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait MemoryRecall: Send + Sync {
+    /// Texts to put before the conversation, most relevant first.
+    async fn recall(&self, agent: &Agent, message: &str) -> anyhow::Result<Vec<String>>;
+
+    /// The episodic memory of an exchange, to be stored in its transaction; `None` when the
+    /// agent keeps no episodic memory.
+    async fn episode(
+        &self,
+        agent: &Agent,
+        session: &SessionId,
+        message: &str,
+        reply: &str,
+        at: DateTime<Utc>,
+    ) -> anyhow::Result<Option<EmbeddedEntry>>;
+}
 
 /// Agents, always within a tenant: an id of another tenant's agent finds nothing.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]

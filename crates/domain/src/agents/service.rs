@@ -4,12 +4,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::chat::{
-    ChatModel, ChatRole, Completion, CompletionRequest, MemoryRecall, Message, ModelError, build_prompt,
-    count_prompt,
-};
+use super::chat::{ChatRole, Completion, CompletionRequest, Message, ModelError, build_prompt, count_prompt};
 use super::model::{Agent, AgentChanges, AgentStatus, NewAgent};
-use super::ports::{AgentRepository, ConversationRepository, Exchange, ExchangeOutcome};
+use super::ports::{
+    AgentRepository, ChatModel, ConversationRepository, Exchange, ExchangeOutcome, MemoryRecall,
+};
 use crate::billing::{
     CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement, chat_cost,
 };

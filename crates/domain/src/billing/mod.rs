@@ -20,6 +20,11 @@ use crate::tenancy::{Forbidden, Permission, Plan, Principal};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
+mod ports;
+pub use ports::{CreditRepository, PaymentOutcome, PaymentProvider};
+#[cfg(any(test, feature = "mock"))]
+pub use ports::{MockCreditRepository, MockPaymentProvider};
+
 /// Why the balance changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LedgerReason {
@@ -174,60 +179,6 @@ pub struct Purchase {
     pub provider_reference: String,
     /// When it completed.
     pub created_at: DateTime<Utc>,
-}
-
-/// Credits, holds, purchases and the ledger.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait CreditRepository: Send + Sync {
-    /// Takes `min(wanted, balance)` credits from the balance and records the hold, atomically,
-    /// if that is at least `minimum`; returns the hold, or `None` (and changes nothing) when the
-    /// balance is below `minimum`. MUST never let the balance go below zero under concurrency.
-    async fn hold(&self, request: &HoldRequest) -> anyhow::Result<Option<CreditHold>>;
-
-    /// Returns a hold's credits to the balance (the chat failed). Idempotent.
-    async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()>;
-
-    /// Releases holds taken before `before` (left by a crash); returns how many.
-    async fn release_stale(&self, before: DateTime<Utc>) -> anyhow::Result<u64>;
-
-    /// The available balance and plan of a tenant.
-    async fn account(&self, tenant: &TenantId) -> anyhow::Result<Option<(i64, Plan)>>;
-
-    /// A page of the ledger, newest first, and the total number of entries.
-    async fn ledger(&self, tenant: &TenantId, page: Page) -> anyhow::Result<(Vec<LedgerEntry>, u64)>;
-
-    /// Adds a completed purchase: its credits, its ledger entry and its event, atomically;
-    /// returns the new balance.
-    async fn record_purchase(
-        &self,
-        purchase: &Purchase,
-        entry: &LedgerEntry,
-        event: &Event,
-    ) -> anyhow::Result<i64>;
-
-    /// Changes a tenant's plan (an operator action).
-    async fn set_plan(&self, tenant: &TenantId, plan: Plan) -> anyhow::Result<bool>;
-}
-
-/// The outcome of a payment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PaymentOutcome {
-    /// Paid; the provider's reference.
-    Completed(String),
-    /// Refused, with the provider's reason.
-    Declined(String),
-}
-
-/// Takes payments for credits.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait PaymentProvider: Send + Sync {
-    /// The provider's name (`manual`).
-    fn name(&self) -> &'static str;
-
-    /// Charges the tenant for `credits`.
-    async fn charge(&self, tenant: &TenantId, credits: i64) -> anyhow::Result<PaymentOutcome>;
 }
 
 /// The built-in provider for self-hosted deployments and tests: every purchase completes at

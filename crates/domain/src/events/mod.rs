@@ -16,6 +16,11 @@ use crate::ids::{
     AgentId, EventId, ExecutionId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId, WorkflowId,
 };
 
+mod ports;
+pub use ports::EventLog;
+#[cfg(any(test, feature = "mock"))]
+pub use ports::MockEventLog;
+
 /// The `api_version` every envelope carries.
 pub const API_VERSION: &str = "2026-11-01";
 
@@ -347,14 +352,6 @@ pub fn envelope(
         "tenant_id": tenant_id,
         "api_version": API_VERSION,
     })
-}
-
-/// Reads the outbox.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait::async_trait]
-pub trait EventLog: Send + Sync {
-    /// The tenant's most recent events, newest first.
-    async fn recent(&self, tenant: &TenantId, limit: u32) -> anyhow::Result<Vec<Event>>;
 }
 
 #[cfg(test)]

@@ -1,106 +1,18 @@
 //! Who is calling: the [`AccessService`] resolves every authenticated request, whether it
 //! presented a JWT access token or an API key, to one [`Principal`] acting in one tenant with
-//! one role and, for keys, scopes. Also the API keys themselves.
+//! one role and, for keys, scopes. Also the making, listing and revoking of API keys.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 
-use super::ports::AccessTokens;
-use super::ports::AccountRepository;
-use crate::ids::{ApiKeyId, IdGenerator, TenantId, UserId};
-use crate::secrets::{SecretDigest, Secrets};
-use crate::tenancy::{Credential, Forbidden, Membership, Plan, Principal, Role, Scope};
+use super::model::{ApiKey, ApiKeyName};
+use super::ports::{AccessTokens, AccountRepository, ApiKeyRepository};
+use crate::ids::{ApiKeyId, IdGenerator, TenantId};
+use crate::secrets::Secrets;
+use crate::tenancy::{Credential, Forbidden, Membership, Principal, Scope};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator};
-
-crate::bounded_text!(
-    /// An API key's name: 1–100 characters.
-    ApiKeyName,
-    "name",
-    1..=100
-);
-
-/// An API key as stored: everything but the key itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKey {
-    /// Its id.
-    pub id: ApiKeyId,
-    /// The user who made it.
-    pub user_id: UserId,
-    /// The tenant it acts in.
-    pub tenant_id: TenantId,
-    /// Its name.
-    pub name: ApiKeyName,
-    /// The first 12 characters of the key, to recognise it by.
-    pub key_prefix: String,
-    /// The digest of the key.
-    pub digest: SecretDigest,
-    /// What it may do.
-    pub scopes: Vec<Scope>,
-    /// When it was made.
-    pub created_at: DateTime<Utc>,
-    /// When it stops working, if ever.
-    pub expires_at: Option<DateTime<Utc>>,
-    /// When it was last used (updated at most once a minute).
-    pub last_used_at: Option<DateTime<Utc>>,
-}
-
-impl ApiKey {
-    /// The literal every key starts with.
-    pub const PREFIX: &'static str = "agk_";
-    /// Random characters after the prefix.
-    pub const RANDOM_CHARS: usize = 40;
-    /// Length of the shown prefix.
-    pub const SHOWN_PREFIX_CHARS: usize = 12;
-    /// How stale `last_used_at` may get before a use writes it again.
-    pub const LAST_USED_RESOLUTION: Duration = Duration::seconds(60);
-
-    /// Whether a presented bearer token is an API key (rather than a JWT).
-    pub fn looks_like_key(token: &str) -> bool {
-        token.starts_with(Self::PREFIX)
-    }
-}
-
-/// A stored key found by its digest, with what its user is in the key's tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKeyGrant {
-    /// The key.
-    pub key: ApiKey,
-    /// Its user's current role in the key's tenant.
-    pub role: Role,
-    /// The tenant's plan.
-    pub plan: Plan,
-}
-
-/// API keys, stored by digest.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait ApiKeyRepository: Send + Sync {
-    /// Stores a new key.
-    async fn insert(&self, key: &ApiKey) -> anyhow::Result<()>;
-
-    /// The unrevoked key stored under `digest`, with its user's role in its tenant. MUST return
-    /// `None` when the key is revoked or its user is no longer a member of the tenant.
-    async fn find_grant(&self, digest: &SecretDigest) -> anyhow::Result<Option<ApiKeyGrant>>;
-
-    /// The user's unrevoked keys in the tenant, newest first.
-    async fn list(&self, user: &UserId, tenant: &TenantId) -> anyhow::Result<Vec<ApiKey>>;
-
-    /// Revokes the user's key in the tenant; `false` when the user has no such unrevoked key
-    /// there (another user's key, or a key of another tenant, included).
-    async fn revoke(
-        &self,
-        user: &UserId,
-        tenant: &TenantId,
-        key: &ApiKeyId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<bool>;
-
-    /// Records a use at `now`.
-    async fn touch(&self, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<()>;
-}
 
 /// Why a caller was not let in.
 #[derive(Debug, thiserror::Error)]

@@ -8,21 +8,21 @@ pub mod recovery;
 pub mod refresh;
 mod service;
 
-pub use access::{
-    AccessError, AccessService, AccessServiceDeps, ApiKey, ApiKeyError, ApiKeyGrant, ApiKeyName,
-    ApiKeyRepository, CreatedApiKey, NewApiKey,
+pub use access::{AccessError, AccessService, AccessServiceDeps, ApiKeyError, CreatedApiKey, NewApiKey};
+pub use model::{
+    ApiKey, ApiKeyGrant, ApiKeyName, Company, Email, FullName, OneTimeToken, Password, PasswordHash,
+    RegisterError, TokenPurpose, User, UserCredentials,
 };
-pub use model::{Company, Email, FullName, Password, PasswordHash, RegisterError, User, UserCredentials};
 pub use ports::{
-    AccessClaims, AccessTokenError, AccessTokens, AccountRepository, IssuedAccessToken, NewAccount,
-    PasswordHasher, RefreshTokenRepository, RotateOutcome,
+    AccessClaims, AccessTokenError, AccessTokens, AccountRepository, ApiKeyRepository, IssuedAccessToken,
+    NewAccount, OneTimeTokenRepository, PasswordHasher, RefreshTokenRepository, RotateOutcome,
 };
 #[cfg(any(test, feature = "mock"))]
-pub use ports::{MockAccessTokens, MockAccountRepository, MockPasswordHasher, MockRefreshTokenRepository};
-pub use recovery::{
-    MailRequest, OneTimeToken, OneTimeTokenRepository, RecoveryError, RecoveryPolicy, RecoveryService,
-    RecoveryServiceDeps, TokenPurpose,
+pub use ports::{
+    MockAccessTokens, MockAccountRepository, MockApiKeyRepository, MockOneTimeTokenRepository,
+    MockPasswordHasher, MockRefreshTokenRepository,
 };
+pub use recovery::{MailRequest, RecoveryError, RecoveryPolicy, RecoveryService, RecoveryServiceDeps};
 pub use refresh::{RefreshToken, RefreshTokenStatus};
 pub use service::{
     AccountPolicy, AccountService, AccountServiceDeps, CurrentUser, LoginError, LogoutError, MeError,

@@ -1,11 +1,15 @@
-//! Users, the value objects they are made of, and why registering one fails.
+//! Users and the value objects they are made of, API keys and one-time tokens as stored, and
+//! why registering a user fails.
 
 use std::fmt;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
 
-use crate::ids::UserId;
+use crate::ids::{ApiKeyId, OneTimeTokenId, TenantId, UserId};
+use crate::secrets::SecretDigest;
+use crate::tenancy::{Plan, Role, Scope};
 use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_text};
 
 /// An e-mail address: trimmed, lower-cased and checked for a plausible form.
@@ -168,6 +172,102 @@ pub struct UserCredentials {
     pub user: User,
     /// The hash their password is checked against.
     pub password_hash: PasswordHash,
+}
+
+crate::bounded_text!(
+    /// An API key's name: 1–100 characters.
+    ApiKeyName,
+    "name",
+    1..=100
+);
+
+/// An API key as stored: everything but the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    /// Its id.
+    pub id: ApiKeyId,
+    /// The user who made it.
+    pub user_id: UserId,
+    /// The tenant it acts in.
+    pub tenant_id: TenantId,
+    /// Its name.
+    pub name: ApiKeyName,
+    /// The first 12 characters of the key, to recognise it by.
+    pub key_prefix: String,
+    /// The digest of the key.
+    pub digest: SecretDigest,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it stops working, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was last used (updated at most once a minute).
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+impl ApiKey {
+    /// The literal every key starts with.
+    pub const PREFIX: &'static str = "agk_";
+    /// Random characters after the prefix.
+    pub const RANDOM_CHARS: usize = 40;
+    /// Length of the shown prefix.
+    pub const SHOWN_PREFIX_CHARS: usize = 12;
+    /// How stale `last_used_at` may get before a use writes it again.
+    pub const LAST_USED_RESOLUTION: Duration = Duration::seconds(60);
+
+    /// Whether a presented bearer token is an API key (rather than a JWT).
+    pub fn looks_like_key(token: &str) -> bool {
+        token.starts_with(Self::PREFIX)
+    }
+}
+
+/// A stored key found by its digest, with what its user is in the key's tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyGrant {
+    /// The key.
+    pub key: ApiKey,
+    /// Its user's current role in the key's tenant.
+    pub role: Role,
+    /// The tenant's plan.
+    pub plan: Plan,
+}
+
+/// What a one-time token is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenPurpose {
+    /// Choosing a new password.
+    PasswordReset,
+    /// Signing in without a password.
+    MagicLink,
+}
+
+impl TokenPurpose {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PasswordReset => "password_reset",
+            Self::MagicLink => "magic_link",
+        }
+    }
+}
+
+/// A one-time token as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OneTimeToken {
+    /// Its id.
+    pub id: OneTimeTokenId,
+    /// Whose it is.
+    pub user_id: UserId,
+    /// What it is for.
+    pub purpose: TokenPurpose,
+    /// The digest of the token.
+    pub digest: SecretDigest,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+    /// When it stops being accepted.
+    pub expires_at: DateTime<Utc>,
 }
 
 /// Why registration failed.

@@ -1,12 +1,15 @@
-//! The ports the identity service needs from the outside world.
+//! The ports the identity services need from the outside world.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::model::{Email, Password, PasswordHash, RegisterError, User, UserCredentials};
+use super::model::{
+    ApiKey, ApiKeyGrant, Email, OneTimeToken, Password, PasswordHash, RegisterError, TokenPurpose, User,
+    UserCredentials,
+};
 use super::refresh::RefreshToken;
 use crate::billing::LedgerEntry;
-use crate::ids::{RefreshTokenId, TokenFamilyId, UserId};
+use crate::ids::{ApiKeyId, OneTimeTokenId, RefreshTokenId, TenantId, TokenFamilyId, UserId};
 use crate::secrets::SecretDigest;
 use crate::tenancy::{Membership, Tenant};
 
@@ -166,4 +169,79 @@ pub trait AccessTokens: Send + Sync {
     /// else that is not a valid access token (refresh tokens and tokens without a session
     /// included).
     fn verify(&self, token: &str, now: DateTime<Utc>) -> Result<AccessClaims, AccessTokenError>;
+}
+
+/// API keys, stored by digest.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ApiKeyRepository: Send + Sync {
+    /// Stores a new key.
+    async fn insert(&self, key: &ApiKey) -> anyhow::Result<()>;
+
+    /// The unrevoked key stored under `digest`, with its user's role in its tenant. MUST return
+    /// `None` when the key is revoked or its user is no longer a member of the tenant.
+    async fn find_grant(&self, digest: &SecretDigest) -> anyhow::Result<Option<ApiKeyGrant>>;
+
+    /// The user's unrevoked keys in the tenant, newest first.
+    async fn list(&self, user: &UserId, tenant: &TenantId) -> anyhow::Result<Vec<ApiKey>>;
+
+    /// Revokes the user's key in the tenant; `false` when the user has no such unrevoked key
+    /// there (another user's key, or a key of another tenant, included).
+    async fn revoke(
+        &self,
+        user: &UserId,
+        tenant: &TenantId,
+        key: &ApiKeyId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
+
+    /// Records a use at `now`.
+    async fn touch(&self, key: &ApiKeyId, now: DateTime<Utc>) -> anyhow::Result<()>;
+}
+
+/// One-time tokens, stored by digest.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait OneTimeTokenRepository: Send + Sync {
+    /// Stores a new token.
+    async fn insert(&self, token: &OneTimeToken) -> anyhow::Result<()>;
+
+    /// How many tokens for `purpose` the user was sent since `since`.
+    async fn count_issued_since(
+        &self,
+        user: &UserId,
+        purpose: TokenPurpose,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<u64>;
+
+    /// The unused, unexpired token for `purpose` stored under `digest`.
+    async fn find_usable(
+        &self,
+        digest: &SecretDigest,
+        purpose: TokenPurpose,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<OneTimeToken>>;
+
+    /// Marks the token used and returns its user — only if it was unused and unexpired. MUST
+    /// let exactly one of several concurrent calls for the same token succeed.
+    async fn consume(
+        &self,
+        digest: &SecretDigest,
+        purpose: TokenPurpose,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<UserId>>;
+
+    /// Deletes a token that was never sent (its e-mail could not be delivered).
+    async fn delete(&self, id: &OneTimeTokenId) -> anyhow::Result<()>;
+
+    /// In one transaction: consumes a password-reset token as [`Self::consume`] does, sets the
+    /// user's password hash, revokes every refresh token of the user (which ends every access
+    /// token of theirs) and spends every other unused reset and magic-link token of theirs.
+    /// Nothing changes when the token is not usable.
+    async fn reset_password(
+        &self,
+        digest: &SecretDigest,
+        new_hash: &PasswordHash,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<UserId>>;
 }

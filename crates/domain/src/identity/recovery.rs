@@ -9,101 +9,17 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use serde::{Deserialize, Serialize};
 
-use super::model::{Email, Password, PasswordHash};
-use super::ports::{AccountRepository, PasswordHasher};
+use super::model::{Email, OneTimeToken, Password, TokenPurpose};
+use super::ports::{AccountRepository, OneTimeTokenRepository, PasswordHasher};
 use super::service::{AccountService, TokenPair};
-use crate::ids::{IdGenerator, OneTimeTokenId, UserId};
+use crate::ids::{IdGenerator, OneTimeTokenId};
 use crate::jobs::{BackgroundJob, JobError, JobHandler, JobKind, JobQueue, NewJob};
 use crate::mail::{EmailMessage, Mailer, escape_html};
-use crate::secrets::{SecretDigest, Secrets};
+use crate::secrets::Secrets;
 use crate::time::Clock;
-
-/// What a one-time token is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenPurpose {
-    /// Choosing a new password.
-    PasswordReset,
-    /// Signing in without a password.
-    MagicLink,
-}
-
-impl TokenPurpose {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PasswordReset => "password_reset",
-            Self::MagicLink => "magic_link",
-        }
-    }
-}
-
-/// A one-time token as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OneTimeToken {
-    /// Its id.
-    pub id: OneTimeTokenId,
-    /// Whose it is.
-    pub user_id: UserId,
-    /// What it is for.
-    pub purpose: TokenPurpose,
-    /// The digest of the token.
-    pub digest: SecretDigest,
-    /// When it was issued.
-    pub created_at: DateTime<Utc>,
-    /// When it stops being accepted.
-    pub expires_at: DateTime<Utc>,
-}
-
-/// One-time tokens, stored by digest.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait OneTimeTokenRepository: Send + Sync {
-    /// Stores a new token.
-    async fn insert(&self, token: &OneTimeToken) -> anyhow::Result<()>;
-
-    /// How many tokens for `purpose` the user was sent since `since`.
-    async fn count_issued_since(
-        &self,
-        user: &UserId,
-        purpose: TokenPurpose,
-        since: DateTime<Utc>,
-    ) -> anyhow::Result<u64>;
-
-    /// The unused, unexpired token for `purpose` stored under `digest`.
-    async fn find_usable(
-        &self,
-        digest: &SecretDigest,
-        purpose: TokenPurpose,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<Option<OneTimeToken>>;
-
-    /// Marks the token used and returns its user — only if it was unused and unexpired. MUST
-    /// let exactly one of several concurrent calls for the same token succeed.
-    async fn consume(
-        &self,
-        digest: &SecretDigest,
-        purpose: TokenPurpose,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<Option<UserId>>;
-
-    /// Deletes a token that was never sent (its e-mail could not be delivered).
-    async fn delete(&self, id: &OneTimeTokenId) -> anyhow::Result<()>;
-
-    /// In one transaction: consumes a password-reset token as [`Self::consume`] does, sets the
-    /// user's password hash, revokes every refresh token of the user (which ends every access
-    /// token of theirs) and spends every other unused reset and magic-link token of theirs.
-    /// Nothing changes when the token is not usable.
-    async fn reset_password(
-        &self,
-        digest: &SecretDigest,
-        new_hash: &PasswordHash,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<Option<UserId>>;
-}
 
 /// Settings of the recovery flows.
 #[derive(Debug, Clone)]
@@ -375,19 +291,19 @@ impl JobHandler<MailRequest> for RecoveryService {
 
 #[cfg(test)]
 mod tests {
-    use chrono::TimeZone;
+    use chrono::{DateTime, TimeZone, Utc};
 
     use super::*;
-    use crate::identity::model::{FullName, User, UserCredentials};
+    use crate::identity::model::{FullName, PasswordHash, User, UserCredentials};
     use crate::identity::ports::{
-        IssuedAccessToken, MockAccessTokens, MockAccountRepository, MockPasswordHasher,
-        MockRefreshTokenRepository,
+        IssuedAccessToken, MockAccessTokens, MockAccountRepository, MockOneTimeTokenRepository,
+        MockPasswordHasher, MockRefreshTokenRepository,
     };
     use crate::identity::service::{AccountPolicy, AccountServiceDeps};
-    use crate::ids::MockIdGenerator;
+    use crate::ids::{MockIdGenerator, UserId};
     use crate::jobs::MockJobQueue;
     use crate::mail::MockMailer;
-    use crate::secrets::MockSecrets;
+    use crate::secrets::{MockSecrets, SecretDigest};
     use crate::time::MockClock;
 
     fn t0() -> DateTime<Utc> {

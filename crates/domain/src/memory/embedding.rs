@@ -1,7 +1,6 @@
-//! The embedding port: turns texts into vectors whose cosine similarity measures how close
-//! their meanings are.
-
-use async_trait::async_trait;
+//! Embeddings: the model that made them, why making them fails, and the vector arithmetic
+//! search and consolidation use. The [`Embedder`](super::Embedder) port that makes them is in
+//! `ports`.
 
 /// Which model made an embedding. Stored beside every vector, so that vectors of two models
 /// (which are not comparable) are never mixed, and `agentry memory reindex` knows what to redo.
@@ -28,21 +27,6 @@ pub enum EmbedError {
     /// The model itself failed (a local model's runtime error).
     #[error("the embedding model failed: {0}")]
     Model(String),
-}
-
-/// A sentence-embedding model.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait Embedder: Send + Sync {
-    /// The model, the same for every call.
-    fn model(&self) -> &EmbeddingModel;
-
-    /// One L2-normalised vector of [`EmbeddingModel::dimension`] values per text, in order.
-    /// An empty text gets a zero vector.
-    ///
-    /// # Errors
-    /// See [`EmbedError`].
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
 /// Scales `v` to unit length in place; a zero vector stays zero.

@@ -1,10 +1,11 @@
 //! Memory: what agents and tenants remember, and how it is found again.
 //!
 //! - [`model`]: entries, documents, filters, and the validation of what a request may set;
-//! - [`embedding`]: the [`Embedder`] port (a sentence-embedding model);
+//! - [`embedding`]: the model an embedding was made with, embedding errors, vector arithmetic;
 //! - [`ranking`]: hybrid ranking (reciprocal rank fusion, importance, recency), pure;
 //! - [`chunking`]: documents cut into chunks on sentence boundaries;
-//! - [`ports`]: the [`MemoryRepository`] and [`AgentDirectory`] ports;
+//! - [`ports`]: the [`MemoryRepository`], [`Embedder`] (a sentence-embedding model) and
+//!   [`AgentDirectory`] ports;
 //! - [`service`]: [`MemoryService`], used by both HTTP variants, chat (which recalls through
 //!   it) and workflow steps.
 //!
@@ -18,13 +19,11 @@ mod ports;
 pub mod ranking;
 mod service;
 
-#[cfg(any(test, feature = "mock"))]
-pub use embedding::MockEmbedder;
-pub use embedding::{EmbedError, Embedder, EmbeddingModel, dot, normalize};
+pub use embedding::{EmbedError, EmbeddingModel, dot, normalize};
 pub use model::{EmbeddedEntry, Embedding, Facets, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType};
-pub use ports::{AgentDirectory, MemoryRepository, Merge};
+pub use ports::{AgentDirectory, Embedder, MemoryRepository, Merge};
 #[cfg(any(test, feature = "mock"))]
-pub use ports::{MockAgentDirectory, MockMemoryRepository};
+pub use ports::{MockAgentDirectory, MockEmbedder, MockMemoryRepository};
 pub use service::{
     ConsolidationReport, DocumentSummary, Expiry, MemoryError, MemoryService, MemoryServiceDeps,
     MemorySettings, NewDocument, NewMemory, SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms,

@@ -1,8 +1,10 @@
-//! What the memory service needs from storage.
+//! What the memory service needs from the outside world: storage, the embedding model, and
+//! the agents entries may belong to.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use super::embedding::{EmbedError, EmbeddingModel};
 use super::model::{EmbeddedEntry, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType};
 use crate::events::Event;
 use crate::ids::{AgentId, DocumentId, MemoryId, TenantId};
@@ -119,6 +121,21 @@ pub trait MemoryRepository: Send + Sync {
         &self,
         updates: &[(TenantId, MemoryId, super::model::Embedding)],
     ) -> anyhow::Result<()>;
+}
+
+/// A sentence-embedding model.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// The model, the same for every call.
+    fn model(&self) -> &EmbeddingModel;
+
+    /// One L2-normalised vector of [`EmbeddingModel::dimension`] values per text, in order.
+    /// An empty text gets a zero vector.
+    ///
+    /// # Errors
+    /// See [`EmbedError`].
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
 /// The agents memory may belong to. The agents module makes every agent repository one: memory

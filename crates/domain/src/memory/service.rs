@@ -8,12 +8,12 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
 use super::chunking::{ChunkSettings, chunk};
-use super::embedding::{EmbedError, Embedder, dot};
+use super::embedding::{EmbedError, dot};
 use super::model::{
     DEFAULT_IMPORTANCE, DEFAULT_SOURCE, EmbeddedEntry, Embedding, MAX_CONTENT_CHARS, MemoryDocument,
     MemoryEntry, MemoryFilter, MemoryType,
 };
-use super::ports::{AgentDirectory, MemoryRepository, Merge};
+use super::ports::{AgentDirectory, Embedder, MemoryRepository, Merge};
 use super::ranking::{RankingSettings, Scored, fuse, rank};
 use crate::events::{Event, EventPayload};
 use crate::ids::{AgentId, DocumentId, IdGenerator, MemoryId, SessionId, TenantId};

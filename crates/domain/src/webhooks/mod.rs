@@ -9,7 +9,7 @@
 //! - [`fanout`]: which subscriptions receive which events ([`fan_out`]);
 //! - [`signing`]: `X-Service-Signature` and the Standard Webhooks headers, over an [`Hmac`] port;
 //! - [`schedule`]: the retry schedule;
-//! - [`ports`]: the [`WebhookRepository`], [`SecretCipher`] and [`WebhookSender`] ports;
+//! - [`ports`]: the [`WebhookRepository`], [`SecretCipher`], [`WebhookSender`] and [`Hmac`] ports;
 //! - [`service`]: [`WebhookService`], for requests and for the workers' two steps.
 
 pub mod delivery;
@@ -28,19 +28,16 @@ pub use model::{
     NewDelivery, PreviousSecret, SealedSecret, SubscriptionStatus,
 };
 pub use ports::{
-    ClaimedDelivery, Dispatched, DueDelivery, OutboundAnswer, OutboundFailure, OutboundPost, SecretCipher,
-    WebhookRepository, WebhookSender,
+    ClaimedDelivery, Dispatched, DueDelivery, Hmac, OutboundAnswer, OutboundFailure, OutboundPost,
+    SecretCipher, WebhookRepository, WebhookSender,
 };
 #[cfg(any(test, feature = "mock"))]
-pub use ports::{MockSecretCipher, MockWebhookRepository, MockWebhookSender};
+pub use ports::{MockHmac, MockSecretCipher, MockWebhookRepository, MockWebhookSender};
 pub use schedule::RetrySchedule;
 pub use service::{
     DELIVERY_QUEUE, NewSubscription, SubscriptionPatch, TestReport, WebhookError, WebhookService,
     WebhookServiceDeps, WebhookSettings,
 };
-pub use signing::Hmac;
-#[cfg(any(test, feature = "mock"))]
-pub use signing::MockHmac;
 pub use subscription::{
     DetailsChange, IllegalStatusChange, StoredSubscription, Subscription, SubscriptionDetails,
     SubscriptionStop,

@@ -1,4 +1,5 @@
-//! What webhooks need from outside: storage, a cipher for secrets at rest, and an HTTP sender.
+//! What webhooks need from outside: storage, a cipher for secrets at rest, an HTTP sender, and
+//! HMAC for signatures.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -182,4 +183,11 @@ pub trait WebhookSender: Send + Sync {
 
     /// Sends one POST. The guard checks every address the host resolves to.
     async fn post(&self, post: OutboundPost) -> Result<OutboundAnswer, OutboundFailure>;
+}
+
+/// HMAC-SHA256, from whichever cryptography library the service uses.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+pub trait Hmac: Send + Sync {
+    /// The 32-byte HMAC-SHA256 of `message` under `key`.
+    fn sha256(&self, key: &[u8], message: &[u8]) -> [u8; 32];
 }

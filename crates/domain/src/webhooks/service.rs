@@ -17,11 +17,11 @@ use super::model::{
     SubscriptionStatus,
 };
 use super::ports::{
-    ClaimedDelivery, Dispatched, DueDelivery, OutboundFailure, OutboundPost, SecretCipher, WebhookRepository,
-    WebhookSender,
+    ClaimedDelivery, Dispatched, DueDelivery, Hmac, OutboundFailure, OutboundPost, SecretCipher,
+    WebhookRepository, WebhookSender,
 };
 use super::schedule::RetrySchedule;
-use super::signing::{Hmac, new_secret, sign};
+use super::signing::{new_secret, sign};
 use super::subscription::{DetailsChange, Subscription, SubscriptionDetails};
 use crate::events::EventType;
 use crate::ids::{DeliveryId, EventId, IdGenerator, WebhookId};

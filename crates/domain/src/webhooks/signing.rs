@@ -14,14 +14,8 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
+use super::ports::Hmac;
 use crate::secrets::Secrets;
-
-/// HMAC-SHA256, from whichever cryptography library the service uses.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-pub trait Hmac: Send + Sync {
-    /// The 32-byte HMAC-SHA256 of `message` under `key`.
-    fn sha256(&self, key: &[u8], message: &[u8]) -> [u8; 32];
-}
 
 /// What generated secrets start with (as in Standard Webhooks).
 pub const SECRET_PREFIX: &str = "whsec_";

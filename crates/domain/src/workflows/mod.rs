@@ -10,8 +10,8 @@
 //!   workflow's steps when it is saved or loaded), and the [`StepAction`] a step becomes once
 //!   rendered;
 //! - [`outputs`]: what steps output, and the limit on an output's size;
-//! - [`ports`]: the [`WorkflowRepository`], [`TriggerRepository`] and [`IntegrationRepository`]
-//!   ports;
+//! - [`ports`]: the [`WorkflowRepository`], [`TriggerRepository`], [`IntegrationRepository`],
+//!   [`ExecutionRepository`] and [`StepPerformer`] ports, with the values that cross them;
 //! - [`service`]: [`WorkflowService`], saving workflows for requests;
 //! - [`executions`]: [`ExecutionService`], starting executions and running their steps;
 //! - [`template`]: rendering the templates inside step parameters (MiniJinja) and finding what
@@ -45,12 +45,9 @@ pub use execution_state::{
     transition,
 };
 pub use executions::{
-    ClaimedExecution, DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionRepository, ExecutionRun,
-    ExecutionService, ExecutionServiceDeps, ExecutionSettings, Finish, NewExecution, RunOutcome, Started,
-    StepFailure, StepPerformer,
+    DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionService, ExecutionServiceDeps,
+    ExecutionSettings, RunOutcome,
 };
-#[cfg(any(test, feature = "mock"))]
-pub use executions::{MockExecutionRepository, MockStepPerformer};
 pub use inbound::InboundError;
 pub use integrations::{
     IntegrationDelivery, IntegrationError, IntegrationService, IntegrationServiceDeps, IntegrationStarted,
@@ -61,12 +58,15 @@ pub use model::{
     TRIGGER_METHODS, Trigger, Workflow, check_allowed_methods, check_description, check_name,
 };
 pub use outputs::{MAX_STEP_OUTPUT_BYTES, OutputTooLarge, output_size};
+pub use ports::{
+    ClaimedExecution, ExecutionRepository, ExecutionRun, Finish, IntegrationRepository, IntegrationTarget,
+    NewExecution, Started, StepFailure, StepPerformer, TriggerRepository, TriggerTarget, WorkflowRepository,
+};
 #[cfg(any(test, feature = "mock"))]
-pub use ports::MockWorkflowRepository;
-pub use ports::WorkflowRepository;
-pub use ports::{IntegrationRepository, IntegrationTarget, TriggerRepository, TriggerTarget};
-#[cfg(any(test, feature = "mock"))]
-pub use ports::{MockIntegrationRepository, MockTriggerRepository};
+pub use ports::{
+    MockExecutionRepository, MockIntegrationRepository, MockStepPerformer, MockTriggerRepository,
+    MockWorkflowRepository,
+};
 pub use service::{NewWorkflow, WorkflowError, WorkflowPatch, WorkflowService, WorkflowServiceDeps};
 pub use signatures::{
     Headers, SignatureError, TIMESTAMP_TOLERANCE_SECONDS, TriggerProof, delivery_id,

@@ -1,11 +1,20 @@
-//! What workflows need from outside: storage of workflows, triggers and integrations.
+//! What workflows need from outside: storage of workflows, triggers, integrations and
+//! executions (with what crosses that port), and the performer of rendered steps.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
 
-use super::model::{Integration, Trigger, Workflow};
-use crate::ids::{IntegrationId, TenantId, TriggerId, WorkflowId};
+use super::execution_state::{Execution, ExecutionStatus, StepResult};
+use super::model::{Integration, RunAs, Trigger, Workflow};
+use super::steps::{Step, StepAction};
+use crate::events::Event;
+use crate::ids::{ExecutionId, IntegrationId, TenantId, TriggerId, WorkflowId};
 use crate::pagination::Page;
-use crate::tenancy::Plan;
+use crate::tenancy::{Plan, Principal};
+use crate::work::{Claimed, Lease};
 
 /// Workflows, scoped by tenant in every operation.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
@@ -96,4 +105,175 @@ pub trait IntegrationRepository: Send + Sync {
 
     /// The integration with this id, of any tenant, with its workflow and plan.
     async fn find_target(&self, id: &IntegrationId) -> anyhow::Result<Option<IntegrationTarget>>;
+}
+
+/// An execution to store, with what running it needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewExecution {
+    /// The execution: `running`, one `pending` result per step.
+    pub execution: Execution,
+    /// The steps it runs (the workflow's, as they were when it started).
+    pub steps: Vec<Step>,
+    /// Whose authority the steps act with.
+    pub run_as: RunAs,
+    /// A key that makes a repeated start from the same origin return the first execution
+    /// (a trigger call's `Idempotency-Key`, an integration event's delivery id).
+    pub dedup_key: Option<String>,
+    /// `workflow.execution.started`.
+    pub started_event: Event,
+}
+
+/// What storing a [`NewExecution`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Started {
+    /// It was stored.
+    New(Execution),
+    /// An execution from the same origin with the same key existed: nothing was stored.
+    Existing(Execution),
+}
+
+impl Started {
+    /// The execution, new or existing.
+    pub fn execution(&self) -> &Execution {
+        match self {
+            Self::New(e) | Self::Existing(e) => e,
+        }
+    }
+
+    /// Whether it was stored now.
+    pub fn is_new(&self) -> bool {
+        matches!(self, Self::New(_))
+    }
+}
+
+/// An execution as a claim hands it over: its step results so far, the steps it runs and
+/// whose authority they act with. Held, it is a [`ClaimedExecution`], whose claims count the
+/// workers that took it up (more than one: a worker before this one crashed, stalled past its
+/// lease or stopped).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionRun {
+    /// The execution with its step results so far.
+    pub execution: Execution,
+    /// The steps it runs.
+    pub steps: Vec<Step>,
+    /// Whose authority the steps act with.
+    pub run_as: RunAs,
+}
+
+/// An execution a worker holds under a lease.
+pub type ClaimedExecution = Claimed<ExecutionRun>;
+
+/// How an execution ends, stored with the result of its last step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    /// `completed` or `failed`.
+    pub status: ExecutionStatus,
+    /// The last step's output, when completed.
+    pub output: Option<Value>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// When.
+    pub finished_at: DateTime<Utc>,
+    /// `workflow.execution.completed` or `.failed`.
+    pub event: Event,
+}
+
+impl Finish {
+    /// How `execution`, just ended by its last step, ends: its status, output, error and end
+    /// time as its transition set them, with `event`.
+    pub fn of(execution: &Execution, event: Event) -> Self {
+        Self {
+            status: execution.status(),
+            output: execution.output().cloned(),
+            error: execution.error().map(str::to_owned),
+            finished_at: execution.finished_at().unwrap_or(event.created_at),
+            event,
+        }
+    }
+}
+
+/// Executions and their step results, within a tenant. The workers claim running executions
+/// that no live lease holds through the store's [`LeaseQueue`](crate::work::LeaseQueue) of
+/// [`ExecutionRun`]s (across tenants).
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ExecutionRepository: Send + Sync {
+    /// Stores a new execution, its step results and its started event in one transaction;
+    /// when `dedup_key` is set and an execution of the same origin has it, stores nothing and
+    /// returns that one. MUST never store two executions with one (origin, key), also when two
+    /// instances start them at once.
+    async fn create(&self, new: &NewExecution) -> anyhow::Result<Started>;
+
+    /// One execution of `tenant`, with its step results.
+    async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> anyhow::Result<Option<Execution>>;
+
+    /// A page of one workflow's executions, newest first, optionally only those in `status`,
+    /// with how many there are in all; their step lists are left empty.
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        workflow: &WorkflowId,
+        status: Option<ExecutionStatus>,
+        page: Page,
+    ) -> anyhow::Result<(Vec<Execution>, u64)>;
+
+    /// Cancels a running execution at `now`: its status becomes `cancelled` and its pending
+    /// steps `skipped`, in one transaction (a running step may still record its result).
+    /// Returns the execution after the change and `true`, or unchanged and `false` when it had
+    /// already finished; `None` when absent.
+    async fn cancel(
+        &self,
+        tenant: &TenantId,
+        id: &ExecutionId,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<(Execution, bool)>>;
+
+    /// Marks step `position` running at `now` and extends the lease to `lease.until`, only if
+    /// the execution is still `running` and carries `lease.token`; `false` otherwise (it was
+    /// cancelled, or another worker took it over).
+    async fn start_step(
+        &self,
+        id: &ExecutionId,
+        lease: &Lease,
+        position: usize,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
+
+    /// Gives a held execution back (the worker is stopping between two steps): clears the
+    /// lease if it still carries `lease.token`, so any worker may claim it at once.
+    async fn release(&self, id: &ExecutionId, lease: &Lease) -> anyhow::Result<()>;
+
+    /// Stores step `position`'s result and, with `finish`, the execution's end, its remaining
+    /// pending steps as `skipped` and the finish event, in one transaction and only if the
+    /// execution carries `lease.token`; `false` when the lease was lost. The end is applied
+    /// only to a `running` execution (a cancelled one keeps its status; its running step still
+    /// records its result).
+    async fn record_step(
+        &self,
+        id: &ExecutionId,
+        lease: &Lease,
+        position: usize,
+        result: &StepResult,
+        finish: Option<Finish>,
+    ) -> anyhow::Result<bool>;
+}
+
+/// A step that could not produce its output, with the reason the execution shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StepFailure(pub String);
+
+/// Performs rendered steps against the rest of the service (chat, memory, the guarded HTTP
+/// client).
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait StepPerformer: Send + Sync {
+    /// Performs `action` as `caller` and returns its output. MUST give up with a
+    /// [`StepFailure`] once `timeout` has passed.
+    async fn perform(
+        &self,
+        caller: &Principal,
+        action: StepAction,
+        timeout: Duration,
+    ) -> Result<Value, StepFailure>;
 }

@@ -8,12 +8,11 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
 
-use super::executions::{
-    ExecutionService, ExecutionServiceDeps, ExecutionSettings, MockExecutionRepository, MockStepPerformer,
-    NewExecution, Started,
-};
+use super::executions::{ExecutionService, ExecutionServiceDeps, ExecutionSettings};
 use super::model::Workflow;
-use super::ports::MockWorkflowRepository;
+use super::ports::{
+    MockExecutionRepository, MockStepPerformer, MockWorkflowRepository, NewExecution, Started,
+};
 use super::steps::validate_steps;
 use crate::ids::{ApiKeyId, MockIdGenerator, TenantId, UserId, WorkflowId};
 use crate::ratelimit::{MockRateCounter, RateLimiter};

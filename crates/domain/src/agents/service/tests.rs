@@ -3,9 +3,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::*;
-use crate::agents::chat::{Completion, MockChatModel, NoRecall};
+use crate::agents::chat::Completion;
 use crate::agents::model::{AgentConfig, AgentName, AgentType};
-use crate::agents::ports::{MockAgentRepository, MockConversationRepository};
+use crate::agents::ports::{MockAgentRepository, MockChatModel, MockConversationRepository};
+use crate::agents::recall::NoRecall;
 use crate::billing::MockCreditRepository;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
 use crate::memory::MemoryType;

@@ -1,10 +1,13 @@
-use chrono::TimeZone;
+use chrono::{Duration, TimeZone};
 
 use super::*;
-use crate::identity::ports::{AccessClaims, AccessTokenError, MockAccessTokens, MockAccountRepository};
-use crate::ids::{MockIdGenerator, TokenFamilyId};
-use crate::secrets::MockSecrets;
-use crate::tenancy::Permission;
+use crate::identity::model::ApiKeyGrant;
+use crate::identity::ports::{
+    AccessClaims, AccessTokenError, MockAccessTokens, MockAccountRepository, MockApiKeyRepository,
+};
+use crate::ids::{MockIdGenerator, TokenFamilyId, UserId};
+use crate::secrets::{MockSecrets, SecretDigest};
+use crate::tenancy::{Permission, Plan, Role};
 use crate::time::MockClock;
 
 fn t0() -> DateTime<Utc> {

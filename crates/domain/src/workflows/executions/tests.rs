@@ -6,11 +6,11 @@ use chrono::{TimeZone, Utc};
 use serde_json::json;
 
 use super::*;
-use crate::ids::{MockIdGenerator, TriggerId, UserId};
+use crate::ids::{MockIdGenerator, TenantId, TriggerId, UserId};
 use crate::tenancy::{Role, Scope};
 use crate::time::MockClock;
 use crate::workflows::execution_state::{StepEvent, step_transition};
-use crate::workflows::ports::MockWorkflowRepository;
+use crate::workflows::ports::{MockExecutionRepository, MockStepPerformer, MockWorkflowRepository};
 use crate::workflows::steps::validate_steps;
 
 fn t0() -> DateTime<Utc> {

@@ -11,7 +11,7 @@ use crate::ids::{TenantId, UserId};
 use crate::tenancy::{Plan, Role};
 use crate::webhooks::SealedSecret;
 use crate::workflows::MockWorkflowRepository;
-use crate::workflows::executions::MockExecutionRepository;
+use crate::workflows::ports::MockExecutionRepository;
 use crate::workflows::ports::{IntegrationTarget, MockIntegrationRepository};
 use crate::workflows::signatures::SignatureError;
 use crate::workflows::test_support::{

@@ -28,7 +28,7 @@ struct Setup {
     count: Option<u64>,
 }
 
-use crate::workflows::executions::MockExecutionRepository;
+use crate::workflows::ports::MockExecutionRepository;
 
 impl Setup {
     fn new() -> Self {
