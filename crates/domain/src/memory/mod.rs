@@ -7,7 +7,8 @@
 //! - [`ports`]: the [`MemoryRepository`], [`Embedder`] (a sentence-embedding model) and
 //!   [`AgentDirectory`] ports;
 //! - [`service`]: [`MemoryService`], used by both HTTP variants, chat (which recalls through
-//!   it) and workflow steps.
+//!   it) and workflow steps: entries' CRUD in `service.rs`, search and recall, documents and
+//!   consolidation each in a file of their own below it.
 //!
 //! Memory does not know the agents module: agents keep a list of memory types and recall
 //! through the memory service, so the dependency points from agents to memory only.

@@ -5,9 +5,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::TimeZone;
 use serde_json::json;
 
+use super::consolidation::plan_merges;
 use super::*;
+use crate::events::EventPayload;
 use crate::ids::{MockIdGenerator, UserId};
-use crate::memory::{EmbeddingModel, MockAgentDirectory, MockEmbedder, MockMemoryRepository};
+use crate::memory::{EmbeddingModel, MemoryFilter, MockAgentDirectory, MockEmbedder, MockMemoryRepository};
 use crate::tenancy::{Credential, Plan, Role};
 use crate::time::MockClock;
 use crate::tokens::MockTokenCounter;

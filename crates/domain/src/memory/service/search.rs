@@ -1,0 +1,243 @@
+//! Search: the nearest vectors and the best lexical matches, fused and ranked; the lexical
+//! terms of a query; and the recall chat uses, which is a search of one agent's memory.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{MemoryError, MemoryService};
+use crate::ids::{AgentId, MemoryId, TenantId};
+use crate::memory::model::{MemoryEntry, MemoryFilter, MemoryType};
+use crate::memory::ranking::{Scored, fuse, rank};
+use crate::tenancy::{Permission, Principal};
+
+/// Which retrievers a search uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SearchMode {
+    /// Vectors and full text, fused (the default).
+    #[default]
+    Hybrid,
+    /// Vector similarity alone.
+    Vector,
+    /// Full text alone (bm25 / `ts_rank_cd`, every matching entry).
+    Lexical,
+}
+
+/// A validated search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchQuery {
+    /// The text to find memories for.
+    pub text: String,
+    /// Which entries are considered.
+    pub filter: MemoryFilter,
+    /// Results to skip.
+    pub skip: usize,
+    /// Results to return.
+    pub limit: usize,
+    /// Whether the returned entries' `access_count` goes up by one (Variant B).
+    pub count_access: bool,
+    /// Which retrievers to use.
+    pub mode: SearchMode,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The entry (with its access count after this search).
+    pub entry: MemoryEntry,
+    /// Its score and the parts it is made of.
+    pub ranking: Scored,
+}
+
+/// A page of search results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResults {
+    /// Best first.
+    pub hits: Vec<SearchHit>,
+    /// How many entries the search ranked (the page is cut from these).
+    pub total: usize,
+}
+
+/// Words too common to help a lexical search; the vector search sees them anyway.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by", "can",
+    "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if",
+    "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "than", "that", "the",
+    "their", "them", "then", "there", "these", "they", "this", "to", "us", "was", "we", "were", "what",
+    "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your",
+];
+
+/// Most terms a lexical query uses.
+const MAX_TERMS: usize = 32;
+
+/// The terms a lexical search looks for: lower-cased words of letters and digits, without
+/// stop words and repeats, at most 32.
+pub fn lexical_terms(text: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .filter(|w| seen.insert(w.clone()))
+        .take(MAX_TERMS)
+        .collect()
+}
+
+/// A crude stem: a word without its last two letters when it has more than five, so that
+/// `colours`/`colour` and `preferred`/`prefer` meet. Only decides whether a lexical match is
+/// strong enough (see [`enough_terms`]); the databases' own stemmers rank.
+fn stem(word: &str) -> &str {
+    let n = word.chars().count();
+    if n <= 5 {
+        return word;
+    }
+    word.char_indices().nth(n - 2).map_or(word, |(i, _)| &word[..i])
+}
+
+/// How many of `terms` occur in `content`, a term counting when a word of the content and the
+/// term share a stem.
+pub fn matched_terms(content: &str, terms: &[String]) -> usize {
+    let words: Vec<String> = content
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    terms
+        .iter()
+        .filter(|t| {
+            words.iter().any(|w| {
+                // Prefixes only between words of three letters or more: "s" of "client's"
+                // is no stem of "shade".
+                w == *t
+                    || (w.chars().count() >= 3
+                        && t.chars().count() >= 3
+                        && (w.starts_with(stem(t)) || t.starts_with(stem(w))))
+            })
+        })
+        .count()
+}
+
+/// Whether a lexical match covers enough of the query to count ("minimum should match"): one
+/// term of a query of one or two, half of a longer query's terms. A single shared word such as
+/// "client" in a question of three says little, and reciprocal rank fusion would otherwise let
+/// it outweigh a far closer meaning (with k = 60, first and second place differ by 1.6 %).
+pub fn enough_terms(matched: usize, terms: usize) -> bool {
+    matched >= if terms <= 2 { 1 } else { terms.div_ceil(2) }
+}
+
+impl MemoryService {
+    /// Hybrid search: the nearest vectors and the best lexical matches, fused and ranked.
+    ///
+    /// # Errors
+    /// [`MemoryError::AgentNotFound`], [`MemoryError::Forbidden`], [`MemoryError::Embedding`].
+    pub async fn search(&self, caller: &Principal, query: SearchQuery) -> Result<SearchResults, MemoryError> {
+        caller.require(Permission::MemoryRead)?;
+        self.require_agent(&caller.tenant_id, query.filter.agent_id.as_ref()).await?;
+        let mut results = self
+            .rank(&caller.tenant_id, &query.text, &query.filter, query.skip + query.limit, query.mode)
+            .await?;
+        let total = results.len();
+        let page: Vec<SearchHit> = results.drain(..).skip(query.skip).take(query.limit).collect();
+        let mut hits = page;
+        if query.count_access && !hits.is_empty() {
+            let ids: Vec<MemoryId> = hits.iter().map(|h| h.entry.id.clone()).collect();
+            self.deps.memories.touch(&caller.tenant_id, &ids).await?;
+            for h in &mut hits {
+                h.entry.access_count += 1;
+            }
+        }
+        Ok(SearchResults { hits, total })
+    }
+
+    /// Every candidate of a search, ranked.
+    async fn rank(
+        &self,
+        tenant: &TenantId,
+        text: &str,
+        filter: &MemoryFilter,
+        wanted: usize,
+        mode: SearchMode,
+    ) -> Result<Vec<SearchHit>, MemoryError> {
+        let d = &self.deps;
+        let now = d.clock.now();
+        let n = self.settings.candidates.max(wanted);
+        let model = d.embedder.model().id.clone();
+        let terms = lexical_terms(text);
+        let nearest = if mode == SearchMode::Lexical {
+            Vec::new()
+        } else {
+            let query = self.embed_one(text).await?.vector;
+            d.memories.nearest(tenant, &model, &query, filter, now, n).await?
+        };
+        let lexical = if terms.is_empty() || mode == SearchMode::Vector {
+            Vec::new()
+        } else {
+            d.memories.lexical(tenant, &terms, filter, now, n).await?
+        };
+        let mut ids: Vec<MemoryId> = nearest.iter().map(|(id, _)| id.clone()).collect();
+        let known: HashSet<&MemoryId> = ids.iter().collect();
+        let extra: Vec<MemoryId> = lexical.iter().filter(|id| !known.contains(id)).cloned().collect();
+        ids.extend(extra);
+        let entries: HashMap<MemoryId, MemoryEntry> = d
+            .memories
+            .get_many(tenant, &ids)
+            .await?
+            .into_iter()
+            .filter(|e| filter.matches(&e.facets(), now))
+            .map(|e| (e.id.clone(), e))
+            .collect();
+        let lexical: Vec<MemoryId> = lexical
+            .into_iter()
+            .filter(|id| {
+                // Alone, the lexical ranking is what it is; fused, weak matches are left out.
+                entries.get(id).is_some_and(|e| {
+                    mode == SearchMode::Lexical
+                        || enough_terms(matched_terms(&e.content, &terms), terms.len())
+                })
+            })
+            .collect();
+        let candidates = fuse(&nearest, &lexical, |id| entries.get(id).map(|e| (e.importance, e.updated_at)));
+        let mut entries = entries;
+        Ok(rank(candidates, &self.settings.ranking, now)
+            .into_iter()
+            .filter_map(|ranking| {
+                entries.remove(&ranking.candidate.id).map(|entry| SearchHit { entry, ranking })
+            })
+            .collect())
+    }
+
+    /// What an agent remembers that bears on a chat message: the contents of its best semantic
+    /// and episodic entries, most relevant first, within the recall budget.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embedding`], storage errors.
+    pub async fn recall_for(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        message: &str,
+    ) -> Result<Vec<String>, MemoryError> {
+        let filter = MemoryFilter {
+            agent_id: Some(agent.clone()),
+            memory_types: vec![MemoryType::Semantic, MemoryType::Episodic],
+            ..MemoryFilter::default()
+        };
+        let d = &self.deps;
+        // Most agents remember nothing: no embedding, no search then.
+        let model = d.embedder.model().id.clone();
+        if d.memories.vector_count(tenant, &model, &filter, d.clock.now()).await? == 0 {
+            return Ok(Vec::new());
+        }
+        let hits =
+            self.rank(tenant, message, &filter, self.settings.recall_top_k, SearchMode::Hybrid).await?;
+        let mut used = 0;
+        let mut recalled = Vec::new();
+        for hit in hits.into_iter().take(self.settings.recall_top_k) {
+            let cost = d.tokens.count(&hit.entry.content) + 2;
+            if used + cost > self.settings.recall_token_budget {
+                continue;
+            }
+            used += cost;
+            recalled.push(hit.entry.content);
+        }
+        Ok(recalled)
+    }
+}
