@@ -185,4 +185,78 @@ mod tests {
         );
         assert_eq!(Bare::parse("two"), None);
     }
+
+    /// Every enum declared with the macro keeps the names the database and the API already
+    /// hold: a change here changes stored data or the API.
+    #[test]
+    fn the_domain_enums_keep_their_names() {
+        fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
+            all.iter().map(|v| name(*v)).collect()
+        }
+        use crate::agents::{AgentStatus, AgentType, ChatRole};
+        use crate::billing::LedgerReason;
+        use crate::events::EventType;
+        use crate::identity::{RefreshTokenStatus, TokenPurpose};
+        use crate::memory::MemoryType;
+        use crate::tenancy::{Permission, Plan, Role};
+        use crate::workflows::{ExecutionEvent, IntegrationKind, RunOutcome, StepEvent};
+
+        assert_eq!(names(&AgentType::ALL, AgentType::as_str), ["assistant", "support", "custom"]);
+        assert_eq!(names(&AgentStatus::ALL, AgentStatus::as_str), ["active", "paused"]);
+        assert_eq!(names(&ChatRole::ALL, ChatRole::as_str), ["system", "user", "assistant"]);
+        assert_eq!(names(&MemoryType::ALL, MemoryType::as_str), ["semantic", "episodic", "procedural"]);
+        assert_eq!(
+            names(&LedgerReason::ALL, LedgerReason::as_str),
+            ["welcome_grant", "chat_usage", "purchase"]
+        );
+        assert_eq!(
+            names(&RefreshTokenStatus::ALL, RefreshTokenStatus::as_str),
+            ["active", "rotated", "revoked"]
+        );
+        assert_eq!(names(&TokenPurpose::ALL, TokenPurpose::as_str), ["password_reset", "magic_link"]);
+        assert_eq!(serde_json::to_value(TokenPurpose::MagicLink).unwrap(), serde_json::json!("magic_link"));
+        assert_eq!(names(&Plan::ALL, Plan::as_str), ["starter", "pro", "enterprise"]);
+        assert_eq!(names(&Role::ALL, Role::as_str), ["owner", "admin", "member", "viewer"]);
+        assert_eq!(
+            names(&Permission::ALL, Permission::as_str),
+            [
+                "agents:read",
+                "agents:write",
+                "memory:read",
+                "memory:write",
+                "workflows:read",
+                "workflows:write",
+                "workflows:execute",
+                "webhooks:read",
+                "webhooks:write",
+                "billing:read",
+                "billing:write",
+            ]
+        );
+        assert_eq!(
+            names(&EventType::ALL, EventType::as_str),
+            [
+                "agent.message.created",
+                "agent.message.completed",
+                "agent.created",
+                "agent.updated",
+                "workflow.execution.started",
+                "workflow.execution.completed",
+                "workflow.execution.failed",
+                "memory.consolidated",
+                "billing.credits.low",
+                "billing.purchase.completed",
+            ]
+        );
+        assert_eq!(
+            names(&IntegrationKind::ALL, IntegrationKind::as_str),
+            ["chat", "code-host", "issue-tracker", "issue-tracker-2", "incident", "wiki"]
+        );
+        assert_eq!(names(&ExecutionEvent::ALL, ExecutionEvent::as_str), ["complete", "fail", "cancel"]);
+        assert_eq!(names(&StepEvent::ALL, StepEvent::as_str), ["start", "complete", "fail", "skip"]);
+        assert_eq!(
+            names(&RunOutcome::ALL, RunOutcome::as_str),
+            ["done", "failed", "cancelled", "lost_lease", "released"]
+        );
+    }
 }

@@ -1,49 +1,22 @@
 //! Conversations: messages, what a model is asked and answers, token counting of prompts and
 //! prompt assembly. The model port itself is in `ports`.
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 
 use super::model::Agent;
 use crate::ids::{AgentId, MessageId, SessionId, TenantId};
 use crate::tokens::TokenCounter;
 
-/// Who wrote a turn of a conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ChatRole {
-    /// Instructions to the model.
-    System,
-    /// The user.
-    User,
-    /// The agent.
-    Assistant,
-}
-
-impl ChatRole {
-    /// The role's name, as OpenAI-style APIs spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::System => "system",
-            Self::User => "user",
-            Self::Assistant => "assistant",
-        }
-    }
-
-    /// Parses a stored role.
-    pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "system" => Some(Self::System),
-            "user" => Some(Self::User),
-            "assistant" => Some(Self::Assistant),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ChatRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::string_enum! {
+    /// Who wrote a turn of a conversation.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ChatRole {
+        /// Instructions to the model.
+        System => "system",
+        /// The user.
+        User => "user",
+        /// The agent.
+        Assistant => "assistant",
     }
 }
 

@@ -6,7 +6,6 @@
 //! of the hold returns. So the balance never goes negative, even with many concurrent chats on
 //! several instances, and once no chat is in flight the ledger sums to the balance.
 
-use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -25,41 +24,16 @@ pub use ports::{CreditRepository, PaymentOutcome, PaymentProvider};
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockCreditRepository, MockPaymentProvider};
 
-/// Why the balance changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LedgerReason {
-    /// Credits granted when the tenant was created at registration.
-    WelcomeGrant,
-    /// A chat's token usage.
-    ChatUsage,
-    /// A completed purchase.
-    Purchase,
-}
-
-impl LedgerReason {
-    /// The reason's stable name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::WelcomeGrant => "welcome_grant",
-            Self::ChatUsage => "chat_usage",
-            Self::Purchase => "purchase",
-        }
-    }
-
-    /// Parses a stored reason.
-    pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "welcome_grant" => Some(Self::WelcomeGrant),
-            "chat_usage" => Some(Self::ChatUsage),
-            "purchase" => Some(Self::Purchase),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for LedgerReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::string_enum! {
+    /// Why the balance changed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum LedgerReason {
+        /// Credits granted when the tenant was created at registration.
+        WelcomeGrant => "welcome_grant",
+        /// A chat's token usage.
+        ChatUsage => "chat_usage",
+        /// A completed purchase.
+        Purchase => "purchase",
     }
 }
 

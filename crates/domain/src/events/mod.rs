@@ -6,8 +6,6 @@
 //! (`{id, type, created_at, data, tenant_id, api_version}`) is made in one place,
 //! [`Event::envelope`].
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -24,71 +22,30 @@ pub use ports::MockEventLog;
 /// The `api_version` every envelope carries.
 pub const API_VERSION: &str = "2026-11-01";
 
-/// Every event type of the catalogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
-    /// A message was sent to an agent.
-    AgentMessageCreated,
-    /// An agent answered a message.
-    AgentMessageCompleted,
-    /// An agent was created.
-    AgentCreated,
-    /// An agent's configuration changed.
-    AgentUpdated,
-    /// A workflow execution began.
-    WorkflowExecutionStarted,
-    /// A workflow execution finished successfully.
-    WorkflowExecutionCompleted,
-    /// A workflow execution failed.
-    WorkflowExecutionFailed,
-    /// Memory consolidation completed.
-    MemoryConsolidated,
-    /// The credit balance fell below the threshold.
-    BillingCreditsLow,
-    /// A credit purchase succeeded.
-    BillingPurchaseCompleted,
-}
-
-impl EventType {
-    /// Every type of the catalogue.
-    pub const ALL: [Self; 10] = [
-        Self::AgentMessageCreated,
-        Self::AgentMessageCompleted,
-        Self::AgentCreated,
-        Self::AgentUpdated,
-        Self::WorkflowExecutionStarted,
-        Self::WorkflowExecutionCompleted,
-        Self::WorkflowExecutionFailed,
-        Self::MemoryConsolidated,
-        Self::BillingCreditsLow,
-        Self::BillingPurchaseCompleted,
-    ];
-
-    /// The type's name in envelopes and subscriptions.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::AgentMessageCreated => "agent.message.created",
-            Self::AgentMessageCompleted => "agent.message.completed",
-            Self::AgentCreated => "agent.created",
-            Self::AgentUpdated => "agent.updated",
-            Self::WorkflowExecutionStarted => "workflow.execution.started",
-            Self::WorkflowExecutionCompleted => "workflow.execution.completed",
-            Self::WorkflowExecutionFailed => "workflow.execution.failed",
-            Self::MemoryConsolidated => "memory.consolidated",
-            Self::BillingCreditsLow => "billing.credits.low",
-            Self::BillingPurchaseCompleted => "billing.purchase.completed",
-        }
-    }
-
-    /// Parses a type name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == value)
-    }
-}
-
-impl fmt::Display for EventType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::string_enum! {
+    /// Every event type of the catalogue.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum EventType {
+        /// A message was sent to an agent.
+        AgentMessageCreated => "agent.message.created",
+        /// An agent answered a message.
+        AgentMessageCompleted => "agent.message.completed",
+        /// An agent was created.
+        AgentCreated => "agent.created",
+        /// An agent's configuration changed.
+        AgentUpdated => "agent.updated",
+        /// A workflow execution began.
+        WorkflowExecutionStarted => "workflow.execution.started",
+        /// A workflow execution finished successfully.
+        WorkflowExecutionCompleted => "workflow.execution.completed",
+        /// A workflow execution failed.
+        WorkflowExecutionFailed => "workflow.execution.failed",
+        /// Memory consolidation completed.
+        MemoryConsolidated => "memory.consolidated",
+        /// The credit balance fell below the threshold.
+        BillingCreditsLow => "billing.credits.low",
+        /// A credit purchase succeeded.
+        BillingPurchaseCompleted => "billing.purchase.completed",
     }
 }
 

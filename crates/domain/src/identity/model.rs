@@ -5,7 +5,6 @@ use std::fmt;
 
 use chrono::{DateTime, Duration, Utc};
 use secrecy::{ExposeSecret, SecretString};
-use serde::{Deserialize, Serialize};
 
 use crate::ids::{ApiKeyId, OneTimeTokenId, TenantId, UserId};
 use crate::secrets::SecretDigest;
@@ -233,24 +232,16 @@ pub struct ApiKeyGrant {
     pub plan: Plan,
 }
 
-/// What a one-time token is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenPurpose {
-    /// Choosing a new password.
-    PasswordReset,
-    /// Signing in without a password.
-    MagicLink,
-}
-
-impl TokenPurpose {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PasswordReset => "password_reset",
-            Self::MagicLink => "magic_link",
-        }
+crate::string_enum! {
+    /// What a one-time token is for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum TokenPurpose {
+        /// Choosing a new password.
+        PasswordReset => "password_reset",
+        /// Signing in without a password.
+        MagicLink => "magic_link",
     }
+    impl Serde;
 }
 
 /// A one-time token as stored.

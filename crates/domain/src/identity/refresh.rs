@@ -17,35 +17,16 @@ use chrono::{DateTime, Utc};
 use crate::ids::{RefreshTokenId, TokenFamilyId, UserId};
 use crate::secrets::SecretDigest;
 
-/// Where one token of a family stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefreshTokenStatus {
-    /// The family's newest token; it may be presented once.
-    Active,
-    /// Spent by a refresh; presenting it again is reuse.
-    Rotated,
-    /// Revoked by logout, password reset or reuse detection.
-    Revoked,
-}
-
-impl RefreshTokenStatus {
-    /// The stored name of the status.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Rotated => "rotated",
-            Self::Revoked => "revoked",
-        }
-    }
-
-    /// Parses a stored status.
-    pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "active" => Some(Self::Active),
-            "rotated" => Some(Self::Rotated),
-            "revoked" => Some(Self::Revoked),
-            _ => None,
-        }
+crate::string_enum! {
+    /// Where one token of a family stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RefreshTokenStatus {
+        /// The family's newest token; it may be presented once.
+        Active => "active",
+        /// Spent by a refresh; presenting it again is reuse.
+        Rotated => "rotated",
+        /// Revoked by logout, password reset or reuse detection.
+        Revoked => "revoked",
     }
 }
 

@@ -4,7 +4,6 @@
 //! A tenant is the unit of isolation: every resource belongs to exactly one, and a user reaches
 //! a tenant's resources only through a [`Membership`].
 
-use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -24,85 +23,49 @@ crate::bounded_text!(
     1..=200
 );
 
-/// A tenant's subscription plan; it sets the tenant's rate limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Plan {
-    /// The plan every new tenant starts on.
-    Starter,
-    /// Higher limits.
-    Pro,
-    /// Negotiated limits.
-    Enterprise,
-}
-
-impl Plan {
-    /// The plan's stable name (`starter`, `pro`, `enterprise`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Starter => "starter",
-            Self::Pro => "pro",
-            Self::Enterprise => "enterprise",
-        }
+crate::string_enum! {
+    /// A tenant's subscription plan; it sets the tenant's rate limits.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Plan {
+        /// The plan every new tenant starts on.
+        Starter => "starter",
+        /// Higher limits.
+        Pro => "pro",
+        /// Negotiated limits.
+        Enterprise => "enterprise",
     }
 }
 
 impl FromStr for Plan {
     type Err = FieldError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "starter" => Ok(Self::Starter),
-            "pro" => Ok(Self::Pro),
-            "enterprise" => Ok(Self::Enterprise),
-            other => {
-                Err(FieldError::new("plan", FieldErrorKind::InvalidValue, format!("unknown plan {other:?}")))
-            }
-        }
+        Self::parse(s).ok_or_else(|| {
+            FieldError::new("plan", FieldErrorKind::InvalidValue, format!("unknown plan {s:?}"))
+        })
     }
 }
 
-/// A user's role within one tenant. Ordered from most to least powerful.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// Everything, including billing.
-    Owner,
-    /// Everything but billing changes.
-    Admin,
-    /// Reads and writes agents, memory and workflows; executes workflows.
-    Member,
-    /// Reads only.
-    Viewer,
-}
-
-impl Role {
-    /// The role's stable name (`owner`, `admin`, `member`, `viewer`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Owner => "owner",
-            Self::Admin => "admin",
-            Self::Member => "member",
-            Self::Viewer => "viewer",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::string_enum! {
+    /// A user's role within one tenant. Ordered from most to least powerful.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Role {
+        /// Everything, including billing.
+        Owner => "owner",
+        /// Everything but billing changes.
+        Admin => "admin",
+        /// Reads and writes agents, memory and workflows; executes workflows.
+        Member => "member",
+        /// Reads only.
+        Viewer => "viewer",
     }
 }
 
 impl FromStr for Role {
     type Err = FieldError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "owner" => Ok(Self::Owner),
-            "admin" => Ok(Self::Admin),
-            "member" => Ok(Self::Member),
-            "viewer" => Ok(Self::Viewer),
-            other => {
-                Err(FieldError::new("role", FieldErrorKind::InvalidValue, format!("unknown role {other:?}")))
-            }
-        }
+        Self::parse(s).ok_or_else(|| {
+            FieldError::new("role", FieldErrorKind::InvalidValue, format!("unknown role {s:?}"))
+        })
     }
 }
 

@@ -7,66 +7,36 @@ use std::str::FromStr;
 use super::Role;
 use crate::validation::{FieldError, FieldErrorKind};
 
-/// One right over one kind of resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Permission {
-    /// List and read agents and their conversations.
-    AgentsRead,
-    /// Create, change and delete agents; chat with them.
-    AgentsWrite,
-    /// Search and read memory.
-    MemoryRead,
-    /// Add and delete memory.
-    MemoryWrite,
-    /// List and read workflows, executions and triggers.
-    WorkflowsRead,
-    /// Create, change and delete workflows and triggers.
-    WorkflowsWrite,
-    /// Run workflows.
-    WorkflowsExecute,
-    /// List and read webhook subscriptions and deliveries.
-    WebhooksRead,
-    /// Create, change and delete webhook subscriptions.
-    WebhooksWrite,
-    /// Read the plan, balance and ledger.
-    BillingRead,
-    /// Buy credits and change the plan. Not available to API keys.
-    BillingWrite,
+crate::string_enum! {
+    /// One right over one kind of resource.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Permission {
+        /// List and read agents and their conversations.
+        AgentsRead => "agents:read",
+        /// Create, change and delete agents; chat with them.
+        AgentsWrite => "agents:write",
+        /// Search and read memory.
+        MemoryRead => "memory:read",
+        /// Add and delete memory.
+        MemoryWrite => "memory:write",
+        /// List and read workflows, executions and triggers.
+        WorkflowsRead => "workflows:read",
+        /// Create, change and delete workflows and triggers.
+        WorkflowsWrite => "workflows:write",
+        /// Run workflows.
+        WorkflowsExecute => "workflows:execute",
+        /// List and read webhook subscriptions and deliveries.
+        WebhooksRead => "webhooks:read",
+        /// Create, change and delete webhook subscriptions.
+        WebhooksWrite => "webhooks:write",
+        /// Read the plan, balance and ledger.
+        BillingRead => "billing:read",
+        /// Buy credits and change the plan. Not available to API keys.
+        BillingWrite => "billing:write",
+    }
 }
 
 impl Permission {
-    /// Every permission.
-    pub const ALL: [Self; 11] = [
-        Self::AgentsRead,
-        Self::AgentsWrite,
-        Self::MemoryRead,
-        Self::MemoryWrite,
-        Self::WorkflowsRead,
-        Self::WorkflowsWrite,
-        Self::WorkflowsExecute,
-        Self::WebhooksRead,
-        Self::WebhooksWrite,
-        Self::BillingRead,
-        Self::BillingWrite,
-    ];
-
-    /// The `<resource>:<action>` name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::AgentsRead => "agents:read",
-            Self::AgentsWrite => "agents:write",
-            Self::MemoryRead => "memory:read",
-            Self::MemoryWrite => "memory:write",
-            Self::WorkflowsRead => "workflows:read",
-            Self::WorkflowsWrite => "workflows:write",
-            Self::WorkflowsExecute => "workflows:execute",
-            Self::WebhooksRead => "webhooks:read",
-            Self::WebhooksWrite => "webhooks:write",
-            Self::BillingRead => "billing:read",
-            Self::BillingWrite => "billing:write",
-        }
-    }
-
     fn is_read(self) -> bool {
         matches!(
             self,
@@ -76,12 +46,6 @@ impl Permission {
                 | Self::WebhooksRead
                 | Self::BillingRead
         )
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -84,28 +84,16 @@ impl fmt::Display for ExecutionStatus {
     }
 }
 
-/// What happens to an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExecutionEvent {
-    /// Its last step completed.
-    Complete,
-    /// A step failed.
-    Fail,
-    /// A caller cancelled it.
-    Cancel,
-}
-
-impl ExecutionEvent {
-    /// Every event.
-    pub const ALL: [Self; 3] = [Self::Complete, Self::Fail, Self::Cancel];
-
-    /// The event's name, for messages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::Fail => "fail",
-            Self::Cancel => "cancel",
-        }
+crate::string_enum! {
+    /// What happens to an execution.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ExecutionEvent {
+        /// Its last step completed.
+        Complete => "complete",
+        /// A step failed.
+        Fail => "fail",
+        /// A caller cancelled it.
+        Cancel => "cancel",
     }
 }
 
@@ -174,31 +162,18 @@ impl fmt::Display for StepStatus {
     }
 }
 
-/// What happens to a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StepEvent {
-    /// Its turn came.
-    Start,
-    /// It produced its output.
-    Complete,
-    /// It failed.
-    Fail,
-    /// The execution ended before its turn.
-    Skip,
-}
-
-impl StepEvent {
-    /// Every event.
-    pub const ALL: [Self; 4] = [Self::Start, Self::Complete, Self::Fail, Self::Skip];
-
-    /// The event's name, for messages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Start => "start",
-            Self::Complete => "complete",
-            Self::Fail => "fail",
-            Self::Skip => "skip",
-        }
+crate::string_enum! {
+    /// What happens to a step.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum StepEvent {
+        /// Its turn came.
+        Start => "start",
+        /// It produced its output.
+        Complete => "complete",
+        /// It failed.
+        Fail => "fail",
+        /// The execution ended before its turn.
+        Skip => "skip",
     }
 }
 

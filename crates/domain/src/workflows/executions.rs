@@ -122,31 +122,20 @@ impl std::fmt::Debug for ExecutionService {
     }
 }
 
-/// How a run of a claimed execution ended, for the worker's metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// Every step completed.
-    Completed,
-    /// A step failed.
-    Failed,
-    /// It was cancelled; no further step started.
-    Cancelled,
-    /// Another worker took it over (this one stalled past its lease).
-    LostLease,
-    /// The worker is stopping: it gave the execution back between two steps.
-    Released,
-}
-
-impl RunOutcome {
-    /// The outcome's metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "done",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-            Self::LostLease => "lost_lease",
-            Self::Released => "released",
-        }
+crate::string_enum! {
+    /// How a run of a claimed execution ended, for the worker's metrics.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RunOutcome {
+        /// Every step completed.
+        Completed => "done",
+        /// A step failed.
+        Failed => "failed",
+        /// It was cancelled; no further step started.
+        Cancelled => "cancelled",
+        /// Another worker took it over (this one stalled past its lease).
+        LostLease => "lost_lease",
+        /// The worker is stopping: it gave the execution back between two steps.
+        Released => "released",
     }
 }
 

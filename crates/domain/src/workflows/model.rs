@@ -1,8 +1,6 @@
 //! Workflows, webhook triggers and integrations, and the validation of what a request may set
 //! on them. Executions and their state machines are [`execution_state`](super::execution_state).
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -162,46 +160,27 @@ pub fn check_allowed_methods(raw: &[String]) -> Result<Vec<String>, FieldError> 
     Ok(methods)
 }
 
-/// The kind of service an inbound integration receives events from; each has its receiver at
-/// `/api/v1/webhooks/integrations/<kind>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum IntegrationKind {
-    /// Team chat events and slash commands.
-    Chat,
-    /// Repository events.
-    CodeHost,
-    /// Issue events.
-    IssueTracker,
-    /// Issue events of a second tracker.
-    IssueTracker2,
-    /// Incident events.
-    Incident,
-    /// Page events.
-    Wiki,
+crate::string_enum! {
+    /// The kind of service an inbound integration receives events from; each has its receiver at
+    /// `/api/v1/webhooks/integrations/<kind>`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum IntegrationKind {
+        /// Team chat events and slash commands.
+        Chat => "chat",
+        /// Repository events.
+        CodeHost => "code-host",
+        /// Issue events.
+        IssueTracker => "issue-tracker",
+        /// Issue events of a second tracker.
+        IssueTracker2 => "issue-tracker-2",
+        /// Incident events.
+        Incident => "incident",
+        /// Page events.
+        Wiki => "wiki",
+    }
 }
 
 impl IntegrationKind {
-    /// Every kind.
-    pub const ALL: [Self; 6] =
-        [Self::Chat, Self::CodeHost, Self::IssueTracker, Self::IssueTracker2, Self::Incident, Self::Wiki];
-
-    /// The stored and shown name, also the receiver's path segment.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Chat => "chat",
-            Self::CodeHost => "code-host",
-            Self::IssueTracker => "issue-tracker",
-            Self::IssueTracker2 => "issue-tracker-2",
-            Self::Incident => "incident",
-            Self::Wiki => "wiki",
-        }
-    }
-
-    /// Parses a name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == value)
-    }
-
     /// Parses a request's `kind`.
     ///
     /// # Errors
@@ -215,12 +194,6 @@ impl IntegrationKind {
                 format!("unknown kind {value:?}; expected one of: {}", names.join(", ")),
             )
         })
-    }
-}
-
-impl fmt::Display for IntegrationKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
