@@ -16,9 +16,29 @@
 use chrono::{DateTime, Utc};
 
 use super::model::{Attempt, AttemptErrorKind, DeliveryStatus, InvalidStoredState};
-use super::ports::ClaimedDelivery;
-use super::subscription::SubscriptionStop;
+use super::subscription::{Subscription, SubscriptionStop};
 use crate::ids::{DeliveryId, EventId, TenantId, WebhookId};
+use crate::work::Claimed;
+
+/// A delivery as a claim hands it over, with what sending it needs. Held, it is a
+/// [`ClaimedDelivery`]: its claims count its attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueDelivery {
+    /// The delivery.
+    pub id: DeliveryId,
+    /// The event (`webhook-id`).
+    pub event_id: EventId,
+    /// The body to send.
+    pub payload: String,
+    /// A test delivery, or a manual attempt: a last word, never followed by scheduled ones.
+    pub test: bool,
+    /// The subscription it goes to (URL, secrets).
+    pub subscription: Subscription,
+}
+
+/// A delivery a worker (or a request) holds under a lease; its claims are its attempts (this
+/// one included).
+pub type ClaimedDelivery = Claimed<DueDelivery>;
 
 /// Whether an attempt may be followed by others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,15 +21,15 @@ mod service;
 pub mod signing;
 pub mod subscription;
 
-pub use delivery::{AttemptMode, Delivery, Settlement, StoredDelivery};
+pub use delivery::{AttemptMode, ClaimedDelivery, Delivery, DueDelivery, Settlement, StoredDelivery};
 pub use fanout::{FanOut, SubscriptionTarget, fan_out, pair_id};
 pub use model::{
     Attempt, AttemptErrorKind, DeliveryStatus, EventSelector, EventSelectors, InvalidStoredState,
     NewDelivery, PreviousSecret, SealedSecret, SubscriptionStatus,
 };
 pub use ports::{
-    ClaimedDelivery, Dispatched, DueDelivery, Hmac, OutboundAnswer, OutboundFailure, OutboundPost,
-    SecretCipher, WebhookRepository, WebhookSender,
+    Dispatched, Hmac, OutboundAnswer, OutboundFailure, OutboundPost, SecretCipher, WebhookRepository,
+    WebhookSender,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockHmac, MockSecretCipher, MockWebhookRepository, MockWebhookSender};

@@ -4,32 +4,12 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::delivery::{Delivery, Settlement};
+use super::delivery::{ClaimedDelivery, Delivery, Settlement};
 use super::fanout::FanOut;
 use super::model::{Attempt, AttemptErrorKind, NewDelivery, SealedSecret};
 use super::subscription::Subscription;
-use crate::ids::{DeliveryId, EventId, TenantId, WebhookId};
-use crate::work::{Claimed, Lease};
-
-/// A delivery as a claim hands it over, with what sending it needs. Held, it is a
-/// [`ClaimedDelivery`]: its claims count its attempts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DueDelivery {
-    /// The delivery.
-    pub id: DeliveryId,
-    /// The event (`webhook-id`).
-    pub event_id: EventId,
-    /// The body to send.
-    pub payload: String,
-    /// A test delivery, or a manual attempt: a last word, never followed by scheduled ones.
-    pub test: bool,
-    /// The subscription it goes to (URL, secrets).
-    pub subscription: Subscription,
-}
-
-/// A delivery a worker (or a request) holds under a lease; its claims are its attempts (this
-/// one included).
-pub type ClaimedDelivery = Claimed<DueDelivery>;
+use crate::ids::{DeliveryId, TenantId, WebhookId};
+use crate::work::Lease;
 
 /// What one fan-out pass did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,7 +22,7 @@ pub struct Dispatched {
 
 /// Subscriptions, deliveries and the delivery log, always within a tenant (except the fan-out,
 /// which spans tenants). The workers claim due deliveries through the store's
-/// [`crate::work::LeaseQueue`] of [`DueDelivery`]s: pending deliveries of `active`
+/// [`crate::work::LeaseQueue`] of [`DueDelivery`](super::DueDelivery)s: pending deliveries of `active`
 /// subscriptions whose next attempt is due, each claim counting an attempt.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]

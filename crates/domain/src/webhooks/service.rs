@@ -10,15 +10,14 @@ use chrono::{DateTime, Duration, Utc};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
-use super::delivery::{Delivery, Settlement};
+use super::delivery::{ClaimedDelivery, Delivery, DueDelivery, Settlement};
 use super::fanout::fan_out;
 use super::model::{
     Attempt, AttemptErrorKind, DeliveryStatus, EventSelectors, NewDelivery, RESPONSE_BODY_BYTES,
     SubscriptionStatus,
 };
 use super::ports::{
-    ClaimedDelivery, Dispatched, DueDelivery, Hmac, OutboundFailure, OutboundPost, SecretCipher,
-    WebhookRepository, WebhookSender,
+    Dispatched, Hmac, OutboundFailure, OutboundPost, SecretCipher, WebhookRepository, WebhookSender,
 };
 use super::schedule::RetrySchedule;
 use super::signing::{new_secret, sign};
