@@ -30,6 +30,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -119,6 +120,14 @@ class Service_:
         raise AssertionError(f"no e-mail with {path}")
 
 
+def wait_for_text(driver, element_id, text, timeout=10):
+    """Wait until the element shows `text`. A form posted without JavaScript replaces the
+    document while we look, so an element found in the old one may be gone before its text is
+    read; such a read is retried rather than taken as failure."""
+    WebDriverWait(driver, timeout, ignored_exceptions=[WebDriverException]).until(
+        ec.text_to_be_present_in_element((By.ID, element_id), text))
+
+
 def reset_password(service, seen, javascript, new_password):
     assert call("POST", f"{service.base}/api/v1/auth/forgot-password", {"email": "ada@example.com"})[0] == 202
     link = service.link("/reset-password", seen)
@@ -128,7 +137,7 @@ def reset_password(service, seen, javascript, new_password):
         driver.find_element(By.ID, "new_password").send_keys(new_password)
         driver.find_element(By.ID, "confirm_password").send_keys(new_password)
         driver.find_element(By.ID, "submit").click()
-        WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "result"), "Password changed"))
+        wait_for_text(driver, "result", "Password changed")
         # With JavaScript the page called the API and stayed; without, the form posted to the page.
         assert ("?token=" in driver.current_url) == javascript, driver.current_url
         assert not csp_violations(driver), csp_violations(driver)
@@ -146,7 +155,7 @@ def magic_link(service, seen):
     try:
         driver.get(link)
         driver.find_element(By.ID, "submit").click()
-        WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "result"), "signed in"))
+        wait_for_text(driver, "result", "signed in")
         assert "?token=" in driver.current_url, "the page called the API in place"
         token = driver.find_element(By.ID, "access_token").get_attribute("value")
         assert not csp_violations(driver), csp_violations(driver)
