@@ -6,7 +6,6 @@
 //! to do after a failure, when to try again — are the pure functions here.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -19,33 +18,12 @@ use crate::ids::{IdGenerator, JobId};
 use crate::time::Clock;
 use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
 
-/// What a job does; each kind has one [`JobHandler`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum JobKind {
-    /// Resolve an address and send it a password-reset or magic-link e-mail.
-    Mail,
-}
-
-impl JobKind {
-    /// Every kind.
-    pub const ALL: [Self; 1] = [Self::Mail];
-
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mail => "mail",
-        }
-    }
-
-    /// Parses a stored name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == value)
-    }
-}
-
-impl fmt::Display for JobKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::string_enum! {
+    /// What a job does; each kind has one [`JobHandler`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum JobKind {
+        /// Resolve an address and send it a password-reset or magic-link e-mail.
+        Mail => "mail",
     }
 }
 

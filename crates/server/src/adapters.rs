@@ -207,8 +207,8 @@ pub fn webhook_service(
     ids: Arc<dyn IdGenerator>,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<WebhookService> {
-    let sender = agentry_outbound::WebhookClient::new(
-        agentry_outbound::OutboundSettings {
+    let sender = agentry_egress::WebhookClient::new(
+        agentry_egress::EgressSettings {
             allow_private: config.webhook_allow_private,
             timeout: Duration::from_secs(config.webhook_timeout_secs),
             max_response_bytes: agentry_domain::webhooks::model::RESPONSE_BODY_BYTES,

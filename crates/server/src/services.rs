@@ -286,8 +286,8 @@ fn workflows(
         clock: clock.clone(),
         ids: ids.clone(),
     });
-    let step_client = agentry_outbound::WebhookClient::new(
-        agentry_outbound::OutboundSettings {
+    let step_client = agentry_egress::WebhookClient::new(
+        agentry_egress::EgressSettings {
             allow_private: config.webhook_allow_private,
             timeout: Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),
             max_response_bytes: agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,

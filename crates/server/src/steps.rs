@@ -14,7 +14,7 @@ use agentry_domain::tenancy::Principal;
 use agentry_domain::webhooks::model::check_url;
 use agentry_domain::workflows::outputs::{ChatOutput, MemoryEntryOutput, MemoryHit, MemorySearchOutput};
 use agentry_domain::workflows::{HttpMethod, StepAction, StepFailure, StepPerformer};
-use agentry_outbound::{Method, OutboundRequest, WebhookClient};
+use agentry_egress::{EgressRequest, Method, WebhookClient};
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
@@ -134,7 +134,7 @@ impl ServiceSteps {
             .map_err(|e| StepFailure(format!("method {method}: {e}")))?;
         let response = self
             .http
-            .request(OutboundRequest { method, url, headers: pairs, body })
+            .request(EgressRequest { method, url, headers: pairs, body })
             .await
             .map_err(StepFailure)?;
         let mut headers = Map::new();

@@ -22,37 +22,22 @@ use tokio::sync::Notify;
 /// The channel of the `NOTIFY`s; the payload is `<schema>:<queue>`.
 const CHANNEL: &str = "agentry_work";
 
-/// A queue whose worker can be woken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WorkQueue {
-    /// Jobs (mail).
-    Jobs,
-    /// Webhook deliveries.
-    Deliveries,
-    /// Workflow executions.
-    Executions,
-    /// Outbox events waiting for the webhook fan-out.
-    Outbox,
+agentry_domain::string_enum! {
+    /// A queue whose worker can be woken.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum WorkQueue {
+        /// Jobs (mail).
+        Jobs => "jobs",
+        /// Webhook deliveries.
+        Deliveries => "deliveries",
+        /// Workflow executions.
+        Executions => "executions",
+        /// Outbox events waiting for the webhook fan-out.
+        Outbox => "outbox",
+    }
 }
 
 impl WorkQueue {
-    /// Every queue.
-    pub const ALL: [Self; 4] = [Self::Jobs, Self::Deliveries, Self::Executions, Self::Outbox];
-
-    /// The name in a notification.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Jobs => "jobs",
-            Self::Deliveries => "deliveries",
-            Self::Executions => "executions",
-            Self::Outbox => "outbox",
-        }
-    }
-
-    fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|q| q.as_str() == name)
-    }
-
     fn index(self) -> usize {
         self as usize
     }

@@ -21,39 +21,16 @@ pub const MIN_SECRET_CHARS: usize = 16;
 /// How much of a receiver's answer each attempt keeps.
 pub const RESPONSE_BODY_BYTES: usize = 1024;
 
-/// Whether a subscription receives events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubscriptionStatus {
-    /// Receives events.
-    Active,
-    /// A delivery failed every attempt: no new deliveries until set `active` again.
-    Failed,
-    /// The receiver answered `410 Gone`: no new deliveries until set `active` again.
-    Disabled,
-}
-
-impl SubscriptionStatus {
-    /// Every status.
-    pub const ALL: [Self; 3] = [Self::Active, Self::Failed, Self::Disabled];
-
-    /// The stored and shown name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Failed => "failed",
-            Self::Disabled => "disabled",
-        }
-    }
-
-    /// Parses a name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == value)
-    }
-}
-
-impl fmt::Display for SubscriptionStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::string_enum! {
+    /// Whether a subscription receives events.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SubscriptionStatus {
+        /// Receives events.
+        Active => "active",
+        /// A delivery failed every attempt: no new deliveries until set `active` again.
+        Failed => "failed",
+        /// The receiver answered `410 Gone`: no new deliveries until set `active` again.
+        Disabled => "disabled",
     }
 }
 
@@ -201,33 +178,16 @@ impl InvalidStoredState {
     }
 }
 
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryStatus {
-    /// Waiting for its next attempt (or in one).
-    Pending,
-    /// The receiver accepted it.
-    Delivered,
-    /// Every attempt failed, or the receiver is gone.
-    Failed,
-}
-
-impl DeliveryStatus {
-    /// Every status.
-    pub const ALL: [Self; 3] = [Self::Pending, Self::Delivered, Self::Failed];
-
-    /// The stored and shown name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Delivered => "delivered",
-            Self::Failed => "failed",
-        }
-    }
-
-    /// Parses a name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == value)
+crate::string_enum! {
+    /// Where a delivery stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DeliveryStatus {
+        /// Waiting for its next attempt (or in one).
+        Pending => "pending",
+        /// The receiver accepted it.
+        Delivered => "delivered",
+        /// Every attempt failed, or the receiver is gone.
+        Failed => "failed",
     }
 }
 
@@ -253,53 +213,24 @@ pub struct NewDelivery {
     pub created_at: DateTime<Utc>,
 }
 
-/// Why an attempt failed without an HTTP answer, or what kind of answer failed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttemptErrorKind {
-    /// The receiver answered with a status outside 2xx (redirects included: never followed).
-    HttpStatus,
-    /// The URL resolved only to addresses the service may not contact.
-    RefusedAddress,
-    /// No connection could be made (DNS, refused, reset, TLS).
-    Connection,
-    /// No answer within the timeout.
-    Timeout,
-    /// The URL is not one the service can send to.
-    InvalidUrl,
-    /// The secret could not be opened (a changed `AGENTRY_SECRET_KEY`).
-    Secret,
-    /// Anything else.
-    Other,
-}
-
-impl AttemptErrorKind {
-    /// Every kind.
-    pub const ALL: [Self; 7] = [
-        Self::HttpStatus,
-        Self::RefusedAddress,
-        Self::Connection,
-        Self::Timeout,
-        Self::InvalidUrl,
-        Self::Secret,
-        Self::Other,
-    ];
-
-    /// The stored and shown name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::HttpStatus => "http_status",
-            Self::RefusedAddress => "refused_address",
-            Self::Connection => "connection",
-            Self::Timeout => "timeout",
-            Self::InvalidUrl => "invalid_url",
-            Self::Secret => "secret",
-            Self::Other => "other",
-        }
-    }
-
-    /// Parses a name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == value)
+crate::string_enum! {
+    /// Why an attempt failed without an HTTP answer, or what kind of answer failed it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum AttemptErrorKind {
+        /// The receiver answered with a status outside 2xx (redirects included: never followed).
+        HttpStatus => "http_status",
+        /// The URL resolved only to addresses the service may not contact.
+        RefusedAddress => "refused_address",
+        /// No connection could be made (DNS, refused, reset, TLS).
+        Connection => "connection",
+        /// No answer within the timeout.
+        Timeout => "timeout",
+        /// The URL is not one the service can send to.
+        InvalidUrl => "invalid_url",
+        /// The secret could not be opened (a changed `AGENTRY_SECRET_KEY`).
+        Secret => "secret",
+        /// Anything else.
+        Other => "other",
     }
 }
 

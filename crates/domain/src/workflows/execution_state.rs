@@ -20,8 +20,6 @@
 //! one says why. A stored execution comes back through one constructor, [`Execution::restore`],
 //! which refuses a state the transitions cannot reach ([`InvalidState`]).
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -40,47 +38,25 @@ pub struct InvalidTransition {
     pub event: &'static str,
 }
 
-/// Where an execution stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExecutionStatus {
-    /// Its steps are running (or waiting for a worker).
-    Running,
-    /// Every step completed.
-    Completed,
-    /// A step failed (or the execution could not go on).
-    Failed,
-    /// Cancelled on request before it finished.
-    Cancelled,
+crate::string_enum! {
+    /// Where an execution stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ExecutionStatus {
+        /// Its steps are running (or waiting for a worker).
+        Running => "running",
+        /// Every step completed.
+        Completed => "completed",
+        /// A step failed (or the execution could not go on).
+        Failed => "failed",
+        /// Cancelled on request before it finished.
+        Cancelled => "cancelled",
+    }
 }
 
 impl ExecutionStatus {
-    /// Every status.
-    pub const ALL: [Self; 4] = [Self::Running, Self::Completed, Self::Failed, Self::Cancelled];
-
-    /// The stored and shown name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// Parses a name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == value)
-    }
-
     /// Whether it has finished for good.
     pub fn is_terminal(self) -> bool {
         self != Self::Running
-    }
-}
-
-impl fmt::Display for ExecutionStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -115,50 +91,27 @@ pub fn transition(
     }
 }
 
-/// Where one step of an execution stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StepStatus {
-    /// Not started yet.
-    Pending,
-    /// Running.
-    Running,
-    /// Produced its output.
-    Completed,
-    /// Failed (its error says why); the execution fails with it.
-    Failed,
-    /// Never ran: the execution ended (failed or was cancelled) before it.
-    Skipped,
+crate::string_enum! {
+    /// Where one step of an execution stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum StepStatus {
+        /// Not started yet.
+        Pending => "pending",
+        /// Running.
+        Running => "running",
+        /// Produced its output.
+        Completed => "completed",
+        /// Failed (its error says why); the execution fails with it.
+        Failed => "failed",
+        /// Never ran: the execution ended (failed or was cancelled) before it.
+        Skipped => "skipped",
+    }
 }
 
 impl StepStatus {
-    /// Every status.
-    pub const ALL: [Self; 5] = [Self::Pending, Self::Running, Self::Completed, Self::Failed, Self::Skipped];
-
-    /// The stored and shown name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Running => "running",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Skipped => "skipped",
-        }
-    }
-
-    /// Parses a name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == value)
-    }
-
     /// Whether it has finished for good.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Failed | Self::Skipped)
-    }
-}
-
-impl fmt::Display for StepStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -261,7 +214,8 @@ pub struct ExecutionRecord {
     pub steps: Vec<StepRecord>,
 }
 
-/// What started an execution.
+/// What started an execution. Written by hand rather than with `string_enum!`: its variants
+/// carry the id of what started it, stored in a column of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutionOrigin {
     /// `POST /workflows/{id}/execute`.

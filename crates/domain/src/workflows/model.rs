@@ -145,14 +145,15 @@ pub fn check_allowed_methods(raw: &[String]) -> Result<Vec<String>, FieldError> 
     }
     let mut methods: Vec<String> = Vec::with_capacity(raw.len());
     for (i, name) in raw.iter().enumerate() {
-        let method = HttpMethod::parse(name).filter(|m| TRIGGER_METHODS.contains(m)).ok_or_else(|| {
-            let allowed: Vec<&str> = TRIGGER_METHODS.iter().map(|m| m.as_str()).collect();
-            FieldError::new(
-                format!("allowed_methods[{i}]"),
-                FieldErrorKind::InvalidValue,
-                format!("{name:?} is not an allowed method; expected one of: {}", allowed.join(", ")),
-            )
-        })?;
+        let method =
+            HttpMethod::parse_any_case(name).filter(|m| TRIGGER_METHODS.contains(m)).ok_or_else(|| {
+                let allowed: Vec<&str> = TRIGGER_METHODS.iter().map(|m| m.as_str()).collect();
+                FieldError::new(
+                    format!("allowed_methods[{i}]"),
+                    FieldErrorKind::InvalidValue,
+                    format!("{name:?} is not an allowed method; expected one of: {}", allowed.join(", ")),
+                )
+            })?;
         if !methods.iter().any(|m| m == method.as_str()) {
             methods.push(method.as_str().to_owned());
         }

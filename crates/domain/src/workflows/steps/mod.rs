@@ -51,42 +51,24 @@ pub const MAX_STEP_TIMEOUT_SECONDS: u32 = 300;
 /// Largest `top_k` of a `memory_search` step (as `POST /memory/search` allows).
 pub const MAX_TOP_K: u32 = 100;
 
-/// What a step does: the names a step's `type` gives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StepType {
-    /// Builds a value from the input and earlier outputs.
-    Transform,
-    /// Sends a message to an agent.
-    AgentChat,
-    /// Calls an HTTP endpoint.
-    HttpRequest,
-    /// Searches memory.
-    MemorySearch,
-    /// Adds a memory entry.
-    MemoryAdd,
+crate::string_enum! {
+    /// What a step does: the names a step's `type` gives.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum StepType {
+        /// Builds a value from the input and earlier outputs.
+        Transform => "transform",
+        /// Sends a message to an agent.
+        AgentChat => "agent_chat",
+        /// Calls an HTTP endpoint.
+        HttpRequest => "http_request",
+        /// Searches memory.
+        MemorySearch => "memory_search",
+        /// Adds a memory entry.
+        MemoryAdd => "memory_add",
+    }
 }
 
 impl StepType {
-    /// Every type.
-    pub const ALL: [Self; 5] =
-        [Self::Transform, Self::AgentChat, Self::HttpRequest, Self::MemorySearch, Self::MemoryAdd];
-
-    /// The name a step's `type` gives.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Transform => "transform",
-            Self::AgentChat => "agent_chat",
-            Self::HttpRequest => "http_request",
-            Self::MemorySearch => "memory_search",
-            Self::MemoryAdd => "memory_add",
-        }
-    }
-
-    /// Parses a name.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == value)
-    }
-
     /// The parameters a step of this type takes, in the order its kind declares them: the
     /// field names of the kind's struct, as serde reads it.
     pub fn parameters(self) -> &'static [&'static str] {
@@ -100,12 +82,8 @@ impl StepType {
     }
 }
 
-impl fmt::Display for StepType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
+// Serde by hand rather than `impl Serde;`: an unknown type must be a step fault that lists the
+// types and keeps its path (`steps[2].type`), as the other step fields' faults do.
 impl Serialize for StepType {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
@@ -137,48 +115,29 @@ impl<'de> Deserialize<'de> for StepType {
     }
 }
 
-/// The method of an `http_request` step, or one a trigger accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HttpMethod {
-    /// `GET`.
-    Get,
-    /// `POST`.
-    Post,
-    /// `PUT`.
-    Put,
-    /// `PATCH`.
-    Patch,
-    /// `DELETE`.
-    Delete,
-    /// `HEAD`.
-    Head,
+crate::string_enum! {
+    /// The method of an `http_request` step, or one a trigger accepts.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum HttpMethod {
+        /// `GET`.
+        Get => "GET",
+        /// `POST`.
+        Post => "POST",
+        /// `PUT`.
+        Put => "PUT",
+        /// `PATCH`.
+        Patch => "PATCH",
+        /// `DELETE`.
+        Delete => "DELETE",
+        /// `HEAD`.
+        Head => "HEAD",
+    }
 }
 
 impl HttpMethod {
-    /// Every method.
-    pub const ALL: [Self; 6] = [Self::Get, Self::Post, Self::Put, Self::Patch, Self::Delete, Self::Head];
-
-    /// The method's name, upper case.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Get => "GET",
-            Self::Post => "POST",
-            Self::Put => "PUT",
-            Self::Patch => "PATCH",
-            Self::Delete => "DELETE",
-            Self::Head => "HEAD",
-        }
-    }
-
-    /// Parses a name in any case (`get`, `Post`).
-    pub fn parse(value: &str) -> Option<Self> {
+    /// Parses a name in any case (`get`, `Post`): what a tenant writes in a step or a trigger.
+    pub fn parse_any_case(value: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.as_str().eq_ignore_ascii_case(value))
-    }
-}
-
-impl fmt::Display for HttpMethod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

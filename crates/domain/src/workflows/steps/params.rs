@@ -104,7 +104,7 @@ impl TextValue for String {
 
 impl TextValue for HttpMethod {
     fn read(text: String) -> Result<Self, String> {
-        HttpMethod::parse(text.trim()).ok_or_else(|| {
+        HttpMethod::parse_any_case(text.trim()).ok_or_else(|| {
             let names: Vec<&str> = HttpMethod::ALL.iter().map(|m| m.as_str()).collect();
             format!("{text:?} is not an HTTP method; expected one of: {}", names.join(", "))
         })

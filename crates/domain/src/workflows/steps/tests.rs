@@ -428,7 +428,7 @@ fn names_round_trip() {
     }
     for m in HttpMethod::ALL {
         assert_eq!(HttpMethod::parse(m.as_str()), Some(m));
-        assert_eq!(HttpMethod::parse(&m.as_str().to_lowercase()), Some(m));
+        assert_eq!(HttpMethod::parse_any_case(&m.as_str().to_lowercase()), Some(m));
     }
     assert_eq!(StepType::HttpRequest.parameters(), ["method", "url", "headers", "body"]);
     assert_eq!(StepType::Transform.parameters(), ["output"]);

@@ -90,7 +90,7 @@ pub(crate) fn article(reason: &str) -> &'static str {
 }
 
 /// The marker the resolver returns when every address of a name is forbidden. The client finds
-/// it in reqwest's error chain to report [`crate::OutboundErrorKind::RefusedAddress`] rather than
+/// it in reqwest's error chain to report [`crate::EgressErrorKind::RefusedAddress`] rather than
 /// a generic DNS failure.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentry_outbound::{
-    GuardedClient, Method, OutboundErrorKind, OutboundRequest, OutboundResponse, OutboundSettings,
-};
+use agentry_egress::{EgressErrorKind, EgressRequest, EgressResponse, EgressSettings, GuardedClient, Method};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -137,11 +135,11 @@ fn respond(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
 }
 
 fn client(allow_private: bool, max_response_bytes: usize, timeout: Duration) -> GuardedClient {
-    GuardedClient::new(OutboundSettings {
+    GuardedClient::new(EgressSettings {
         allow_private,
         timeout,
         max_response_bytes,
-        ..OutboundSettings::default()
+        ..EgressSettings::default()
     })
     .unwrap()
 }
@@ -150,11 +148,11 @@ fn open_client() -> GuardedClient {
     client(true, 1024, Duration::from_secs(5))
 }
 
-fn get(url: String) -> OutboundRequest {
-    OutboundRequest { method: Method::GET, url, headers: Vec::new(), body: None }
+fn get(url: String) -> EgressRequest {
+    EgressRequest { method: Method::GET, url, headers: Vec::new(), body: None }
 }
 
-fn header<'a>(response: &'a OutboundResponse, name: &str) -> Option<&'a str> {
+fn header<'a>(response: &'a EgressResponse, name: &str) -> Option<&'a str> {
     response.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
@@ -173,7 +171,7 @@ async fn a_200_is_returned_with_its_headers_and_body() {
 async fn method_headers_body_and_the_settings_user_agent_are_sent() {
     let server = TestServer::start().await;
     let r = open_client()
-        .send(OutboundRequest {
+        .send(EgressRequest {
             method: Method::POST,
             url: server.url("/echo"),
             headers: vec![
@@ -230,7 +228,7 @@ async fn a_server_slower_than_the_timeout_gives_a_timeout() {
     let started = std::time::Instant::now();
     let err =
         client(true, 1024, Duration::from_millis(300)).send(get(server.url("/slow"))).await.unwrap_err();
-    assert_eq!(err.kind, OutboundErrorKind::Timeout, "{err}");
+    assert_eq!(err.kind, EgressErrorKind::Timeout, "{err}");
     assert!(err.message.contains("127.0.0.1"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
 }
@@ -242,7 +240,7 @@ async fn a_closed_port_gives_a_connection_error() {
         listener.local_addr().unwrap().port()
     };
     let err = open_client().send(get(format!("http://127.0.0.1:{port}/"))).await.unwrap_err();
-    assert_eq!(err.kind, OutboundErrorKind::Connect, "{err}");
+    assert_eq!(err.kind, EgressErrorKind::Connect, "{err}");
     assert_eq!(err.kind.as_str(), "connection");
     assert!(err.message.starts_with("could not connect to 127.0.0.1"), "{err}");
 }
@@ -275,7 +273,7 @@ async fn loopback_targets_are_refused_without_connecting_unless_allowed() {
         format!("http://127.1:{port}/"),
     ] {
         let err = guarded.send(get(url.clone())).await.unwrap_err();
-        assert_eq!(err.kind, OutboundErrorKind::RefusedAddress, "{url}: {err}");
+        assert_eq!(err.kind, EgressErrorKind::RefusedAddress, "{url}: {err}");
         assert!(err.message.contains("loopback"), "{url}: {err}");
         assert!(err.message.contains("AGENTRY_WEBHOOK_ALLOW_PRIVATE=true"), "{url}: {err}");
     }
@@ -302,7 +300,7 @@ async fn an_invalid_header_fails_before_connecting() {
     let mut request = get(server.url("/hello"));
     request.headers.push(("Bad Name".into(), "x".into()));
     let err = open_client().send(request).await.unwrap_err();
-    assert_eq!(err.kind, OutboundErrorKind::Other, "{err}");
+    assert_eq!(err.kind, EgressErrorKind::Other, "{err}");
     let mut request = get(server.url("/hello"));
     request.headers.push(("X-Secret".into(), "line\nbreak".into()));
     let err = open_client().send(request).await.unwrap_err();
@@ -315,6 +313,6 @@ async fn invalid_urls_are_refused_by_send_too() {
     let c = open_client();
     for url in ["ftp://127.0.0.1/", "http://user:pw@127.0.0.1/", "nonsense"] {
         let err = c.send(get(url.into())).await.unwrap_err();
-        assert_eq!(err.kind, OutboundErrorKind::InvalidUrl, "{url}: {err}");
+        assert_eq!(err.kind, EgressErrorKind::InvalidUrl, "{url}: {err}");
     }
 }

@@ -5,7 +5,7 @@ use agentry_domain::webhooks::{
 };
 use async_trait::async_trait;
 
-use crate::{GuardedClient, OutboundError, OutboundErrorKind, OutboundRequest, OutboundSettings};
+use crate::{EgressError, EgressErrorKind, EgressRequest, EgressSettings, GuardedClient};
 
 /// Sends webhook deliveries through [`GuardedClient`], optionally only to an allow-list of
 /// hosts (an installation that restricts egress; the conformance run, which must not reach
@@ -21,7 +21,7 @@ impl WebhookClient {
     ///
     /// # Errors
     /// When the HTTP client cannot be built.
-    pub fn new(settings: OutboundSettings, allowed_hosts: Vec<String>) -> Result<Self, OutboundError> {
+    pub fn new(settings: EgressSettings, allowed_hosts: Vec<String>) -> Result<Self, EgressError> {
         let allowed_hosts = allowed_hosts
             .into_iter()
             .map(|h| h.trim().to_ascii_lowercase())
@@ -36,7 +36,7 @@ impl WebhookClient {
     ///
     /// # Errors
     /// Why the URL was refused or the exchange failed, readably.
-    pub async fn request(&self, request: OutboundRequest) -> Result<crate::OutboundResponse, String> {
+    pub async fn request(&self, request: EgressRequest) -> Result<crate::EgressResponse, String> {
         self.check_url(&request.url)?;
         self.client.send(request).await.map_err(|e| e.message)
     }
@@ -64,15 +64,15 @@ fn is_local_name(host: &str) -> bool {
     host == "localhost" || host.ends_with(".localhost")
 }
 
-fn attempt_kind(kind: OutboundErrorKind) -> AttemptErrorKind {
+fn attempt_kind(kind: EgressErrorKind) -> AttemptErrorKind {
     match kind {
-        OutboundErrorKind::InvalidUrl => AttemptErrorKind::InvalidUrl,
-        OutboundErrorKind::RefusedAddress => AttemptErrorKind::RefusedAddress,
-        OutboundErrorKind::Dns | OutboundErrorKind::Connect | OutboundErrorKind::Tls => {
+        EgressErrorKind::InvalidUrl => AttemptErrorKind::InvalidUrl,
+        EgressErrorKind::RefusedAddress => AttemptErrorKind::RefusedAddress,
+        EgressErrorKind::Dns | EgressErrorKind::Connect | EgressErrorKind::Tls => {
             AttemptErrorKind::Connection
         }
-        OutboundErrorKind::Timeout => AttemptErrorKind::Timeout,
-        OutboundErrorKind::Body | OutboundErrorKind::Other => AttemptErrorKind::Other,
+        EgressErrorKind::Timeout => AttemptErrorKind::Timeout,
+        EgressErrorKind::Body | EgressErrorKind::Other => AttemptErrorKind::Other,
     }
 }
 
@@ -94,7 +94,7 @@ impl WebhookSender for WebhookClient {
         let started = std::time::Instant::now();
         let elapsed_ms =
             |started: std::time::Instant| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let request = OutboundRequest {
+        let request = EgressRequest {
             method: crate::Method::POST,
             url: post.url,
             headers: post.headers,
@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn an_allow_list_admits_only_its_hosts() {
-        let settings = OutboundSettings { allow_private: true, ..OutboundSettings::default() };
+        let settings = EgressSettings { allow_private: true, ..EgressSettings::default() };
         let open = WebhookClient::new(settings.clone(), Vec::new()).unwrap();
         assert!(open.check_url("http://127.0.0.1:9/").is_ok());
         let listed =

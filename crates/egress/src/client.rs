@@ -8,12 +8,12 @@ use reqwest::header::{HeaderName, HeaderValue};
 use url::{Host, Url};
 
 use crate::address::forbidden_reason;
-use crate::error::{OutboundError, OutboundErrorKind};
+use crate::error::{EgressError, EgressErrorKind};
 use crate::resolver::{ALLOW_PRIVATE_HINT, GuardedResolver, RefusedAddress, article};
 
 /// How outbound calls behave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboundSettings {
+pub struct EgressSettings {
     /// Whether loopback, private, link-local, … targets may be contacted. Off in production:
     /// tenants choose the URLs, and must not reach Agentry's own network through them.
     pub allow_private: bool,
@@ -25,7 +25,7 @@ pub struct OutboundSettings {
     pub user_agent: String,
 }
 
-impl Default for OutboundSettings {
+impl Default for EgressSettings {
     /// Private targets refused, 15 s, 1 KiB of body (webhook receivers only need to say "ok";
     /// the excerpt is for the delivery log), `Agentry-Webhooks/0.1`.
     fn default() -> Self {
@@ -40,7 +40,7 @@ impl Default for OutboundSettings {
 
 /// One request to send.
 #[derive(Debug, Clone)]
-pub struct OutboundRequest {
+pub struct EgressRequest {
     /// The HTTP method.
     pub method: reqwest::Method,
     /// An absolute `http` or `https` URL.
@@ -51,14 +51,14 @@ pub struct OutboundRequest {
     pub body: Option<Vec<u8>>,
 }
 
-/// The answer to an [`OutboundRequest`], whatever its status (a `3xx` is not followed).
+/// The answer to an [`EgressRequest`], whatever its status (a `3xx` is not followed).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboundResponse {
+pub struct EgressResponse {
     /// The HTTP status code.
     pub status: u16,
     /// The response headers, in order; values that are not UTF-8 are converted lossily.
     pub headers: Vec<(String, String)>,
-    /// The start of the body: at most [`OutboundSettings::max_response_bytes`] bytes.
+    /// The start of the body: at most [`EgressSettings::max_response_bytes`] bytes.
     pub body: Vec<u8>,
     /// Whether the body went on past what was kept.
     pub truncated: bool,
@@ -71,7 +71,7 @@ pub struct OutboundResponse {
 #[derive(Debug, Clone)]
 pub struct GuardedClient {
     client: reqwest::Client,
-    settings: OutboundSettings,
+    settings: EgressSettings,
 }
 
 /// Idle connections kept per host: deliveries to one receiver come in bursts, and reusing a
@@ -92,15 +92,15 @@ impl GuardedClient {
     /// the rest of Agentry uses.
     ///
     /// # Errors
-    /// [`OutboundErrorKind::Other`] when the HTTP client cannot be built (e.g. a user agent
+    /// [`EgressErrorKind::Other`] when the HTTP client cannot be built (e.g. a user agent
     /// that is not a valid header value).
-    pub fn new(settings: OutboundSettings) -> Result<Self, OutboundError> {
+    pub fn new(settings: EgressSettings) -> Result<Self, EgressError> {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
             // Losing a race with another installer is fine: some provider is then installed.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let user_agent = HeaderValue::from_str(&settings.user_agent).map_err(|_| {
-            OutboundError::new(OutboundErrorKind::Other, "the user agent is not a valid header value")
+            EgressError::new(EgressErrorKind::Other, "the user agent is not a valid header value")
         })?;
         let client = reqwest::Client::builder()
             .dns_resolver(GuardedResolver { allow_private: settings.allow_private })
@@ -115,13 +115,13 @@ impl GuardedClient {
             .user_agent(user_agent)
             .build()
             .map_err(|e| {
-                OutboundError::new(OutboundErrorKind::Other, format!("cannot build the HTTP client: {e}"))
+                EgressError::new(EgressErrorKind::Other, format!("cannot build the HTTP client: {e}"))
             })?;
         Ok(Self { client, settings })
     }
 
     /// The settings this client was built with.
-    pub fn settings(&self) -> &OutboundSettings {
+    pub fn settings(&self) -> &EgressSettings {
         &self.settings
     }
 
@@ -138,9 +138,9 @@ impl GuardedClient {
     /// still change when they are resolved at send time.
     ///
     /// # Errors
-    /// [`OutboundErrorKind::InvalidUrl`] or [`OutboundErrorKind::RefusedAddress`].
-    pub fn check_url(&self, url: &str) -> Result<Url, OutboundError> {
-        let invalid = |message: String| OutboundError::new(OutboundErrorKind::InvalidUrl, message);
+    /// [`EgressErrorKind::InvalidUrl`] or [`EgressErrorKind::RefusedAddress`].
+    pub fn check_url(&self, url: &str) -> Result<Url, EgressError> {
+        let invalid = |message: String| EgressError::new(EgressErrorKind::InvalidUrl, message);
         let parsed = Url::parse(url).map_err(|e| invalid(format!("not a valid URL: {e}")))?;
         let scheme = parsed.scheme();
         if scheme != "http" && scheme != "https" {
@@ -160,8 +160,8 @@ impl GuardedClient {
             && let Some(ip) = ip
             && let Some(reason) = forbidden_reason(ip)
         {
-            return Err(OutboundError::new(
-                OutboundErrorKind::RefusedAddress,
+            return Err(EgressError::new(
+                EgressErrorKind::RefusedAddress,
                 format!(
                     "refusing to contact {ip}: it is {} {reason} address; {ALLOW_PRIVATE_HINT}",
                     article(reason)
@@ -175,19 +175,19 @@ impl GuardedClient {
     /// Any status is a response (redirects are not followed); only failures to get one are errors.
     ///
     /// # Errors
-    /// An [`OutboundError`] whose kind says what failed.
-    pub async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, OutboundError> {
+    /// An [`EgressError`] whose kind says what failed.
+    pub async fn send(&self, request: EgressRequest) -> Result<EgressResponse, EgressError> {
         // IP-literal hosts bypass the resolver, so this check is what stops them.
         let url = self.check_url(&request.url)?;
         let host = url.host_str().unwrap_or_default().to_owned();
         let mut call = self.client.request(request.method, url);
         for (name, value) in &request.headers {
             let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                OutboundError::new(OutboundErrorKind::Other, format!("invalid header name {name:?}"))
+                EgressError::new(EgressErrorKind::Other, format!("invalid header name {name:?}"))
             })?;
             // The value is not echoed: it may be a signature or a token.
             let header_value = HeaderValue::from_str(value).map_err(|_| {
-                OutboundError::new(OutboundErrorKind::Other, format!("invalid value for header {name}"))
+                EgressError::new(EgressErrorKind::Other, format!("invalid value for header {name}"))
             })?;
             call = call.header(header_name, header_value);
         }
@@ -220,19 +220,19 @@ impl GuardedClient {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(OutboundResponse { status, headers, body, truncated, elapsed: started.elapsed() })
+        Ok(EgressResponse { status, headers, body, truncated, elapsed: started.elapsed() })
     }
 
     /// Maps a reqwest failure to a kind and a message naming the host (never the URL, which
     /// reqwest's own message includes, query string and all).
-    fn classify(&self, err: &reqwest::Error, host: &str) -> OutboundError {
-        use OutboundErrorKind as K;
+    fn classify(&self, err: &reqwest::Error, host: &str) -> EgressError {
+        use EgressErrorKind as K;
         if let Some(refused) = find_cause::<RefusedAddress>(err) {
-            return OutboundError::new(K::RefusedAddress, refused.0.clone());
+            return EgressError::new(K::RefusedAddress, refused.0.clone());
         }
         if err.is_timeout() {
             let timeout = self.settings.timeout;
-            return OutboundError::new(K::Timeout, format!("{host} did not answer within {timeout:?}"));
+            return EgressError::new(K::Timeout, format!("{host} did not answer within {timeout:?}"));
         }
         let (kind, what) = if find_cause::<rustls::Error>(err).is_some() {
             (K::Tls, format!("TLS with {host} failed"))
@@ -247,9 +247,9 @@ impl GuardedClient {
         };
         let causes = causes(err);
         if causes.is_empty() {
-            OutboundError::new(kind, what)
+            EgressError::new(kind, what)
         } else {
-            OutboundError::new(kind, format!("{what}: {causes}"))
+            EgressError::new(kind, format!("{what}: {causes}"))
         }
     }
 }
@@ -292,12 +292,12 @@ mod tests {
     use super::*;
 
     fn client(allow_private: bool) -> GuardedClient {
-        GuardedClient::new(OutboundSettings { allow_private, ..OutboundSettings::default() }).unwrap()
+        GuardedClient::new(EgressSettings { allow_private, ..EgressSettings::default() }).unwrap()
     }
 
     #[test]
     fn the_defaults_are_the_documented_ones() {
-        let s = OutboundSettings::default();
+        let s = EgressSettings::default();
         assert!(!s.allow_private);
         assert_eq!(s.timeout, Duration::from_secs(15));
         assert_eq!(s.max_response_bytes, 1024);
@@ -322,7 +322,7 @@ mod tests {
                 "http://exa mple.com/",
             ] {
                 let err = c.check_url(url).unwrap_err();
-                assert_eq!(err.kind, OutboundErrorKind::InvalidUrl, "{url}: {err}");
+                assert_eq!(err.kind, EgressErrorKind::InvalidUrl, "{url}: {err}");
             }
         }
     }
@@ -349,7 +349,7 @@ mod tests {
             "http://[64:ff9b::7f00:1]/",
         ] {
             let err = guarded.check_url(url).unwrap_err();
-            assert_eq!(err.kind, OutboundErrorKind::RefusedAddress, "{url}: {err}");
+            assert_eq!(err.kind, EgressErrorKind::RefusedAddress, "{url}: {err}");
             assert!(err.message.contains("AGENTRY_WEBHOOK_ALLOW_PRIVATE=true"), "{url}: {err}");
             open.check_url(url).unwrap_or_else(|e| panic!("{url} with allow_private: {e}"));
         }

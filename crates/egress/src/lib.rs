@@ -14,7 +14,7 @@
 //! - **No redirects.** A `3xx` is handed back as it is: following it would be a second request
 //!   to a target nobody checked up front (and a classic way around URL allow-lists).
 //! - **Bounded.** One deadline for the whole exchange, connection included, and at most
-//!   [`OutboundSettings::max_response_bytes`] of the answer is read and kept.
+//!   [`EgressSettings::max_response_bytes`] of the answer is read and kept.
 //! - **No proxies.** A proxy would resolve and connect on our behalf, past the guard.
 //!
 //! [`WebhookClient`] is the domain's `WebhookSender` port over it.
@@ -29,9 +29,9 @@ mod resolver;
 mod webhooks;
 
 pub use address::forbidden_reason;
-pub use client::{GuardedClient, OutboundRequest, OutboundResponse, OutboundSettings};
-pub use error::{OutboundError, OutboundErrorKind};
-/// The HTTP method type [`OutboundRequest`] takes, so callers need no direct `reqwest`/`http`
+pub use client::{EgressRequest, EgressResponse, EgressSettings, GuardedClient};
+pub use error::{EgressError, EgressErrorKind};
+/// The HTTP method type [`EgressRequest`] takes, so callers need no direct `reqwest`/`http`
 /// dependency.
 pub use reqwest::Method;
 pub use webhooks::WebhookClient;
