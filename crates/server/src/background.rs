@@ -22,7 +22,7 @@ const MAIL_WAKE_DELAY: Duration = Duration::from_millis(100);
 /// Starts the loops over `services` (unless `AGENTRY_BACKGROUND_WORK` is off: then only
 /// [`WorkSet::drain`] runs the queues) and, on PostgreSQL, the listener for other instances'
 /// work. Returns what drains the queues and the tasks to wait for at shutdown.
-pub fn start_background_work(
+pub(crate) fn start_background_work(
     config: &Config,
     db: &Database,
     services: &Services,

@@ -221,11 +221,14 @@ pub struct Config {
     /// How often the mail worker looks for due jobs when nothing woke it, in milliseconds: a
     /// safety net, as storing a job wakes the workers (on PostgreSQL, of every instance).
     pub job_poll_interval_ms: u64,
-    /// How long a worker holds a claimed job before another instance may take it over, in
-    /// seconds.
+    /// How long a worker holds a claimed job or workflow execution before another instance
+    /// may take it over, in seconds. Webhook deliveries hold it too, but never less than the
+    /// webhook timeout plus 5 s.
     pub job_lease_secs: u64,
-    /// Claims after which a job, delivery or execution that has not ended is failed with the
-    /// reason instead of run again (its worker crashed, stalled or was stopped each time).
+    /// Claims after which a workflow execution that has not ended is failed with the reason
+    /// instead of run again (its worker crashed, stalled or was stopped each time). Jobs and
+    /// deliveries count their claims against their own limits (`mail_max_attempts`, the retry
+    /// schedule).
     pub work_max_claims: u32,
     /// How long an instance's heartbeat may be silent before the work it holds (jobs, webhook
     /// deliveries, executions) is taken over by another instance, in seconds. Instances beat

@@ -25,23 +25,22 @@ use tokio::task::JoinHandle;
 
 /// Whether the service is still running: long units give themselves back between two steps
 /// when it says no.
-pub type KeepGoing = Arc<dyn Fn() -> bool + Send + Sync>;
+pub(crate) type KeepGoing = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// One unit of work taken by a loop, as a task; it resolves to when something it scheduled is
 /// due (a retry), if anything.
-pub type Unit = BoxFuture<'static, Option<DateTime<Utc>>>;
+pub(crate) type Unit = BoxFuture<'static, Option<DateTime<Utc>>>;
 
 /// Where a loop takes its work from.
 #[async_trait]
-pub trait Source: Send + Sync + 'static {
+pub(crate) trait Source: Send + Sync + 'static {
     /// Its name, in logs.
     fn name(&self) -> &'static str;
 
     /// Most units it runs at once.
     fn concurrency(&self) -> usize;
 
-    /// Takes up to `limit` units of due work (claiming them). Fewer than `limit` means none
-    /// other is due now.
+    /// Takes up to `limit` units of due work (claiming them).
     ///
     /// # Errors
     /// When the work cannot be taken (the database is down).
@@ -76,7 +75,7 @@ impl<K: WorkKind> Source for Worker<K> {
 /// deliveries. A full batch is a unit (more events wait: the loop takes again at once); the
 /// deliveries it made wake the delivery loop through the store.
 #[derive(Debug, Clone)]
-pub struct Fanout(pub WebhookService);
+pub(crate) struct Fanout(pub(crate) WebhookService);
 
 #[async_trait]
 impl Source for Fanout {
@@ -99,11 +98,11 @@ impl Source for Fanout {
 /// Returns the credits of chats that never settled (the process died mid-chat) once they are
 /// older than any chat can take.
 #[derive(Debug, Clone)]
-pub struct HoldSweep {
+pub(crate) struct HoldSweep {
     /// The billing service.
-    pub billing: BillingService,
+    pub(crate) billing: BillingService,
     /// How old a hold must be.
-    pub max_age: chrono::Duration,
+    pub(crate) max_age: chrono::Duration,
 }
 
 #[async_trait]
@@ -127,14 +126,14 @@ impl Source for HoldSweep {
 
 /// When a loop looks for work besides the slots coming free.
 #[derive(Debug, Clone)]
-pub struct Cadence {
+pub(crate) struct Cadence {
     /// The safety net: how often it looks when nothing woke it.
-    pub poll: Duration,
+    pub(crate) poll: Duration,
     /// What wakes it when work is stored, if anything.
-    pub wake: Option<Arc<Notify>>,
+    pub(crate) wake: Option<Arc<Notify>>,
     /// How long it waits after a wake-up before it looks (mail: apart from the request that
     /// stored the job, so the job's work never shows in that request's timing).
-    pub wake_delay: Duration,
+    pub(crate) wake_delay: Duration,
 }
 
 /// A source with the count of the units its loop is running, which [`WorkSet::drain`] waits on.
@@ -163,19 +162,17 @@ fn spawn_tracked(
                 break;
             }
             while let Some(done) = units.try_join_next() {
-                next_due = earliest(next_due, done.ok().flatten());
+                next_due = earliest(next_due, due_of(source.name(), done));
             }
             let free = source.concurrency().saturating_sub(units.len());
             if free > 0 {
                 match source.take(free, keep_going.clone()).await {
                     Ok(taken) => {
                         for unit in taken {
-                            running.fetch_add(1, Ordering::SeqCst);
-                            let running = running.clone();
+                            let in_flight = InFlight::enter(&running);
                             units.spawn(async move {
-                                let due = unit.await;
-                                running.fetch_sub(1, Ordering::SeqCst);
-                                due
+                                let _in_flight = in_flight;
+                                unit.await
                             });
                         }
                     }
@@ -204,11 +201,41 @@ fn spawn_tracked(
                         tokio::time::sleep(cadence.wake_delay).await;
                     }
                 }
-                _ = stop.changed() => {}
-                Some(done) = units.join_next(), if !units.is_empty() => next_due = earliest(next_due, done.ok().flatten()),
+                // A dropped sender (the service failed to start) stops the loop as `true` does.
+                changed = stop.changed() => if changed.is_err() { break },
+                Some(done) = units.join_next(), if !units.is_empty() => next_due = earliest(next_due, due_of(source.name(), done)),
             }
         }
         while units.join_next().await.is_some() {}
+    })
+}
+
+/// Counts a unit in flight until it is dropped: also when the unit panics, so
+/// [`WorkSet::drain`] never waits for a unit that is gone.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(running: &Arc<AtomicUsize>) -> Self {
+        running.fetch_add(1, Ordering::SeqCst);
+        Self(running.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// When a finished unit's next work is due; a unit that panicked is logged (its item stays
+/// leased, and is claimed again once the lease expires, counted as a claim).
+fn due_of(
+    source: &'static str,
+    done: Result<Option<DateTime<Utc>>, tokio::task::JoinError>,
+) -> Option<DateTime<Utc>> {
+    done.unwrap_or_else(|e| {
+        tracing::error!(source, error = %e, "a unit of background work panicked");
+        None
     })
 }
 
@@ -221,7 +248,7 @@ fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTi
 }
 
 /// Runs `source` until `stop` turns true, as every background loop runs.
-pub fn spawn_loop(
+pub(crate) fn spawn_loop(
     source: Arc<dyn Source>,
     cadence: Cadence,
     clock: Arc<dyn Clock>,
@@ -238,9 +265,9 @@ pub struct WorkSet {
 }
 
 impl WorkSet {
-    /// Adds `source` and starts its loop (unless `spawn` is false: the instance runs no
+    /// Adds `source` and starts its loop (unless `stop` is `None`: the instance runs no
     /// background work, and only [`WorkSet::drain`] runs it).
-    pub fn start(
+    pub(crate) fn start(
         &mut self,
         source: Arc<dyn Source>,
         cadence: Cadence,
@@ -286,7 +313,7 @@ impl WorkSet {
 /// It beats until [`Heartbeat::stop`], which comes after the loops have finished what they
 /// hold, and then leaves the registry so nothing waits for the timeout.
 #[allow(missing_debug_implementations)] // trait objects
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     registry: Arc<dyn InstanceRegistry>,
     id: String,
     stop: watch::Sender<bool>,

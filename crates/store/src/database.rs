@@ -182,6 +182,10 @@ pub struct Database {
 pub(crate) struct InstanceIdentity {
     pub(crate) id: String,
     pub(crate) timeout: chrono::Duration,
+    /// How far the database's clock is ahead of this host's, in milliseconds (PostgreSQL; 0 on
+    /// SQLite), as the last heartbeat read it: instances on several hosts judge each other's
+    /// heartbeats by one clock, so a skew between hosts cannot make a live instance look dead.
+    pub(crate) clock_offset_ms: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for Database {
@@ -240,16 +244,20 @@ impl Database {
     /// `timeout` (see [`crate::InstanceStore`]) are free to take.
     #[must_use]
     pub fn for_instance(mut self, id: impl Into<String>, timeout: chrono::Duration) -> Self {
-        self.instance = Some(Arc::new(InstanceIdentity { id: id.into(), timeout }));
+        self.instance =
+            Some(Arc::new(InstanceIdentity { id: id.into(), timeout, clock_offset_ms: 0.into() }));
         self
     }
 
     /// The owner to write on a lease, and the oldest heartbeat of a live owner. Heartbeats are
-    /// wall-clock time, whatever clock a claim's `now` comes from: whether a process is alive is
-    /// not a matter of the domain's time.
+    /// the database's wall-clock time (see [`crate::InstanceStore`]), whatever clock a claim's
+    /// `now` comes from: whether a process is alive is not a matter of the domain's time.
     pub(crate) fn lease_owner(&self) -> (Option<String>, chrono::DateTime<chrono::Utc>) {
         match &self.instance {
-            Some(i) => (Some(i.id.clone()), chrono::Utc::now() - i.timeout),
+            Some(i) => {
+                let offset = i.clock_offset_ms.load(std::sync::atomic::Ordering::Relaxed);
+                (Some(i.id.clone()), chrono::Utc::now() + chrono::Duration::milliseconds(offset) - i.timeout)
+            }
             // No instance: owners are not recorded, and leases end only when they run out.
             None => (None, chrono::DateTime::<chrono::Utc>::UNIX_EPOCH),
         }

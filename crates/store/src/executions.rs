@@ -212,6 +212,16 @@ macro_rules! skip_pending {
 macro_rules! load_executions {
     ($conn:expr, $ids:expr) => {{
         let ids: &[String] = $ids;
+        load_execution_rows!($conn, ids).map_err(StoreError::from).and_then(|(rows, steps)| {
+            assemble(ids, rows, steps).map_err(|e| StoreError::Encode(e.to_string()))
+        })
+    }};
+}
+
+/// The rows of the executions `ids` and of their steps, as stored.
+macro_rules! load_execution_rows {
+    ($conn:expr, $ids:expr) => {{
+        let ids: &[String] = $ids;
         let found: Result<(Vec<ExecutionRow>, Vec<StepRow>), diesel::result::Error> = async {
             let rows: Vec<ExecutionRow> = workflow_executions::table
                 .filter(workflow_executions::id.eq_any(ids))
@@ -227,14 +237,22 @@ macro_rules! load_executions {
             Ok((rows, steps))
         }
         .await;
-        found.map_err(StoreError::from).and_then(|(rows, steps)| {
-            assemble(ids, rows, steps).map_err(|e| StoreError::Encode(e.to_string()))
-        })
+        found
     }};
 }
 
 /// Executions with their step results, in the order of `ids`.
 fn assemble(ids: &[String], rows: Vec<ExecutionRow>, steps: Vec<StepRow>) -> anyhow::Result<Vec<Execution>> {
+    assemble_each(ids, rows, steps).into_iter().map(|(_, execution)| execution).collect()
+}
+
+/// Each execution of `ids` that was found, with its step results, in the order of `ids`: read
+/// one by one, so one that cannot be read does not hide the others.
+fn assemble_each(
+    ids: &[String],
+    rows: Vec<ExecutionRow>,
+    steps: Vec<StepRow>,
+) -> Vec<(String, anyhow::Result<Execution>)> {
     let mut by_execution: std::collections::HashMap<String, Vec<StepRow>> = std::collections::HashMap::new();
     for step in steps {
         by_execution.entry(step.execution_id.clone()).or_default().push(step);
@@ -245,9 +263,17 @@ fn assemble(ids: &[String], rows: Vec<ExecutionRow>, steps: Vec<StepRow>) -> any
         .filter_map(|id| by_id.remove(id))
         .map(|row| {
             let steps = by_execution.remove(&row.id).unwrap_or_default();
-            row.into_domain(steps)
+            (row.id.clone(), row.into_domain(steps))
         })
         .collect()
+}
+
+/// A claimed execution with what its run needs.
+fn claimed_run(execution: Execution, run: Option<RunRow>, lease: &Lease) -> anyhow::Result<ClaimedExecution> {
+    let run = run.ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
+    let claims = u32::try_from(run.claims).unwrap_or(u32::MAX);
+    let (steps, run_as) = run.into_parts()?;
+    Ok(Claimed { item: ExecutionRun { execution, steps, run_as }, claims, lease: lease.clone() })
 }
 
 impl RunRow {
@@ -273,33 +299,51 @@ impl LeaseQueue<ExecutionRun> for ExecutionStore {
     ) -> anyhow::Result<Vec<ClaimedExecution>> {
         let sql = claim_sql(&running_executions(), self.db.backend());
         let params = ClaimParams::new(&self.db, lease, now, limit);
-        let (executions, runs): (Vec<Execution>, Vec<RunRow>) = transaction!(self.db, conn => {
+        let (held, now_db) = (lease.clone(), DbTime(now));
+        let (claimed, unreadable) = transaction!(self.db, conn => {
             let claimed: Vec<ClaimedIdRow> = claim!(conn, sql, params).await?;
             if claimed.is_empty() {
                 return Ok((Vec::new(), Vec::new()));
             }
             let ids: Vec<String> = claimed.into_iter().map(|r| r.id).collect();
-            let executions = load_executions!(conn, &ids)?;
+            let (rows, steps) = load_execution_rows!(conn, &ids)?;
             let runs: Vec<RunRow> = workflow_executions::table
                 .filter(workflow_executions::id.eq_any(&ids))
                 .select(RunRow::as_select())
                 .load(conn)
                 .await?;
-            Ok::<_, StoreError>((executions, runs))
+            let mut runs: std::collections::HashMap<String, RunRow> =
+                runs.into_iter().map(|r| (r.id.clone(), r)).collect();
+            let (mut readable, mut unreadable) = (Vec::new(), Vec::new());
+            for (id, execution) in assemble_each(&ids, rows, steps) {
+                let run = runs.remove(&id);
+                match execution.and_then(|execution| claimed_run(execution, run, &held)) {
+                    Ok(claimed) => readable.push(claimed),
+                    Err(e) => {
+                        // What cannot be read can never run: failed at once, in this claim, so it
+                        // neither blocks the queue nor comes back.
+                        let error = format!("the stored execution cannot be read: {e:#}");
+                        diesel::update(workflow_executions::table.filter(workflow_executions::id.eq(&id)))
+                            .set((
+                                workflow_executions::status.eq(ExecutionStatus::Failed.as_str()),
+                                workflow_executions::error.eq(&error),
+                                workflow_executions::finished_at.eq(Some(now_db)),
+                                workflow_executions::updated_at.eq(now_db),
+                                workflow_executions::lease_token.eq(None::<String>),
+                                workflow_executions::lease_until.eq(None::<DbTime>),
+                            ))
+                            .execute(conn)
+                            .await?;
+                        unreadable.push((id, error));
+                    }
+                }
+            }
+            Ok::<_, StoreError>((readable, unreadable))
         })?;
-        let mut runs: std::collections::HashMap<String, RunRow> =
-            runs.into_iter().map(|r| (r.id.clone(), r)).collect();
-        executions
-            .into_iter()
-            .map(|execution| {
-                let run = runs
-                    .remove(execution.id.as_str())
-                    .ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
-                let claims = u32::try_from(run.claims).unwrap_or(u32::MAX);
-                let (steps, run_as) = run.into_parts()?;
-                Ok(Claimed { item: ExecutionRun { execution, steps, run_as }, claims, lease: lease.clone() })
-            })
-            .collect()
+        for (execution, error) in unreadable {
+            tracing::error!(%execution, %error, "failed an execution that cannot be read");
+        }
+        Ok(claimed)
     }
 }
 
@@ -499,6 +543,9 @@ impl ExecutionRepository for ExecutionStore {
                 .set((
                     workflow_executions::lease_token.eq(None::<String>),
                     workflow_executions::lease_until.eq(None::<DbTime>),
+                    // Given back, not lost: this claim recorded its outcome, so it does not
+                    // count towards giving the execution up (rolling restarts cannot fail it).
+                    workflow_executions::claims.eq(workflow_executions::claims - 1),
                 ))
                 .execute(conn)
                 .await?;

@@ -125,20 +125,24 @@ impl LeaseQueue<QueuedJob> for JobStore {
         let params = ClaimParams::new(&self.db, lease, now, limit);
         let rows: Vec<ClaimedRow> =
             transaction!(self.db, conn => Ok::<_, StoreError>(claim!(conn, sql, params).await?))?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(Claimed {
-                    item: QueuedJob {
-                        kind: JobKind::parse(&r.kind)
-                            .ok_or_else(|| anyhow::anyhow!("stored job kind {:?} is unknown", r.kind))?,
-                        id: JobId::from_string(r.id),
-                        payload: r.payload.0,
-                    },
-                    claims: u32::try_from(r.claims).unwrap_or(u32::MAX),
-                    lease: lease.clone(),
-                })
-            })
-            .collect()
+        let mut claimed = Vec::with_capacity(rows.len());
+        for r in rows {
+            let id = JobId::from_string(r.id);
+            let Some(kind) = JobKind::parse(&r.kind) else {
+                // A kind this version does not know (written by a newer one, or by hand) can
+                // never run here: failed at once, so it neither blocks the queue nor comes back.
+                let error = format!("unknown job kind {:?}", r.kind);
+                tracing::error!(job = %id, %error, "failing a job that cannot be read");
+                self.finish(&id, lease, &JobOutcome::Failed { error }, now).await?;
+                continue;
+            };
+            claimed.push(Claimed {
+                item: QueuedJob { kind, id, payload: r.payload.0 },
+                claims: u32::try_from(r.claims).unwrap_or(u32::MAX),
+                lease: lease.clone(),
+            });
+        }
+        Ok(claimed)
     }
 }
 

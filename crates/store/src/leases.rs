@@ -111,6 +111,12 @@ fn free_sql(now: &str, stale_before: &str) -> String {
 }
 
 /// The running instances of the service, by their heartbeats.
+///
+/// On PostgreSQL a heartbeat is the database's `now()`, not the beating host's clock, and the
+/// claims of every instance judge heartbeats by that clock too (each beat reads how far it is
+/// from the host's): hosts whose clocks disagree by more than the instance timeout would
+/// otherwise see each other as dead and take over each other's work. SQLite has one process,
+/// and its own clock.
 #[derive(Debug, Clone)]
 pub struct InstanceStore {
     db: Database,
@@ -121,6 +127,13 @@ impl InstanceStore {
     pub fn new(db: Database) -> Self {
         Self { db }
     }
+}
+
+/// The database's clock, read by a heartbeat.
+#[derive(diesel::QueryableByName)]
+struct DatabaseNow {
+    #[diesel(sql_type = crate::types::UtcTime)]
+    now: DbTime,
 }
 
 /// Instances silent for this long are forgotten (their leases were free long before).
@@ -134,9 +147,20 @@ impl InstanceRegistry for InstanceStore {
         now: DateTime<Utc>,
         silent_before: DateTime<Utc>,
     ) -> anyhow::Result<Vec<String>> {
-        let (id, at) = (id.to_owned(), DbTime(now));
-        let (forget_before, silent_before) = (DbTime(now - FORGET_AFTER), DbTime(silent_before));
+        let id = id.to_owned();
+        let backend = self.db.backend();
         let silent = transaction!(self.db, conn => {
+            // The database's clock where instances share it: `now` and `silent_before`, read
+            // from this host's clock, move by how far that is from the database's.
+            let skew = match backend {
+                Backend::Postgres => {
+                    let database = diesel::sql_query("SELECT now() AS now").get_result::<DatabaseNow>(conn).await?.now;
+                    database.0 - Utc::now()
+                }
+                Backend::Sqlite => chrono::Duration::zero(),
+            };
+            let at = DbTime(now + skew);
+            let (forget_before, silent_before) = (DbTime(at.0 - FORGET_AFTER), DbTime(silent_before + skew));
             diesel::insert_into(instances::table)
                 .values((instances::id.eq(&id), instances::started_at.eq(at), instances::heartbeat_at.eq(at)))
                 .on_conflict(instances::id)
@@ -150,8 +174,12 @@ impl InstanceRegistry for InstanceStore {
                 .select(instances::id)
                 .load(conn)
                 .await?;
-            Ok::<_, crate::database::StoreError>(silent)
+            Ok::<_, crate::database::StoreError>((silent, skew))
         })?;
+        let (silent, skew) = silent;
+        if let Some(instance) = &self.db.instance {
+            instance.clock_offset_ms.store(skew.num_milliseconds(), std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(silent)
     }
 

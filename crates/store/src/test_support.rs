@@ -33,3 +33,14 @@ pub async fn postgres_url() -> anyhow::Result<Option<String>> {
     let separator = if base.contains('?') { '&' } else { '?' };
     Ok(Some(format!("{base}{separator}options=-c%20search_path%3D{schema}")))
 }
+
+/// Runs `sql` (statements without results) on `db` in one write transaction, as a test that
+/// needs a row no repository would write (a stored state this version cannot read) does.
+///
+/// # Errors
+/// When a statement fails.
+pub async fn execute(db: &crate::Database, sql: &str) -> anyhow::Result<()> {
+    let sql = sql.to_owned();
+    transaction!(db, conn => Ok::<_, crate::database::StoreError>(conn.batch_execute(&sql).await?))?;
+    Ok(())
+}

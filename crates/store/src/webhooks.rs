@@ -190,6 +190,7 @@ struct NewDeliveryRow {
     next_attempt_at: Option<DbTime>,
     lease_token: Option<String>,
     lease_until: Option<DbTime>,
+    lease_owner: Option<String>,
     created_at: DbTime,
     updated_at: DbTime,
 }
@@ -209,6 +210,7 @@ impl NewDeliveryRow {
             next_attempt_at: Some(DbTime(d.created_at)),
             lease_token: lease.map(|l| l.token.clone()),
             lease_until: lease.map(|l| DbTime(l.until)),
+            lease_owner: None,
             created_at: DbTime(d.created_at),
             updated_at: DbTime(d.created_at),
         }
@@ -246,38 +248,38 @@ impl AttemptRow {
 }
 
 /// Inside a transaction (`$conn` a connection of either backend): the claimed rows with
-/// their subscriptions (each read once), as [`ClaimedDelivery`]s held under `$lease`.
+/// their subscriptions (each read once), as [`ClaimedDelivery`]s held under `$lease`; a row
+/// whose subscription cannot be read is failed in place at `$now`, with the reason.
 /// Evaluates to `Result<Vec<ClaimedDelivery>, StoreError>`.
 macro_rules! pair_with_subscriptions {
-    ($conn:expr, $rows:expr, $lease:expr) => {{
+    ($conn:expr, $rows:expr, $lease:expr, $now:expr) => {{
         let rows: Vec<ClaimedRow> = $rows;
         let lease: &Lease = &$lease;
-        let mut subscriptions: std::collections::HashMap<String, Subscription> =
+        // Each subscription read once; one that cannot be read (or is gone) is its error.
+        let mut subscriptions: std::collections::HashMap<String, Result<Subscription, String>> =
             std::collections::HashMap::new();
         let mut claimed = Vec::with_capacity(rows.len());
         let mut failed = None;
         for r in rows {
             if !subscriptions.contains_key(&r.subscription_id) {
-                let row: Result<SubscriptionRow, diesel::result::Error> = webhook_subscriptions::table
+                let row: Result<Option<SubscriptionRow>, diesel::result::Error> = webhook_subscriptions::table
                     .filter(webhook_subscriptions::id.eq(r.subscription_id.as_str()))
                     .select(SubscriptionRow::as_select())
                     .first($conn)
-                    .await;
-                match row
-                    .map_err(StoreError::from)
-                    .and_then(|row| row.into_domain().map_err(|e| StoreError::Encode(e.to_string())))
-                {
-                    Ok(s) => {
-                        subscriptions.insert(r.subscription_id.clone(), s);
-                    }
+                    .await
+                    .optional();
+                let subscription = match row {
+                    Ok(Some(row)) => row.into_domain().map_err(|e| format!("its subscription cannot be read: {e:#}")),
+                    Ok(None) => Err("its subscription is gone".to_owned()),
                     Err(e) => {
-                        failed = Some(e);
+                        failed = Some(StoreError::from(e));
                         break;
                     }
-                }
+                };
+                subscriptions.insert(r.subscription_id.clone(), subscription);
             }
-            if let Some(subscription) = subscriptions.get(&r.subscription_id) {
-                claimed.push(Claimed {
+            match subscriptions.get(&r.subscription_id) {
+                Some(Ok(subscription)) => claimed.push(Claimed {
                     item: DueDelivery {
                         id: DeliveryId::from_string(r.id),
                         event_id: EventId::from_string(r.event_id),
@@ -287,7 +289,28 @@ macro_rules! pair_with_subscriptions {
                     },
                     claims: u32::try_from(r.claims).unwrap_or(u32::MAX),
                     lease: lease.clone(),
-                });
+                }),
+                Some(Err(error)) => {
+                    // It can never be sent: failed at once, in this claim, so it neither blocks
+                    // the queue nor comes back.
+                    tracing::error!(delivery = %r.id, %error, "failing a delivery that cannot be sent");
+                    let changed = diesel::update(webhook_deliveries::table.filter(webhook_deliveries::id.eq(r.id.as_str())))
+                        .set((
+                            webhook_deliveries::status.eq(DeliveryStatus::Failed.as_str()),
+                            webhook_deliveries::next_attempt_at.eq(None::<DbTime>),
+                            webhook_deliveries::lease_token.eq(None::<String>),
+                            webhook_deliveries::lease_until.eq(None::<DbTime>),
+                            webhook_deliveries::error.eq(Some(error.clone())),
+                            webhook_deliveries::updated_at.eq($now),
+                        ))
+                        .execute($conn)
+                        .await;
+                    if let Err(e) = changed {
+                        failed = Some(StoreError::from(e));
+                        break;
+                    }
+                }
+                None => {}
             }
         }
         match failed {
@@ -307,10 +330,10 @@ impl LeaseQueue<DueDelivery> for WebhookStore {
     ) -> anyhow::Result<Vec<ClaimedDelivery>> {
         let sql = claim_sql(&due_deliveries(self.db.backend()), self.db.backend());
         let params = ClaimParams::new(&self.db, lease, now, limit);
-        let held = lease.clone();
+        let (held, now) = (lease.clone(), DbTime(now));
         let claimed = transaction!(self.db, conn => {
             let rows: Vec<ClaimedRow> = claim!(conn, sql, params).await?;
-            pair_with_subscriptions!(conn, rows, held)
+            pair_with_subscriptions!(conn, rows, held, now)
         })?;
         Ok(claimed)
     }
@@ -416,20 +439,32 @@ impl WebhookRepository for WebhookStore {
             // With no subscription in the batch's tenants, nothing can be delivered: the events
             // are only marked, without being read back.
             if !rows.is_empty() {
-                let targets = rows
+                // What cannot be read drops out, logged, rather than stopping the fan-out of
+                // every tenant: a subscription whose row is unreadable receives nothing, and an
+                // unreadable event is marked with the others and never delivered.
+                let targets: Vec<SubscriptionTarget> = rows
                     .into_iter()
-                    .map(|(tenant, id, events, status, created_at)| {
+                    .filter_map(|(tenant, id, events, status, created_at)| {
                         SubscriptionTarget::restore(
-                            WebhookId::from_string(id),
+                            WebhookId::from_string(id.clone()),
                             TenantId::from_string(tenant),
                             &events.0,
                             &status,
                             created_at.0,
                         )
+                        .inspect_err(|e| tracing::error!(subscription = %id, error = %e, "skipping a subscription that cannot be read"))
+                        .ok()
                     })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| StoreError::Encode(e.to_string()))?;
-                let events = pending.into_iter().map(EventRow::into_domain).collect::<anyhow::Result<Vec<_>>>().map_err(encode)?;
+                    .collect();
+                let events: Vec<_> = pending
+                    .into_iter()
+                    .filter_map(|row| {
+                        let id = row.id.clone();
+                        row.into_domain()
+                            .inspect_err(|e| tracing::error!(event = %id, error = %e, "skipping an event that cannot be read"))
+                            .ok()
+                    })
+                    .collect();
                 for delivery in fan_out(&events, &targets, now.0).map_err(encode)? {
                     report.deliveries += diesel::insert_into(webhook_deliveries::table)
                         .values(&NewDeliveryRow::new(&delivery, None))
@@ -454,7 +489,11 @@ impl WebhookRepository for WebhookStore {
     }
 
     async fn insert_claimed(&self, delivery: &NewDelivery, lease: &Lease) -> anyhow::Result<()> {
-        let row = NewDeliveryRow::new(delivery, Some(lease));
+        // Held by this instance, as a claim holds: taken over at once if the instance dies.
+        let row = NewDeliveryRow {
+            lease_owner: self.db.lease_owner().0,
+            ..NewDeliveryRow::new(delivery, Some(lease))
+        };
         transaction!(self.db, conn => Ok(diesel::insert_into(webhook_deliveries::table).values(&row).execute(conn).await?))?;
         Ok(())
     }
@@ -470,12 +509,12 @@ impl WebhookRepository for WebhookStore {
         use diesel::sql_types::Text;
         let sql = claim_sql(&one_delivery(self.db.backend()), self.db.backend());
         let params = ClaimParams::new(&self.db, lease, now, 1);
-        let held = lease.clone();
+        let (held, now) = (lease.clone(), DbTime(now));
         let (id, tenant, subscription) = (delivery.to_string(), tenant.to_string(), subscription.to_string());
         let mut claimed = transaction!(self.db, conn => {
             let rows: Vec<ClaimedRow> =
                 claim!(conn, sql, params, Text => id, Text => tenant, Text => subscription).await?;
-            pair_with_subscriptions!(conn, rows, held)
+            pair_with_subscriptions!(conn, rows, held, now)
         })?;
         Ok(claimed.pop())
     }

@@ -14,7 +14,8 @@
 //! - A lease held by an instance whose heartbeat went silent is free at once
 //!   ([`InstanceRegistry`]), so a killed instance's work is taken over in seconds.
 //! - What each kind does with an item it holds is its [`WorkKind`]; the server runs one
-//!   generic loop over every kind, and tests drain due work with [`Worker::run_due`].
+//!   generic loop over every kind, and its tests drain due work through the same claims
+//!   ([`Worker::run_due`] is that drain for one kind, as the domain's own tests use it).
 
 mod ports;
 
@@ -219,7 +220,7 @@ impl<K: WorkKind> Worker<K> {
     }
 
     /// Claims up to `limit` due items and runs them all at once, to their recorded outcomes;
-    /// how many it claimed. What tests use to drain due work without waiting for a worker.
+    /// how many it claimed: due work drained without waiting for a worker loop.
     ///
     /// # Errors
     /// When claiming fails.

@@ -240,7 +240,8 @@ pub trait ExecutionRepository: Send + Sync {
     ) -> anyhow::Result<bool>;
 
     /// Gives a held execution back (the worker is stopping between two steps): clears the
-    /// lease if it still carries `lease.token`, so any worker may claim it at once.
+    /// lease if it still carries `lease.token`, so any worker may claim it at once, and takes
+    /// back the claim's count: a claim given back is not one that crashed or stalled.
     async fn release(&self, id: &ExecutionId, lease: &Lease) -> anyhow::Result<()>;
 
     /// Stores step `position`'s result and, with `finish`, the execution's end, its remaining

@@ -19,6 +19,8 @@ crate::contract!(
     cancelling_skips_pending_steps_and_keeps_a_finished_execution,
     executions_are_listed_newest_first_filtered_and_per_tenant,
     deleting_a_workflow_while_its_execution_ends_never_fails,
+    an_execution_that_cannot_be_read_is_failed_and_the_others_run,
+    an_execution_given_back_is_free_at_once_and_its_claim_not_counted,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -330,4 +332,46 @@ async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) 
         assert!(deleted.unwrap());
         assert_eq!(store.get(&tenant, &id).await.unwrap(), None, "the execution went with its workflow");
     }
+}
+
+async fn an_execution_that_cannot_be_read_is_failed_and_the_others_run(db: Database) {
+    let store = setup(&db).await;
+    for (i, id) in ["exe_1", "exe_2"].into_iter().enumerate() {
+        let at = t0() + Duration::seconds(i64::try_from(i).unwrap());
+        store.create(&new_execution(id, "ten_1", at, ExecutionOrigin::Api, None)).await.unwrap();
+    }
+    // A role this version does not know, on the oldest execution.
+    agentry_store::test_support::execute(
+        &db,
+        "UPDATE workflow_executions SET run_as_role = 'emperor' WHERE id = 'exe_1'",
+    )
+    .await
+    .unwrap();
+    let now = t0() + Duration::seconds(5);
+    let claimed = store.claim(&lease("l1", now + Duration::seconds(30)), now, 10).await.unwrap();
+    let ids: Vec<&str> = claimed.iter().map(|c| c.execution.id.as_str()).collect();
+    assert_eq!(ids, ["exe_2"], "the readable one runs");
+    let failed = store
+        .get(&TenantId::from_string("ten_1"), &ExecutionId::from_string("exe_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed.status(), ExecutionStatus::Failed);
+    assert!(failed.error().unwrap_or_default().contains("cannot be read"), "{:?}", failed.error());
+    let later = now + Duration::hours(1);
+    let again = store.claim(&lease("l2", later + Duration::seconds(30)), later, 10).await.unwrap();
+    assert_eq!(again.iter().map(|c| c.execution.id.as_str()).collect::<Vec<_>>(), ["exe_2"]);
+}
+
+async fn an_execution_given_back_is_free_at_once_and_its_claim_not_counted(db: Database) {
+    let store = setup(&db).await;
+    store.create(&new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None)).await.unwrap();
+    let held = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim(&held, t0(), 10).await.unwrap();
+    assert_eq!(claimed[0].claims, 1);
+    store.release(&claimed[0].execution.id, &held).await.unwrap();
+    // Taken again at once (its lease had not run out), still as the first claim: a stopping
+    // instance gave it back, nothing crashed.
+    let again = store.claim(&lease("l2", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
+    assert_eq!((again.len(), again[0].claims), (1, 1));
 }

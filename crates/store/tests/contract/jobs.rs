@@ -11,6 +11,7 @@ crate::contract!(
     an_expired_lease_is_claimed_again_and_the_late_worker_is_ignored,
     concurrent_workers_never_share_a_job,
     a_claim_takes_no_more_than_its_limit,
+    a_job_that_cannot_be_read_is_failed_and_the_others_run,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -118,4 +119,23 @@ async fn a_claim_takes_no_more_than_its_limit(db: Database) {
     assert_eq!(queue.claim(&l1, t0(), 1).await.unwrap().len(), 1);
     let l2 = lease("l2", t0() + Duration::seconds(60));
     assert_eq!(queue.claim(&l2, t0(), 5).await.unwrap().len(), 2, "the rest were left");
+}
+
+async fn a_job_that_cannot_be_read_is_failed_and_the_others_run(db: Database) {
+    let queue = JobStore::new(db.clone());
+    queue.enqueue(&job("job_1", t0())).await.unwrap();
+    queue.enqueue(&job("job_2", t0() + Duration::seconds(1))).await.unwrap();
+    // A kind this version does not know, oldest first in the queue.
+    agentry_store::test_support::execute(&db, "UPDATE jobs SET kind = 'fax' WHERE id = 'job_1'")
+        .await
+        .unwrap();
+    let now = t0() + Duration::seconds(2);
+    let claimed = queue.claim(&lease("l1", now + Duration::seconds(60)), now, 10).await.unwrap();
+    let ids: Vec<&str> = claimed.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["job_2"]);
+    assert_eq!(queue.pending().await.unwrap(), 1, "job_1 failed");
+    // It never comes back, also once every lease has run out.
+    let later = now + Duration::hours(1);
+    let again = queue.claim(&lease("l2", later + Duration::seconds(60)), later, 10).await.unwrap();
+    assert_eq!(again.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["job_2"]);
 }

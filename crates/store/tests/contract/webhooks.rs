@@ -21,6 +21,7 @@ crate::contract!(
     the_last_failure_fails_the_subscription_and_its_deliveries_wait,
     a_manual_claim_takes_any_delivery_not_in_flight,
     another_tenants_subscriptions_and_deliveries_are_invisible,
+    a_subscription_that_cannot_be_read_fails_its_deliveries_and_stops_no_one,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -360,4 +361,37 @@ async fn another_tenants_subscriptions_and_deliveries_are_invisible(db: Database
     assert_eq!(store.get(&mine, &id).await.unwrap().unwrap().url(), "https://hooks.example.com/in");
     assert!(store.delete(&mine, &id).await.unwrap());
     assert!(store.deliveries(&mine, &id, 10).await.unwrap().is_empty(), "deleted with its subscription");
+}
+
+async fn a_subscription_that_cannot_be_read_fails_its_deliveries_and_stops_no_one(db: Database) {
+    let (store, agents) = subscribed_with_one_delivery(&db).await;
+    store.insert(&subscription("whk_2", "ten_1", &["*"])).await.unwrap();
+    let execute = |sql: &'static str| agentry_store::test_support::execute(&db, sql);
+    // whk_1 keeps a previous secret without its end, which no version writes; and an event of
+    // a type this version does not know waits for the fan-out beside a readable one.
+    execute("UPDATE webhook_subscriptions SET previous_secret_sealed = 'x', previous_secret_until = NULL WHERE id = 'whk_1'")
+        .await
+        .unwrap();
+    execute("INSERT INTO events SELECT 'evt_x', tenant_id, 'agent.teleported', data, created_at, NULL FROM events WHERE id = 'evt_3'")
+        .await
+        .unwrap();
+    agents
+        .create(&super::agents::agent("agt_4", "ten_1"), &event("evt_4", "ten_1", EventType::AgentCreated))
+        .await
+        .unwrap();
+    let dispatched = store.dispatch(t0(), 100, fan_out).await.unwrap();
+    assert_eq!((dispatched.events, dispatched.deliveries), (2, 2), "the readable event, to both");
+    let claimed = store.claim(&lease("l1", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
+    assert_eq!(claimed.iter().map(|c| c.subscription.id().as_str()).collect::<Vec<_>>(), ["whk_2"]);
+    let tenant = TenantId::from_string("ten_1");
+    let failed = store.deliveries(&tenant, &WebhookId::from_string("whk_1"), 10).await.unwrap();
+    assert_eq!(
+        failed.iter().map(|d| d.status()).collect::<Vec<_>>(),
+        [DeliveryStatus::Failed, DeliveryStatus::Failed],
+        "failed in the claim, not held"
+    );
+    // An hour on, only whk_2's (its lease ran out) is claimed again.
+    let later = t0() + Duration::hours(1);
+    let again = store.claim(&lease("l2", later + Duration::seconds(30)), later, 10).await.unwrap();
+    assert_eq!(again.iter().map(|c| c.subscription.id().as_str()).collect::<Vec<_>>(), ["whk_2"]);
 }
