@@ -200,28 +200,26 @@ pub fn memory_service(
 /// # Errors
 /// When the secret key is invalid or cannot be read or written, or the HTTP client cannot be
 /// built.
-pub fn webhook_service(
+pub(crate) fn webhook_service(
     config: &Config,
     store: Arc<WebhookStore>,
-    secrets: Arc<RingSecrets>,
+    sealing: (Arc<RingSecrets>, Arc<AesGcmCipher>),
     ids: Arc<dyn IdGenerator>,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<WebhookService> {
-    let sender = agentry_egress::WebhookClient::new(
-        agentry_egress::EgressSettings {
-            allow_private: config.webhook_allow_private,
-            timeout: Duration::from_secs(config.webhook_timeout_secs),
-            max_response_bytes: agentry_domain::webhooks::model::RESPONSE_BODY_BYTES,
-            user_agent: format!("Agentry-Webhooks/{}", env!("CARGO_PKG_VERSION")),
-        },
-        config.webhook_allowed_hosts.split(',').map(str::to_owned).collect(),
+    let sender = guarded_client(
+        config,
+        Duration::from_secs(config.webhook_timeout_secs),
+        agentry_domain::webhooks::model::RESPONSE_BODY_BYTES,
+        "Agentry-Webhooks",
     )?;
+    let (secrets, cipher) = sealing;
     let seconds = |s: u64| chrono::Duration::seconds(i64::try_from(s).unwrap_or(60));
     Ok(WebhookService::new(
         WebhookServiceDeps {
             webhooks: store.clone(),
             due: store,
-            cipher: secret_cipher(config)?,
+            cipher,
             sender: Arc::new(sender),
             hmac: Arc::new(RingHmac),
             secrets,
@@ -238,6 +236,29 @@ pub fn webhook_service(
             ..WebhookSettings::default()
         },
     ))
+}
+
+/// The guarded client every call to a tenant's URL goes through (webhooks, `http_request`
+/// steps): the address rules and host allow-list of `config`, with the caller's deadline,
+/// answer size and user agent (`<agent>/<version>`).
+///
+/// # Errors
+/// When the HTTP client cannot be built.
+pub fn guarded_client(
+    config: &Config,
+    timeout: Duration,
+    max_response_bytes: usize,
+    agent: &str,
+) -> anyhow::Result<agentry_egress::WebhookClient> {
+    Ok(agentry_egress::WebhookClient::new(
+        agentry_egress::EgressSettings {
+            allow_private: config.webhook_allow_private,
+            timeout,
+            max_response_bytes,
+            user_agent: format!("{agent}/{}", env!("CARGO_PKG_VERSION")),
+        },
+        config.webhook_allowed_hosts.split(',').map(str::to_owned).collect(),
+    )?)
 }
 
 /// The cipher of the secrets the service must use in clear (webhook signing secrets, trigger

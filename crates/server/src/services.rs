@@ -67,6 +67,8 @@ struct Shared {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     secrets: Arc<RingSecrets>,
+    /// The cipher of the secrets kept to be used in clear (read from the key once).
+    cipher: Arc<agentry_crypto::AesGcmCipher>,
 }
 
 /// Builds the services over `db`; links the service makes start with `public_url`.
@@ -84,6 +86,7 @@ pub fn build_services(
         clock: overrides.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         ids: Arc::new(UlidIds::default()),
         secrets: Arc::new(RingSecrets::new()),
+        cipher: secret_cipher(config)?,
     };
     let Shared { clock, ids, .. } = shared.clone();
     let job_store = Arc::new(JobStore::new(db.clone()));
@@ -103,7 +106,13 @@ pub fn build_services(
     let memory = memory_service(config, db, embedder, Some(clock.clone()));
     let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans)?;
     let webhooks =
-        webhook_service(config, webhook_store, shared.secrets.clone(), ids.clone(), clock.clone())?;
+        webhook_service(
+            config,
+            webhook_store,
+            (shared.secrets.clone(), shared.cipher.clone()),
+            ids.clone(),
+            clock.clone(),
+        )?;
     let (workflows, executions, triggers, integrations) =
         workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
     let jobs =
@@ -140,7 +149,7 @@ fn identity(
     public_url: &str,
     jobs: Arc<dyn JobQueue>,
 ) -> anyhow::Result<(AccountService, AccessService, RecoveryService)> {
-    let Shared { db, clock, ids, secrets } = shared.clone();
+    let Shared { db, clock, ids, secrets, .. } = shared.clone();
     let jwt = Arc::new(JwtAccessTokens::new(JwtSettings {
         secret: keys::jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?,
         issuer: config.jwt_issuer(),
@@ -279,21 +288,18 @@ fn workflows(
     limiter: &RateLimiter,
     plans: PlanTable,
 ) -> anyhow::Result<(WorkflowService, ExecutionService, TriggerService, IntegrationService)> {
-    let Shared { db, clock, ids, secrets } = shared.clone();
+    let Shared { db, clock, ids, secrets, cipher } = shared.clone();
     let workflow_store = Arc::new(WorkflowStore::new(db.clone()));
     let workflows = WorkflowService::new(WorkflowServiceDeps {
         workflows: workflow_store.clone(),
         clock: clock.clone(),
         ids: ids.clone(),
     });
-    let step_client = agentry_egress::WebhookClient::new(
-        agentry_egress::EgressSettings {
-            allow_private: config.webhook_allow_private,
-            timeout: Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),
-            max_response_bytes: agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,
-            user_agent: format!("Agentry-Workflows/{}", env!("CARGO_PKG_VERSION")),
-        },
-        config.webhook_allowed_hosts.split(',').map(str::to_owned).collect(),
+    let step_client = guarded_client(
+        config,
+        Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),
+        agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,
+        "Agentry-Workflows",
     )?;
     let executions = ExecutionService::new(
         ExecutionServiceDeps {
@@ -315,7 +321,6 @@ fn workflows(
             max_claims: config.work_max_claims,
         },
     );
-    let cipher = secret_cipher(config)?;
     let triggers = TriggerService::new(TriggerServiceDeps {
         triggers: Arc::new(TriggerStore::new(db.clone())),
         workflows: workflow_store.clone(),
