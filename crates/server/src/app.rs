@@ -8,7 +8,6 @@ use std::time::Duration;
 use actix_web::dev::Server;
 use actix_web::web;
 use agentry_domain::ids::IdGenerator;
-use agentry_domain::work::InstanceRegistry;
 use agentry_http::{AppState, Envelope, HttpSettings};
 use agentry_store::{Backend, Database, InstanceStore, redact};
 use anyhow::Context as _;
@@ -159,10 +158,11 @@ impl Application {
             instance.clone(),
             chrono::Duration::seconds(i64::try_from(config.instance_timeout_secs).unwrap_or(10)),
         );
-        let instances: Arc<dyn InstanceRegistry> = Arc::new(InstanceStore::new(db.clone()));
+        let instance_store = InstanceStore::new(db.clone());
         if db.backend() == Backend::Sqlite {
             // One process uses an SQLite file: whatever is held was held by a process now gone.
-            let freed = instances.free_all_leases().await.context("freeing the leases of the last run")?;
+            let freed =
+                instance_store.free_all_leases().await.context("freeing the leases of the last run")?;
             if freed > 0 {
                 tracing::info!(freed, "took over the work the last run held");
             }
@@ -172,7 +172,7 @@ impl Application {
         let public_url = config.public_url_for(addr);
         let services = build_services(config, &db, &public_url, overrides)?;
         let heartbeat = Heartbeat::start(
-            instances,
+            Arc::new(instance_store),
             instance,
             // Wall-clock time, whatever clock the services read: whether a process is alive
             // is not a matter of the domain's time (tests move that at will).

@@ -105,14 +105,13 @@ pub fn build_services(
     };
     let memory = memory_service(config, db, embedder, Some(clock.clone()));
     let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans)?;
-    let webhooks =
-        webhook_service(
-            config,
-            webhook_store,
-            (shared.secrets.clone(), shared.cipher.clone()),
-            ids.clone(),
-            clock.clone(),
-        )?;
+    let webhooks = webhook_service(
+        config,
+        webhook_store,
+        (shared.secrets.clone(), shared.cipher.clone()),
+        ids.clone(),
+        clock.clone(),
+    )?;
     let (workflows, executions, triggers, integrations) =
         workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
     let jobs =

@@ -127,6 +127,32 @@ impl InstanceStore {
     pub fn new(db: Database) -> Self {
         Self { db }
     }
+
+    /// Frees every lease of every queue; how many. Only for a database one process uses
+    /// (SQLite), at that process's start: whatever is held was held by a process now gone.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn free_all_leases(&self) -> anyhow::Result<u64> {
+        // Running jobs are due again once their lease has run out: the epoch has.
+        let past = DbTime(DateTime::<Utc>::UNIX_EPOCH);
+        let freed = transaction!(self.db, conn => {
+            let jobs = diesel::update(jobs::table.filter(jobs::lease_until.is_not_null()))
+                .set((jobs::lease_until.eq(past), jobs::lease_owner.eq(None::<String>)))
+                .execute(conn)
+                .await?;
+            let deliveries = diesel::update(webhook_deliveries::table.filter(webhook_deliveries::lease_until.is_not_null()))
+                .set((webhook_deliveries::lease_until.eq(past), webhook_deliveries::lease_owner.eq(None::<String>)))
+                .execute(conn)
+                .await?;
+            let executions = diesel::update(workflow_executions::table.filter(workflow_executions::lease_until.is_not_null()))
+                .set((workflow_executions::lease_until.eq(past), workflow_executions::lease_owner.eq(None::<String>)))
+                .execute(conn)
+                .await?;
+            Ok::<_, crate::database::StoreError>(jobs + deliveries + executions)
+        })?;
+        Ok(u64::try_from(freed).unwrap_or(0))
+    }
 }
 
 /// The database's clock, read by a heartbeat.
@@ -189,26 +215,5 @@ impl InstanceRegistry for InstanceStore {
             diesel::delete(instances::table.filter(instances::id.eq(&id))).execute(conn).await?
         ))?;
         Ok(())
-    }
-
-    async fn free_all_leases(&self) -> anyhow::Result<u64> {
-        // Running jobs are due again once their lease has run out: the epoch has.
-        let past = DbTime(DateTime::<Utc>::UNIX_EPOCH);
-        let freed = transaction!(self.db, conn => {
-            let jobs = diesel::update(jobs::table.filter(jobs::lease_until.is_not_null()))
-                .set((jobs::lease_until.eq(past), jobs::lease_owner.eq(None::<String>)))
-                .execute(conn)
-                .await?;
-            let deliveries = diesel::update(webhook_deliveries::table.filter(webhook_deliveries::lease_until.is_not_null()))
-                .set((webhook_deliveries::lease_until.eq(past), webhook_deliveries::lease_owner.eq(None::<String>)))
-                .execute(conn)
-                .await?;
-            let executions = diesel::update(workflow_executions::table.filter(workflow_executions::lease_until.is_not_null()))
-                .set((workflow_executions::lease_until.eq(past), workflow_executions::lease_owner.eq(None::<String>)))
-                .execute(conn)
-                .await?;
-            Ok::<_, crate::database::StoreError>(jobs + deliveries + executions)
-        })?;
-        Ok(u64::try_from(freed).unwrap_or(0))
     }
 }

@@ -35,8 +35,4 @@ pub trait InstanceRegistry: Send + Sync {
 
     /// Removes instance `id` (it is stopping): what it still holds is free at once.
     async fn leave(&self, id: &str) -> anyhow::Result<()>;
-
-    /// Frees every lease of every queue; how many. Only for a database one process uses
-    /// (SQLite), at that process's start: whatever is held was held by a process now gone.
-    async fn free_all_leases(&self) -> anyhow::Result<u64>;
 }
