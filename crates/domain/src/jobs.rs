@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::ids::{IdGenerator, JobId};
 use crate::time::Clock;
-use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
+use crate::work::{Claimed, Lease, LeaseQueue, Outcome, Ran, WorkKind};
 
 crate::string_enum! {
     /// What a job does; each kind has one [`JobHandler`].
@@ -116,11 +116,11 @@ pub enum JobOutcome {
 
 impl JobOutcome {
     /// The outcome as metrics count it.
-    pub fn label(&self) -> &'static str {
+    pub fn label(&self) -> Outcome {
         match self {
-            Self::Done => "done",
-            Self::RetryAt { .. } => "retry",
-            Self::Failed { .. } => "failed",
+            Self::Done => Outcome::Done,
+            Self::RetryAt { .. } => Outcome::Retry,
+            Self::Failed { .. } => Outcome::Failed,
         }
     }
 }
@@ -258,7 +258,7 @@ impl Jobs {
             Ok(Ran { outcome: outcome.label(), due_again })
         } else {
             tracing::warn!(job_id = %claimed.id, "job was taken over by another worker; outcome dropped");
-            Ok(Ran::ended("lost_lease"))
+            Ok(Ran::ended(Outcome::LostLease))
         }
     }
 }

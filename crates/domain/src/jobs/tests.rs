@@ -4,7 +4,7 @@ use serde::Deserialize;
 use super::*;
 use crate::ids::MockIdGenerator;
 use crate::time::MockClock;
-use crate::work::{MockLeaseQueue, Worker};
+use crate::work::{MockLeaseQueue, Outcome, Worker};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
@@ -115,7 +115,7 @@ async fn a_job_claimed_more_often_than_its_attempts_is_failed_without_running() 
     let worker = worker(queue, claims, handler.clone());
     let claimed = worker.claim(1).await.unwrap();
     let ran = worker.process(claimed.into_iter().next().unwrap(), &|| true).await;
-    assert_eq!(ran, Some(Ran::ended("failed")));
+    assert_eq!(ran, Some(Ran::ended(Outcome::Failed)));
     assert!(handler.0.lock().unwrap().is_empty(), "never ran");
 }
 

@@ -30,7 +30,7 @@ use crate::storable;
 use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
-use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
+use crate::work::{Claimed, Lease, LeaseQueue, Outcome, Ran, WorkKind};
 
 /// Why a webhook operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -467,12 +467,14 @@ impl WebhookService {
             self.deps.webhooks.settle(&claimed.id, &claimed.lease, settlement, self.deps.clock.now()).await?;
         if !held {
             tracing::warn!(delivery_id = %claimed.id, "delivery was taken over by another worker; outcome dropped");
-            return Ok(Ran::ended("lost_lease"));
+            return Ok(Ran::ended(Outcome::LostLease));
         }
         Ok(match settlement.status() {
-            DeliveryStatus::Delivered => Ran::ended("delivered"),
-            DeliveryStatus::Pending => Ran { outcome: "retry", due_again: settlement.next_attempt_at() },
-            DeliveryStatus::Failed => Ran::ended("failed"),
+            DeliveryStatus::Delivered => Ran::ended(Outcome::Delivered),
+            DeliveryStatus::Pending => {
+                Ran { outcome: Outcome::Retry, due_again: settlement.next_attempt_at() }
+            }
+            DeliveryStatus::Failed => Ran::ended(Outcome::Failed),
         })
     }
 
@@ -480,7 +482,7 @@ impl WebhookService {
     /// would be.
     async fn settle_now(&self, claimed: &ClaimedDelivery, settlement: &Settlement) -> anyhow::Result<()> {
         let ran = self.settle(claimed, settlement).await?;
-        crate::metrics::queue_outcome(DELIVERY_QUEUE, ran.outcome);
+        crate::metrics::queue_outcome(DELIVERY_QUEUE, ran.outcome.as_str());
         Ok(())
     }
 

@@ -77,11 +77,33 @@ impl<T> DerefMut for Claimed<T> {
     }
 }
 
+crate::string_enum! {
+    /// What a run of one claimed item came to, as metrics count it (the `outcome` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Outcome {
+        /// It did its work (a job, an execution whose steps all completed).
+        Done => "done",
+        /// The receiver accepted a delivery.
+        Delivered => "delivered",
+        /// It failed this time and is due again later.
+        Retry => "retry",
+        /// It failed for good.
+        Failed => "failed",
+        /// An execution cancelled while it ran.
+        Cancelled => "cancelled",
+        /// A stopping worker gave it back unfinished, for any worker to take up.
+        Released => "released",
+        /// Another worker took it over (this one stalled past its lease): what it did was
+        /// not recorded.
+        LostLease => "lost_lease",
+    }
+}
+
 /// What a run of one claimed item came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ran {
-    /// The outcome as metrics count it (`done`, `retry`, `failed`, `lost_lease`, …).
-    pub outcome: &'static str,
+    /// The outcome, as metrics count it.
+    pub outcome: Outcome,
     /// When the item is due again, when the run scheduled another attempt: the worker looks
     /// again then rather than at its next safety-net poll.
     pub due_again: Option<DateTime<Utc>>,
@@ -89,7 +111,7 @@ pub struct Ran {
 
 impl Ran {
     /// A run that scheduled nothing further.
-    pub fn ended(outcome: &'static str) -> Self {
+    pub fn ended(outcome: Outcome) -> Self {
         Self { outcome, due_again: None }
     }
 }
@@ -209,7 +231,7 @@ impl<K: WorkKind> Worker<K> {
         };
         match ran {
             Ok(ran) => {
-                crate::metrics::queue_outcome(queue, ran.outcome);
+                crate::metrics::queue_outcome(queue, ran.outcome.as_str());
                 Some(ran)
             }
             Err(e) => {

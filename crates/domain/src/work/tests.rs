@@ -47,12 +47,12 @@ impl WorkKind for Numbers {
             anyhow::bail!("database down");
         }
         self.ran.lock().unwrap().push(*claimed);
-        Ok(Ran::ended("done"))
+        Ok(Ran::ended(Outcome::Done))
     }
 
     async fn give_up(&self, claimed: Claimed<u32>, reason: String) -> anyhow::Result<Ran> {
         self.given_up.lock().unwrap().push((claimed.item, reason));
-        Ok(Ran::ended("failed"))
+        Ok(Ran::ended(Outcome::Failed))
     }
 }
 

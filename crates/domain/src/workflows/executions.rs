@@ -139,6 +139,18 @@ crate::string_enum! {
     }
 }
 
+impl From<RunOutcome> for crate::work::Outcome {
+    fn from(outcome: RunOutcome) -> Self {
+        match outcome {
+            RunOutcome::Completed => Self::Done,
+            RunOutcome::Failed => Self::Failed,
+            RunOutcome::Cancelled => Self::Cancelled,
+            RunOutcome::LostLease => Self::LostLease,
+            RunOutcome::Released => Self::Released,
+        }
+    }
+}
+
 impl ExecutionService {
     /// A service over its dependencies.
     pub fn new(deps: ExecutionServiceDeps, settings: ExecutionSettings) -> Self {
@@ -443,12 +455,12 @@ impl WorkKind for ExecutionService {
         claimed: ClaimedExecution,
         keep_going: &(dyn Fn() -> bool + Send + Sync),
     ) -> anyhow::Result<Ran> {
-        Ok(Ran::ended(self.run_execution(claimed, keep_going).await?.as_str()))
+        Ok(Ran::ended(self.run_execution(claimed, keep_going).await?.into()))
     }
 
     /// The step the execution is at fails with the reason, and so does the execution.
     async fn give_up(&self, claimed: ClaimedExecution, reason: String) -> anyhow::Result<Ran> {
-        Ok(Ran::ended(self.run_steps(claimed, &|| true, Some(StepFailure(reason))).await?.as_str()))
+        Ok(Ran::ended(self.run_steps(claimed, &|| true, Some(StepFailure(reason))).await?.into()))
     }
 }
 

@@ -347,7 +347,7 @@ async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it()
     let worker = crate::work::Worker::new(Arc::new(m.service()), Arc::new(ids), Arc::new(clock));
     assert_eq!(
         worker.process(crashed_five_times, &always_go).await,
-        Some(Ran::ended(RunOutcome::Failed.as_str()))
+        Some(Ran::ended(RunOutcome::Failed.into()))
     );
 }
 
