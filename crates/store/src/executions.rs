@@ -9,7 +9,7 @@ use agentry_domain::ids::{ExecutionId, TenantId, UserId, WorkflowId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::pagination::Page;
 use agentry_domain::tenancy::Role;
-use agentry_domain::work::{Claimed, Lease, LeaseQueue};
+use agentry_domain::work::{Lease, LeaseQueue};
 use agentry_domain::workflows::{
     CANCELLED_ERROR, ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord,
     ExecutionRepository, ExecutionRun, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord,
@@ -22,7 +22,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Backend, Database, StoreError, split_page};
 use crate::events::EventRow;
-use crate::leases::{ClaimParams, QueueTable, claim_sql};
+use crate::leases::{QueueTable, claimed, prepare_claim};
 use crate::schema::{events, workflow_executions, workflow_step_results};
 use crate::signals::WorkQueue;
 use crate::types::{DbJson, DbJsonAs, DbTime};
@@ -174,7 +174,7 @@ struct ClaimedIdRow {
 
 /// Executions as a lease queue: running ones that no live lease holds, oldest first; a claim
 /// counts a claim (see [`agentry_domain::work`]).
-fn running_executions() -> QueueTable {
+fn running_executions(_: Backend) -> QueueTable {
     QueueTable {
         table: "workflow_executions",
         due: format!("status = '{RUNNING}'"),
@@ -271,9 +271,9 @@ fn assemble_each(
 /// A claimed execution with what its run needs.
 fn claimed_run(execution: Execution, run: Option<RunRow>, lease: &Lease) -> anyhow::Result<ClaimedExecution> {
     let run = run.ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
-    let claims = u32::try_from(run.claims).unwrap_or(u32::MAX);
+    let claims = run.claims;
     let (steps, run_as) = run.into_parts()?;
-    Ok(Claimed { item: ExecutionRun { execution, steps, run_as }, claims, lease: lease.clone() })
+    Ok(claimed(ExecutionRun { execution, steps, run_as }, claims, lease))
 }
 
 impl RunRow {
@@ -297,8 +297,7 @@ impl LeaseQueue<ExecutionRun> for ExecutionStore {
         now: DateTime<Utc>,
         limit: u32,
     ) -> anyhow::Result<Vec<ClaimedExecution>> {
-        let sql = claim_sql(&running_executions(), self.db.backend());
-        let params = ClaimParams::new(&self.db, lease, now, limit);
+        let (sql, params) = prepare_claim(&self.db, running_executions, lease, now, limit);
         let (held, now_db) = (lease.clone(), DbTime(now));
         let (claimed, unreadable) = transaction!(self.db, conn => {
             let claimed: Vec<ClaimedIdRow> = claim!(conn, sql, params).await?;

@@ -11,7 +11,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::database::{Backend, Database, StoreError};
-use crate::leases::{ClaimParams, QueueTable, claim_sql, param};
+use crate::leases::{QueueTable, claimed, param, prepare_claim};
 use crate::schema::jobs;
 use crate::signals::WorkQueue;
 use crate::types::{DbJson, DbJsonAs, DbTime};
@@ -121,11 +121,10 @@ impl LeaseQueue<QueuedJob> for JobStore {
         now: DateTime<Utc>,
         limit: u32,
     ) -> anyhow::Result<Vec<Claimed<QueuedJob>>> {
-        let sql = claim_sql(&job_table(self.db.backend()), self.db.backend());
-        let params = ClaimParams::new(&self.db, lease, now, limit);
+        let (sql, params) = prepare_claim(&self.db, job_table, lease, now, limit);
         let rows: Vec<ClaimedRow> =
             transaction!(self.db, conn => Ok::<_, StoreError>(claim!(conn, sql, params).await?))?;
-        let mut claimed = Vec::with_capacity(rows.len());
+        let mut taken = Vec::with_capacity(rows.len());
         for r in rows {
             let id = JobId::from_string(r.id);
             let Some(kind) = JobKind::parse(&r.kind) else {
@@ -136,13 +135,9 @@ impl LeaseQueue<QueuedJob> for JobStore {
                 self.finish(&id, lease, &JobOutcome::Failed { error }, now).await?;
                 continue;
             };
-            claimed.push(Claimed {
-                item: QueuedJob { kind, id, payload: r.payload.0 },
-                claims: u32::try_from(r.claims).unwrap_or(u32::MAX),
-                lease: lease.clone(),
-            });
+            taken.push(claimed(QueuedJob { kind, id, payload: r.payload.0 }, r.claims, lease));
         }
-        Ok(claimed)
+        Ok(taken)
     }
 }
 

@@ -18,7 +18,7 @@ use diesel::ExpressionMethods as _;
 use diesel::QueryDsl as _;
 use diesel_async::RunQueryDsl as _;
 
-use agentry_domain::work::{InstanceRegistry, Lease};
+use agentry_domain::work::{Claimed, InstanceRegistry, Lease};
 
 use crate::database::{Backend, Database};
 use crate::schema::{instances, jobs, webhook_deliveries, workflow_executions};
@@ -52,7 +52,7 @@ pub(crate) fn param(backend: Backend, n: u8) -> String {
 /// The claim statement of `queue`, the one every lease queue runs. The due rows are chosen once,
 /// in a materialised CTE: as a subquery of the `UPDATE`, PostgreSQL may choose again for each
 /// row and, seeing the rows it has just leased as taken, claim more than the limit.
-pub(crate) fn claim_sql(queue: &QueueTable, backend: Backend) -> String {
+fn claim_sql(queue: &QueueTable, backend: Backend) -> String {
     let p = |n: u8| param(backend, n);
     let lock = match backend {
         Backend::Postgres => "FOR UPDATE SKIP LOCKED",
@@ -87,8 +87,26 @@ pub(crate) struct ClaimParams {
     pub(crate) stale_before: DbTime,
 }
 
+/// A claim of the queue `queue` builds for `db`'s backend: its statement, and the parameters
+/// it binds first (this instance as the owner, `lease`, `now`, at most `limit` items).
+pub(crate) fn prepare_claim(
+    db: &Database,
+    queue: impl FnOnce(Backend) -> QueueTable,
+    lease: &Lease,
+    now: DateTime<Utc>,
+    limit: u32,
+) -> (String, ClaimParams) {
+    let backend = db.backend();
+    (claim_sql(&queue(backend), backend), ClaimParams::new(db, lease, now, limit))
+}
+
+/// An item claimed under `lease`, with its claim count as stored.
+pub(crate) fn claimed<T>(item: T, claims: i64, lease: &Lease) -> Claimed<T> {
+    Claimed { item, claims: u32::try_from(claims).unwrap_or(u32::MAX), lease: lease.clone() }
+}
+
 impl ClaimParams {
-    pub(crate) fn new(db: &Database, lease: &Lease, now: DateTime<Utc>, limit: u32) -> Self {
+    fn new(db: &Database, lease: &Lease, now: DateTime<Utc>, limit: u32) -> Self {
         let (owner, stale_before) = db.lease_owner();
         Self {
             token: lease.token.clone(),

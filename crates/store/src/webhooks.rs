@@ -20,7 +20,7 @@ use agentry_domain::webhooks::{
     DueDelivery, FanOut, NewDelivery, SealedSecret, Settlement, StoredDelivery, StoredSubscription,
     Subscription, SubscriptionStop, SubscriptionTarget, WebhookRepository,
 };
-use agentry_domain::work::{Claimed, Lease, LeaseQueue};
+use agentry_domain::work::{Lease, LeaseQueue};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -36,7 +36,7 @@ mod statements;
 
 use statements::{ClaimedRow, due_deliveries, one_delivery, pending_events_sql};
 
-use crate::leases::{ClaimParams, claim_sql};
+use crate::leases::prepare_claim;
 use crate::signals::WorkQueue;
 
 /// Webhooks in the database.
@@ -279,17 +279,17 @@ macro_rules! pair_with_subscriptions {
                 subscriptions.insert(r.subscription_id.clone(), subscription);
             }
             match subscriptions.get(&r.subscription_id) {
-                Some(Ok(subscription)) => claimed.push(Claimed {
-                    item: DueDelivery {
+                Some(Ok(subscription)) => claimed.push($crate::leases::claimed(
+                    DueDelivery {
                         id: DeliveryId::from_string(r.id),
                         event_id: EventId::from_string(r.event_id),
                         payload: r.payload,
                         test: r.is_test,
                         subscription: subscription.clone(),
                     },
-                    claims: u32::try_from(r.claims).unwrap_or(u32::MAX),
-                    lease: lease.clone(),
-                }),
+                    r.claims,
+                    lease,
+                )),
                 Some(Err(error)) => {
                     // It can never be sent: failed at once, in this claim, so it neither blocks
                     // the queue nor comes back.
@@ -328,8 +328,7 @@ impl LeaseQueue<DueDelivery> for WebhookStore {
         now: DateTime<Utc>,
         limit: u32,
     ) -> anyhow::Result<Vec<ClaimedDelivery>> {
-        let sql = claim_sql(&due_deliveries(self.db.backend()), self.db.backend());
-        let params = ClaimParams::new(&self.db, lease, now, limit);
+        let (sql, params) = prepare_claim(&self.db, due_deliveries, lease, now, limit);
         let (held, now) = (lease.clone(), DbTime(now));
         let claimed = transaction!(self.db, conn => {
             let rows: Vec<ClaimedRow> = claim!(conn, sql, params).await?;
@@ -507,8 +506,7 @@ impl WebhookRepository for WebhookStore {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Option<ClaimedDelivery>> {
         use diesel::sql_types::Text;
-        let sql = claim_sql(&one_delivery(self.db.backend()), self.db.backend());
-        let params = ClaimParams::new(&self.db, lease, now, 1);
+        let (sql, params) = prepare_claim(&self.db, one_delivery, lease, now, 1);
         let (held, now) = (lease.clone(), DbTime(now));
         let (id, tenant, subscription) = (delivery.to_string(), tenant.to_string(), subscription.to_string());
         let mut claimed = transaction!(self.db, conn => {
