@@ -11,9 +11,9 @@ use agentry_domain::pagination::Page;
 use agentry_domain::tenancy::Role;
 use agentry_domain::work::{Lease, LeaseQueue};
 use agentry_domain::workflows::{
-    CANCELLED_ERROR, ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord,
-    ExecutionRepository, ExecutionRun, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord,
-    StepResult, StepStatus, StepType, steps_to_json, validate_steps,
+    ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord, ExecutionRepository,
+    ExecutionRun, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord, StepResult, StepStatus,
+    StepType, steps_to_json, validate_steps,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -471,32 +471,44 @@ impl ExecutionRepository for ExecutionStore {
         Ok((found, u64::try_from(total).unwrap_or(0)))
     }
 
-    async fn cancel(
-        &self,
-        tenant: &TenantId,
-        id: &ExecutionId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<Option<(Execution, bool)>> {
-        let (tenant_s, id_s, at) = (tenant.to_string(), id.to_string(), DbTime(now));
-        let cancelled = transaction!(self.db, conn => {
+    async fn record_cancel(&self, execution: &Execution) -> anyhow::Result<bool> {
+        let (tenant, id) = (execution.tenant_id.to_string(), execution.id.to_string());
+        let (status, error) = (execution.status().as_str(), execution.error().map(str::to_owned));
+        let finished_at = execution.finished_at().map(DbTime);
+        let updated_at = finished_at.unwrap_or(DbTime(execution.started_at));
+        let skipped: Vec<i32> = execution
+            .steps()
+            .iter()
+            .enumerate()
+            .filter(|(_, step)| step.status() == StepStatus::Skipped)
+            .map(|(position, _)| i32::try_from(position).unwrap_or(i32::MAX))
+            .collect();
+        let recorded = transaction!(self.db, conn => {
             let n = diesel::update(workflow_executions::table
-                .filter(workflow_executions::tenant_id.eq(&tenant_s))
-                .filter(workflow_executions::id.eq(&id_s))
+                .filter(workflow_executions::tenant_id.eq(&tenant))
+                .filter(workflow_executions::id.eq(&id))
                 .filter(workflow_executions::status.eq(RUNNING)))
                 .set((
-                    workflow_executions::status.eq(ExecutionStatus::Cancelled.as_str()),
-                    workflow_executions::error.eq(Some(CANCELLED_ERROR)),
-                    workflow_executions::finished_at.eq(Some(at)),
-                    workflow_executions::updated_at.eq(at),
+                    workflow_executions::status.eq(status),
+                    workflow_executions::error.eq(&error),
+                    workflow_executions::finished_at.eq(finished_at),
+                    workflow_executions::updated_at.eq(updated_at),
                 ))
                 .execute(conn)
                 .await?;
             if n == 1 {
-                skip_pending!(conn, &id_s).await?;
+                // Only steps still pending as stored: one that started meanwhile keeps running.
+                diesel::update(workflow_step_results::table
+                    .filter(workflow_step_results::execution_id.eq(&id))
+                    .filter(workflow_step_results::position.eq_any(&skipped))
+                    .filter(workflow_step_results::status.eq(StepStatus::Pending.as_str())))
+                    .set(workflow_step_results::status.eq(StepStatus::Skipped.as_str()))
+                    .execute(conn)
+                    .await?;
             }
             Ok::<_, StoreError>(n == 1)
         })?;
-        Ok(self.get(tenant, id).await?.map(|e| (e, cancelled)))
+        Ok(recorded)
     }
 
     async fn start_step(

@@ -257,12 +257,17 @@ impl ExecutionService {
     /// finished, [`ExecutionError::Forbidden`] without `workflows:execute`.
     pub async fn cancel(&self, caller: &Principal, id: &ExecutionId) -> Result<Execution, ExecutionError> {
         caller.require(Permission::WorkflowsExecute)?;
-        let now = self.deps.clock.now();
-        match self.deps.executions.cancel(&caller.tenant_id, id, now).await? {
-            None => Err(ExecutionError::NotFound),
-            Some((execution, true)) => Ok(execution),
-            Some((execution, false)) => Err(ExecutionError::Finished(execution.status())),
+        let executions = &self.deps.executions;
+        let mut execution = executions.get(&caller.tenant_id, id).await?.ok_or(ExecutionError::NotFound)?;
+        if execution.cancel(self.deps.clock.now()).is_err() {
+            return Err(ExecutionError::Finished(execution.status()));
         }
+        if executions.record_cancel(&execution).await? {
+            return Ok(execution);
+        }
+        // It ended between the read and the write.
+        let now_stored = executions.get(&caller.tenant_id, id).await?.ok_or(ExecutionError::NotFound)?;
+        Err(ExecutionError::Finished(now_stored.status()))
     }
 
     /// Runs a claimed execution's remaining steps (see [`Self::run_steps`]); how it ended.

@@ -217,16 +217,11 @@ pub trait ExecutionRepository: Send + Sync {
         page: Page,
     ) -> anyhow::Result<(Vec<Execution>, u64)>;
 
-    /// Cancels a running execution at `now`: its status becomes `cancelled` and its pending
-    /// steps `skipped`, in one transaction (a running step may still record its result).
-    /// Returns the execution after the change and `true`, or unchanged and `false` when it had
-    /// already finished; `None` when absent.
-    async fn cancel(
-        &self,
-        tenant: &TenantId,
-        id: &ExecutionId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<Option<(Execution, bool)>>;
+    /// Stores the end a caller gave a running execution ([`Execution::cancel`]): its status,
+    /// error and end time, and the steps it skipped, in one transaction, only if the stored
+    /// execution of its tenant is still `running` (a running step may still record its
+    /// result); whether it was.
+    async fn record_cancel(&self, execution: &Execution) -> anyhow::Result<bool>;
 
     /// Marks step `position` running at `now` and extends the lease to `lease.until`, only if
     /// the execution is still `running` and carries `lease.token`; `false` otherwise (it was

@@ -213,13 +213,10 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     assert_eq!(events, ["workflow.execution.completed", "workflow.execution.started"]);
     let much_later = t0() + Duration::hours(1);
     assert!(store.claim(&lease("l3", much_later), much_later, 10).await.unwrap().is_empty(), "finished");
-    assert!(
-        store
-            .cancel(tenant, id, much_later)
-            .await
-            .unwrap()
-            .is_some_and(|(e, cancelled)| !cancelled && e.status() == ExecutionStatus::Completed)
-    );
+    let mut cancelled = new.execution.clone();
+    cancelled.cancel(much_later).unwrap();
+    assert!(!store.record_cancel(&cancelled).await.unwrap(), "a finished execution stays as it ended");
+    assert_eq!(store.get(tenant, id).await.unwrap().unwrap().status(), ExecutionStatus::Completed);
 }
 
 async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Database) {
@@ -229,15 +226,17 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     let (id, tenant) = (&new.execution.id, &new.execution.tenant_id);
     let held = lease("l1", t0() + Duration::seconds(30));
     store.claim(&held, t0(), 10).await.unwrap();
+    // Read before step 0 started, as a cancelling request may: step 0 is pending in its copy.
+    let mut cancelled = store.get(tenant, id).await.unwrap().unwrap();
     assert!(store.start_step(id, &held, 0, t0()).await.unwrap());
-    assert_eq!(
-        store.cancel(&TenantId::from_string("ten_2"), id, t0()).await.unwrap(),
-        None,
-        "another tenant's"
-    );
-    let (cancelled, now) = store.cancel(tenant, id, t0()).await.unwrap().unwrap();
-    assert!(now);
+    cancelled.cancel(t0()).unwrap();
+    let mut foreign = cancelled.clone();
+    foreign.tenant_id = TenantId::from_string("ten_2");
+    assert!(!store.record_cancel(&foreign).await.unwrap(), "another tenant's");
+    assert!(store.record_cancel(&cancelled).await.unwrap());
+    let cancelled = store.get(tenant, id).await.unwrap().unwrap();
     assert_eq!(cancelled.status(), ExecutionStatus::Cancelled);
+    assert_eq!(cancelled.error(), Some(agentry_domain::workflows::CANCELLED_ERROR));
     assert_eq!(cancelled.steps()[0].status(), StepStatus::Running, "a running step may finish");
     assert_eq!(cancelled.steps()[1].status(), StepStatus::Skipped);
     assert!(!store.start_step(id, &held, 1, t0()).await.unwrap(), "no further step starts");
@@ -249,8 +248,7 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
         (after.status(), after.steps()[0].status()),
         (ExecutionStatus::Cancelled, StepStatus::Completed)
     );
-    let (_, again) = store.cancel(tenant, id, t0()).await.unwrap().unwrap();
-    assert!(!again, "a second cancel changes nothing");
+    assert!(!store.record_cancel(&cancelled).await.unwrap(), "a second cancel changes nothing");
     let later = t0() + Duration::hours(1);
     assert!(store.claim(&lease("l2", later), later, 10).await.unwrap().is_empty(), "never claimed again");
 }
@@ -267,7 +265,9 @@ async fn executions_are_listed_newest_first_filtered_and_per_tenant(db: Database
     store.create(&new_execution("exe_x", "ten_2", t0(), ExecutionOrigin::Api, None)).await.unwrap();
     let tenant = TenantId::from_string("ten_1");
     let wf = WorkflowId::from_string("wf_ten_1");
-    store.cancel(&tenant, &ExecutionId::from_string("exe_1"), t0()).await.unwrap();
+    let mut first = store.get(&tenant, &ExecutionId::from_string("exe_1")).await.unwrap().unwrap();
+    first.cancel(t0()).unwrap();
+    assert!(store.record_cancel(&first).await.unwrap());
     let (page, total) = store.list(&tenant, &wf, None, Page { page: 1, per_page: 2 }).await.unwrap();
     assert_eq!(total, 5);
     let ids: Vec<&str> = page.iter().map(|e| e.id.as_str()).collect();

@@ -424,19 +424,26 @@ async fn a_stopping_worker_gives_the_execution_back_between_steps() {
 #[tokio::test]
 async fn cancel_reports_whether_it_cancelled() {
     let mut m = Mocks::new();
-    m.executions.expect_cancel().returning(|_, id, _| {
+    // exe_running is running, exe_done completed, exe_raced ends while it is cancelled.
+    let raced_reads = std::sync::atomic::AtomicUsize::new(0);
+    m.executions.expect_get().returning(move |_, id| {
         let mut e = claimed(0).item.execution;
+        e.id = id.clone();
         Ok(match id.as_str() {
-            "exe_running" => {
-                e.cancel(t0()).unwrap();
-                Some((e, true))
-            }
-            "exe_done" => {
+            "exe_running" => Some(e),
+            "exe_raced" if raced_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => Some(e),
+            "exe_done" | "exe_raced" => {
                 e.complete(json!(1), t0()).unwrap();
-                Some((e, false))
+                Some(e)
             }
             _ => None,
         })
+    });
+    m.executions.expect_record_cancel().returning(|e| {
+        // What the domain decided is what is stored.
+        assert_eq!(e.status(), ExecutionStatus::Cancelled);
+        assert_eq!(e.steps()[1].status(), StepStatus::Skipped);
+        Ok(e.id.as_str() == "exe_running")
     });
     let service = m.service();
     let who = caller(Role::Member);
@@ -444,6 +451,10 @@ async fn cancel_reports_whether_it_cancelled() {
     assert_eq!(ok.status(), ExecutionStatus::Cancelled);
     assert!(matches!(
         service.cancel(&who, &ExecutionId::from_string("exe_done")).await,
+        Err(ExecutionError::Finished(ExecutionStatus::Completed))
+    ));
+    assert!(matches!(
+        service.cancel(&who, &ExecutionId::from_string("exe_raced")).await,
         Err(ExecutionError::Finished(ExecutionStatus::Completed))
     ));
     assert!(matches!(
