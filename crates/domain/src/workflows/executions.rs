@@ -339,18 +339,10 @@ impl ExecutionService {
                     execution.complete_step(position, output.clone(), finished_at)?;
                     if last {
                         execution.complete(output.clone(), finished_at)?;
-                        let event = Event::new(
-                            d.ids.as_ref(),
-                            &execution.tenant_id,
-                            EventPayload::WorkflowExecutionCompleted(ExecutionCompletedData {
-                                execution_id: execution.id.clone(),
-                                workflow_id: execution.workflow_id.clone(),
-                                output: output.clone(),
-                                duration_ms: millis_between(execution.started_at, finished_at),
-                            }),
-                            finished_at,
-                        );
-                        (Some(event), Some(RunOutcome::Completed))
+                        (
+                            Some(self.completed_event(&execution, output, finished_at)),
+                            Some(RunOutcome::Completed),
+                        )
                     } else {
                         context.add_output(step.id(), output);
                         (None, None)
@@ -360,19 +352,7 @@ impl ExecutionService {
                     execution.fail_step(position, failure.0.clone(), finished_at)?;
                     let error = format!("step {} failed: {}", step.id(), failure.0);
                     execution.fail(error.clone(), finished_at)?;
-                    let event = Event::new(
-                        d.ids.as_ref(),
-                        &execution.tenant_id,
-                        EventPayload::WorkflowExecutionFailed(ExecutionFailedData {
-                            execution_id: execution.id.clone(),
-                            workflow_id: execution.workflow_id.clone(),
-                            step_id: step.id().to_owned(),
-                            error,
-                            duration_ms: millis_between(execution.started_at, finished_at),
-                        }),
-                        finished_at,
-                    );
-                    (Some(event), Some(RunOutcome::Failed))
+                    (Some(self.failed_event(&execution, step, error, finished_at)), Some(RunOutcome::Failed))
                 }
             };
             let finish = event.map(|event| Finish::of(&execution, event));
@@ -392,6 +372,29 @@ impl ExecutionService {
         // Every step had completed before this claim (the result that ended it was stored but
         // its end was not: impossible, as both are one transaction).
         Ok(RunOutcome::Completed)
+    }
+
+    /// The event of an execution that completed with `output` at `at`.
+    fn completed_event(&self, execution: &Execution, output: Value, at: DateTime<Utc>) -> Event {
+        let payload = EventPayload::WorkflowExecutionCompleted(ExecutionCompletedData {
+            execution_id: execution.id.clone(),
+            workflow_id: execution.workflow_id.clone(),
+            output,
+            duration_ms: millis_between(execution.started_at, at),
+        });
+        Event::new(self.deps.ids.as_ref(), &execution.tenant_id, payload, at)
+    }
+
+    /// The event of an execution that failed at `step` with `error` at `at`.
+    fn failed_event(&self, execution: &Execution, step: &Step, error: String, at: DateTime<Utc>) -> Event {
+        let payload = EventPayload::WorkflowExecutionFailed(ExecutionFailedData {
+            execution_id: execution.id.clone(),
+            workflow_id: execution.workflow_id.clone(),
+            step_id: step.id().to_owned(),
+            error,
+            duration_ms: millis_between(execution.started_at, at),
+        });
+        Event::new(self.deps.ids.as_ref(), &execution.tenant_id, payload, at)
     }
 
     /// Renders and performs one step within its timeout, checking its output's size.
@@ -417,7 +420,10 @@ impl ExecutionService {
     async fn status_of(&self, execution: &Execution) -> Option<ExecutionStatus> {
         match self.deps.executions.get(&execution.tenant_id, &execution.id).await {
             Ok(found) => found.map(|e| e.status()),
-            Err(_) => None,
+            Err(e) => {
+                tracing::error!(execution_id = %execution.id, error = ?e, "reading an execution's status failed");
+                None
+            }
         }
     }
 
