@@ -38,6 +38,8 @@ pub mod ratelimit;
 pub mod secrets;
 pub mod storable;
 mod string_enum;
+
+pub use string_enum::Named;
 pub mod tenancy;
 pub mod time;
 pub mod tokens;

@@ -7,7 +7,8 @@
 /// - `ALL`, every variant in declaration order;
 /// - `as_str(self) -> &'static str`, the variant's name;
 /// - `parse(&str) -> Option<Self>`, the variant of a name (exact match);
-/// - `Display`, writing the name.
+/// - `Display`, writing the name;
+/// - [`Named`](crate::Named), for generic code.
 ///
 /// The enum keeps the attributes written on it (its derives among them; it must be `Copy`).
 /// Optional trailing items add:
@@ -116,8 +117,21 @@ macro_rules! string_enum {
             }
         }
 
+        impl $crate::Named for $name {
+            fn from_name(name: &str) -> ::std::option::Option<Self> {
+                Self::parse(name)
+            }
+        }
+
         $crate::string_enum!(@options $name [$($text),+] $($options)*);
     };
+}
+
+/// What every [`string_enum!`](crate::string_enum) enum is: a value read back from its name
+/// (generic code, such as a store reading a column, needs no per-enum function).
+pub trait Named: Sized {
+    /// The value with this name, if any (as the enum's own `parse`).
+    fn from_name(name: &str) -> Option<Self>;
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::Database;
 use crate::schema::{memberships, refresh_tokens, tenants, users};
-use crate::types::DbTime;
+use crate::types::{DbTime, parse_stored};
 
 /// Users, tenants and memberships in the database.
 #[derive(Debug, Clone)]
@@ -200,13 +200,4 @@ fn membership_rows(user: &UserId, rows: Vec<MembershipRow>) -> anyhow::Result<Ve
             })
         })
         .collect()
-}
-
-/// Parses an enum stored as text; a failure means the database holds something this version
-/// does not know, which is a bug or a botched migration.
-pub(crate) fn parse_stored<T: std::str::FromStr>(value: &str, what: &str) -> anyhow::Result<T>
-where
-    T::Err: std::fmt::Display,
-{
-    value.parse().map_err(|e| anyhow::anyhow!("stored {what} {value:?} is invalid: {e}"))
 }

@@ -10,11 +10,11 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use serde::{Deserialize, Serialize};
 
-use crate::accounts::parse_stored;
 use crate::database::{Database, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{agents, events};
 use crate::signals::WorkQueue;
+use crate::types::parse_stored;
 use crate::types::{DbJsonAs, DbTime};
 
 /// Agents in the database.

@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::accounts::parse_stored;
 use crate::database::Database;
 use crate::schema::{api_keys, memberships, tenants, users};
+use crate::types::parse_stored;
 use crate::types::{DbJsonAs, DbTime};
 
 /// API keys in the database.

@@ -1,7 +1,7 @@
 //! [`ConversationRepository`]: chat sessions and messages, and the one transaction that stores
 //! a finished exchange together with its charge and events.
 
-use agentry_domain::agents::{ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message};
+use agentry_domain::agents::{ConversationRepository, Exchange, ExchangeOutcome, Message};
 use agentry_domain::billing::LedgerEntry;
 use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, MessageId, SessionId, TenantId};
@@ -18,7 +18,7 @@ use crate::memory::NewEntryRow;
 use crate::postgres::PgConn;
 use crate::schema::{chat_messages, chat_sessions, credit_holds, events, memory_entries};
 use crate::signals::WorkQueue;
-use crate::types::{DbJson, DbTime, Json, UtcTime};
+use crate::types::{DbJson, DbTime, Json, UtcTime, parse_named};
 
 /// Conversations in the database.
 #[derive(Debug, Clone)]
@@ -68,8 +68,7 @@ impl MessageRow {
             tenant_id: TenantId::from_string(self.tenant_id),
             agent_id: AgentId::from_string(self.agent_id),
             session_id: SessionId::from_string(self.session_id),
-            role: ChatRole::parse(&self.role)
-                .ok_or_else(|| anyhow::anyhow!("stored role {:?} is invalid", self.role))?,
+            role: parse_named(&self.role, "chat role")?,
             content: self.content,
             prompt_tokens: u64::try_from(self.prompt_tokens).unwrap_or(0),
             completion_tokens: u64::try_from(self.completion_tokens).unwrap_or(0),

@@ -1,8 +1,6 @@
 //! [`CreditRepository`]: balances, holds, purchases and the ledger.
 
-use agentry_domain::billing::{
-    CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Purchase,
-};
+use agentry_domain::billing::{CreditHold, CreditRepository, HoldRequest, LedgerEntry, Purchase};
 use agentry_domain::events::Event;
 use agentry_domain::ids::{CreditHoldId, LedgerEntryId, TenantId};
 use agentry_domain::pagination::Page;
@@ -13,12 +11,12 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::RunQueryDsl;
 
-use crate::accounts::parse_stored;
 use crate::database::{Database, DbPool, PgPools, StoreError, split_page};
 use crate::events::EventRow;
 use crate::schema::{credit_holds, credit_ledger, events, purchases, tenants};
 use crate::signals::WorkQueue;
 use crate::types::{DbTime, UtcTime};
+use crate::types::{parse_named, parse_stored};
 
 /// Credits in the database.
 #[derive(Debug, Clone)]
@@ -212,8 +210,7 @@ impl CreditRepository for CreditStore {
                     tenant_id: TenantId::from_string(r.tenant_id),
                     delta: r.delta,
                     balance_after: r.balance_after,
-                    reason: LedgerReason::parse(&r.reason)
-                        .ok_or_else(|| anyhow::anyhow!("stored ledger reason {:?} is invalid", r.reason))?,
+                    reason: parse_named(&r.reason, "ledger reason")?,
                     reference: r.reference,
                     created_at: r.created_at.0,
                 })

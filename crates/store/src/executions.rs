@@ -13,7 +13,7 @@ use agentry_domain::work::{Lease, LeaseQueue};
 use agentry_domain::workflows::{
     ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord, ExecutionRepository,
     ExecutionRun, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord, StepResult, StepStatus,
-    StepType, steps_to_json, validate_steps,
+    steps_to_json, validate_steps,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,7 +25,7 @@ use crate::events::EventRow;
 use crate::leases::{QueueTable, claimed, prepare_claim};
 use crate::schema::{events, workflow_executions, workflow_step_results};
 use crate::signals::WorkQueue;
-use crate::types::{DbJson, DbJsonAs, DbTime};
+use crate::types::{DbJson, DbJsonAs, DbTime, parse_named};
 
 /// Executions in the database.
 #[derive(Debug, Clone)]
@@ -74,8 +74,7 @@ struct ExecutionRow {
 impl ExecutionRow {
     fn into_domain(self, steps: Vec<StepRow>) -> anyhow::Result<Execution> {
         Ok(Execution::restore(ExecutionRecord {
-            status: ExecutionStatus::parse(&self.status)
-                .ok_or_else(|| anyhow::anyhow!("stored execution status {:?} is unknown", self.status))?,
+            status: parse_named(&self.status, "execution status")?,
             origin: ExecutionOrigin::parse(&self.origin_kind, self.origin_id)
                 .ok_or_else(|| anyhow::anyhow!("execution {} has an unknown origin", self.id))?,
             id: ExecutionId::from_string(self.id),
@@ -133,10 +132,8 @@ impl StepRow {
 
     fn into_record(self) -> anyhow::Result<StepRecord> {
         Ok(StepRecord {
-            step_type: StepType::parse(&self.step_type)
-                .ok_or_else(|| anyhow::anyhow!("stored step type {:?} is unknown", self.step_type))?,
-            status: StepStatus::parse(&self.status)
-                .ok_or_else(|| anyhow::anyhow!("stored step status {:?} is unknown", self.status))?,
+            step_type: parse_named(&self.step_type, "step type")?,
+            status: parse_named(&self.status, "step status")?,
             step_id: self.step_id,
             output: self.output.map(|o| o.0),
             error: self.error,

@@ -20,11 +20,11 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use serde_json::{Map, Value};
 
-use crate::accounts::parse_stored;
 use crate::database::{Backend, Database, StoreError};
 use crate::events::EventRow;
 use crate::schema::{events, memory_documents, memory_entries, memory_scopes, memory_tombstones};
 use crate::signals::WorkQueue;
+use crate::types::parse_stored;
 use crate::types::{DbJsonAs, DbTime};
 use crate::vectors::{self, CachedVector, Load, Sync, VectorCache};
 

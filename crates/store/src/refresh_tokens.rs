@@ -1,6 +1,6 @@
 //! [`RefreshTokenRepository`]: refresh tokens by digest, rotation guarded by status.
 
-use agentry_domain::identity::{RefreshToken, RefreshTokenRepository, RefreshTokenStatus, RotateOutcome};
+use agentry_domain::identity::{RefreshToken, RefreshTokenRepository, RotateOutcome};
 use agentry_domain::ids::{RefreshTokenId, TokenFamilyId, UserId};
 use agentry_domain::secrets::SecretDigest;
 use async_trait::async_trait;
@@ -10,7 +10,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Database, StoreError};
 use crate::schema::{refresh_tokens, users};
-use crate::types::DbTime;
+use crate::types::{DbTime, parse_named};
 
 /// A no-op update of the user's row: on PostgreSQL it takes the row's lock until the
 /// transaction ends, which orders a rotation and a revocation of the same user's tokens (under
@@ -71,8 +71,7 @@ impl RefreshTokenRow {
             family_id: TokenFamilyId::from_string(self.family_id),
             user_id: UserId::from_string(self.user_id),
             digest: SecretDigest::from_string(self.token_digest),
-            status: RefreshTokenStatus::parse(&self.status)
-                .ok_or_else(|| anyhow::anyhow!("stored refresh token status {:?} is invalid", self.status))?,
+            status: parse_named(&self.status, "refresh token status")?,
             issued_at: self.issued_at.0,
             expires_at: self.expires_at.0,
         })

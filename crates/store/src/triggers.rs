@@ -9,17 +9,16 @@
 use agentry_domain::ids::{IntegrationId, TenantId, TriggerId, UserId, WorkflowId};
 use agentry_domain::webhooks::SealedSecret;
 use agentry_domain::workflows::{
-    Integration, IntegrationKind, IntegrationRepository, IntegrationTarget, RunAs, Trigger,
-    TriggerRepository, TriggerTarget,
+    Integration, IntegrationRepository, IntegrationTarget, RunAs, Trigger, TriggerRepository, TriggerTarget,
 };
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::accounts::parse_stored;
 use crate::database::{Database, StoreError};
 use crate::schema::{integrations, tenants, workflow_triggers, workflows};
 use crate::types::{DbJsonAs, DbTime};
+use crate::types::{parse_named, parse_stored};
 use crate::workflows::WorkflowRow;
 
 /// Webhook triggers in the database.
@@ -134,8 +133,7 @@ impl IntegrationRow {
 
     fn into_domain(self) -> anyhow::Result<Integration> {
         Ok(Integration {
-            kind: IntegrationKind::parse(&self.kind)
-                .ok_or_else(|| anyhow::anyhow!("stored integration kind {:?} is unknown", self.kind))?,
+            kind: parse_named(&self.kind, "integration kind")?,
             run_as: RunAs {
                 user_id: UserId::from_string(self.run_as_user_id),
                 role: parse_stored(&self.run_as_role, "role")?,

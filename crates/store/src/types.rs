@@ -206,3 +206,18 @@ impl<T: Serialize + DeserializeOwned + std::fmt::Debug> FromSql<Json, Sqlite> fo
         Ok(Self(serde_json::from_str(value.read_text())?))
     }
 }
+
+/// Parses an enum stored as text; a failure means the database holds something this version
+/// does not know, which is a bug or a botched migration.
+pub(crate) fn parse_stored<T: std::str::FromStr>(value: &str, what: &str) -> anyhow::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    value.parse().map_err(|e| anyhow::anyhow!("stored {what} {value:?} is invalid: {e}"))
+}
+
+/// Reads a [`string_enum!`](agentry_domain::string_enum) value stored by its name; an unknown
+/// name is an error naming `what` (a newer version's value, or a botched migration).
+pub(crate) fn parse_named<T: agentry_domain::Named>(value: &str, what: &str) -> anyhow::Result<T> {
+    T::from_name(value).ok_or_else(|| anyhow::anyhow!("stored {what} {value:?} is unknown"))
+}
