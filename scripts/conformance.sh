@@ -13,6 +13,8 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
     for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
+    # Waited for, so that no service still writes its SQLite file into a directory being removed.
+    for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && wait "$pid" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT

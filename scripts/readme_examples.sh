@@ -8,7 +8,12 @@ cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-target/release/agentry}")
 WORK=$(mktemp -d)
 PID=""
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
+# The service is waited for before its directory goes: killed but still closing its SQLite
+# file, it would write the WAL back into a directory being removed.
+cleanup() {
+    if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
