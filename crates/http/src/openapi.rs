@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::routes::{
-    agents, api_keys, auth, billing, executions, health, integrations, memory, recovery, triggers, webhooks,
-    workflows,
+    agents, api_keys, auth, billing, chat, executions, health, integrations, memory, recovery, triggers,
+    webhooks, workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -41,8 +41,8 @@ use crate::settings::{Envelope, HttpSettings};
         recovery::forgot_password, recovery::reset_password, recovery::request_magic_link,
         recovery::exchange_magic_link,
         api_keys::create, api_keys::list, api_keys::revoke,
-        agents::list, agents::create, agents::get, agents::update, agents::delete, agents::chat,
-        agents::messages,
+        agents::list, agents::create, agents::get, agents::update, agents::delete, chat::chat,
+        chat::messages,
         memory::add, memory::list, memory::get, memory::delete, memory::search, memory::add_documents,
         memory::delete_document, memory::consolidate, memory::store_upsert, memory::store_search,
         memory::store_get, memory::store_delete,

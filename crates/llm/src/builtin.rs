@@ -4,7 +4,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentry_domain::agents::{ChatModel, ChatRole, Completion, CompletionRequest, ModelError, count_prompt};
+use agentry_domain::agents::{
+    ChatModel, ChatRole, Completion, CompletionRequest, DeltaSink, FinishReason, ModelError, count_prompt,
+};
 use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
 use tiktoken_rs::CoreBPE;
@@ -127,13 +129,45 @@ impl ChatModel for BuiltinModel {
         if memories > 0 {
             reply.push_str(" I was also given memories relevant to your message.");
         }
-        let (reply, completion_tokens) =
+        let (truncated_reply, completion_tokens) =
             self.tokens.truncate(&reply, usize::try_from(request.max_tokens).unwrap_or(usize::MAX));
+        let truncated = truncated_reply.len() < reply.len();
+        let reply = truncated_reply;
         Ok(Completion {
             prompt_tokens: count_prompt(self.tokens.as_ref(), &request.messages),
             completion_tokens,
+            finish: if truncated { FinishReason::Length } else { FinishReason::Stop },
             content: reply,
         })
+    }
+
+    /// The same answer as [`BuiltinModel::complete`], handed over word by word (each piece a
+    /// word with the white space before it), as a model generates it.
+    async fn stream(
+        &self,
+        request: &CompletionRequest,
+        sink: Arc<dyn DeltaSink>,
+    ) -> Result<Completion, ModelError> {
+        let whole = self.complete(request).await?;
+        let mut sent = 0;
+        for (end, _) in whole.content.match_indices(' ').chain([(whole.content.len(), "")]) {
+            if end <= sent {
+                continue;
+            }
+            if !sink.delta(&whole.content[sent..end]) {
+                // The listener left: what it received is the reply, counted as such.
+                let content = whole.content[..end].to_owned();
+                let completion_tokens = self.tokens.count(&content);
+                return Ok(Completion {
+                    content,
+                    completion_tokens,
+                    finish: FinishReason::Cancelled,
+                    ..whole
+                });
+            }
+            sent = end;
+        }
+        Ok(whole)
     }
 }
 

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use agentry_domain::agents::{ChatModel, Completion, CompletionRequest, ModelError, count_prompt};
+use agentry_domain::agents::{
+    ChatModel, Completion, CompletionRequest, FinishReason, ModelError, count_prompt,
+};
 use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
 use secrecy::{ExposeSecret as _, SecretString};
@@ -40,6 +42,7 @@ struct Response {
 #[derive(Deserialize)]
 struct Choice {
     message: ChoiceMessage,
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -108,17 +111,25 @@ impl ChatModel for OpenAiModel {
         }
         let parsed: Response = serde_json::from_str(&text)
             .map_err(|e| ModelError::Upstream(format!("unreadable answer from the provider: {e}")))?;
-        let content = parsed
+        let choice = parsed
             .choices
             .into_iter()
             .next()
-            .and_then(|c| c.message.content)
+            .ok_or_else(|| ModelError::Upstream("the provider answered without a message".into()))?;
+        let finish = if choice.finish_reason.as_deref() == Some("length") {
+            FinishReason::Length
+        } else {
+            FinishReason::Stop
+        };
+        let content = choice
+            .message
+            .content
             .ok_or_else(|| ModelError::Upstream("the provider answered without a message".into()))?;
         // Servers that omit usage get an honest local count.
         let (prompt_tokens, completion_tokens) = match parsed.usage {
             Some(u) => (u.prompt_tokens, u.completion_tokens),
             None => (count_prompt(&self.tokens, &request.messages), self.tokens.count(&content)),
         };
-        Ok(Completion { content, prompt_tokens, completion_tokens })
+        Ok(Completion { content, prompt_tokens, completion_tokens, finish })
     }
 }

@@ -16,7 +16,7 @@ use agentry_embed::{
     HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
 };
 use agentry_http::{MetricsExport, Readiness};
-use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings};
+use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings, SmolLmModel, SmolLmSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{AgentStore, Database, DatabaseSettings, MemoryStore, WebhookStore};
 use anyhow::Context as _;
@@ -85,23 +85,54 @@ pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
     Ok(inner)
 }
 
-/// The chat model the configuration asks for.
+/// The chat model the configuration asks for. SmolLM2 is loaded once per process and file,
+/// however many apps a test process starts.
 ///
 /// # Errors
-/// When the HTTP client of the OpenAI-compatible model cannot be built.
+/// When the HTTP client of the OpenAI-compatible model cannot be built, or `smollm` is asked
+/// for and its file is missing or unreadable.
 pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
-    let (model, provider): (Arc<dyn ChatModel>, _) = match config.llm_provider {
-        LlmProvider::Builtin => (Arc::new(BuiltinModel::new()), "builtin"),
-        LlmProvider::Openai => (
-            Arc::new(OpenAiModel::new(OpenAiSettings {
-                base_url: config.llm_base_url.clone(),
-                api_key: config.llm_api_key.clone(),
-                timeout: Duration::from_secs(config.llm_timeout_secs),
-            })?),
-            "openai",
-        ),
+    let provider = config.llm().as_str();
+    let model: Arc<dyn ChatModel> = match config.llm() {
+        LlmProvider::Smollm => Arc::new(load_smollm(config)?),
+        LlmProvider::Auto | LlmProvider::Builtin => Arc::new(BuiltinModel::new()),
+        LlmProvider::Openai => Arc::new(OpenAiModel::new(OpenAiSettings {
+            base_url: config.llm_base_url.clone(),
+            api_key: config.llm_api_key.clone(),
+            timeout: Duration::from_secs(config.llm_timeout_secs),
+        })?),
     };
+    match provider {
+        "builtin" if config.llm_provider == LlmProvider::Auto => tracing::info!(
+            path = %config.llm_model_path.display(),
+            "chat model: the built-in responder (no language model file; `make model` fetches SmolLM2)"
+        ),
+        _ => tracing::info!(provider, model = %config.default_model(), "chat model"),
+    }
     Ok(Arc::new(MeteredModel::new(model, provider)))
+}
+
+fn load_smollm(config: &Config) -> anyhow::Result<SmolLmModel> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, SmolLmModel>>> = OnceLock::new();
+    let mut loaded =
+        LOADED.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(model) = loaded.get(&config.llm_model_path) {
+        return Ok(model.clone());
+    }
+    let started = std::time::Instant::now();
+    let model = SmolLmModel::load(
+        &config.llm_model_path,
+        &SmolLmSettings {
+            concurrency: config.llm_concurrency,
+            queue: config.llm_queue,
+            timeout: Duration::from_secs(config.llm_timeout_secs),
+        },
+    )?;
+    tracing::info!(elapsed_ms = started.elapsed().as_millis(), "loaded SmolLM2-135M-Instruct");
+    loaded.insert(config.llm_model_path.clone(), model.clone());
+    Ok(model)
 }
 
 /// What a test (or an embedding program) may put in place of the real thing.

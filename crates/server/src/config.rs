@@ -60,10 +60,26 @@ pub enum RateLimitFailure {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LlmProvider {
+    /// `smollm` when its model file is present, else `builtin`.
+    Auto,
+    /// SmolLM2-135M-Instruct in process (`AGENTRY_LLM_MODEL_PATH`).
+    Smollm,
     /// The offline built-in responder.
     Builtin,
     /// An OpenAI-compatible server.
     Openai,
+}
+
+impl LlmProvider {
+    /// The name `/readyz`, the log and the metrics use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Smollm => "smollm",
+            Self::Builtin => "builtin",
+            Self::Openai => "openai",
+        }
+    }
 }
 
 /// Which sentence-embedding model memory uses.
@@ -172,9 +188,16 @@ pub struct Config {
     pub redis_key_prefix: String,
     /// The most one Redis count may take, connecting included, in milliseconds.
     pub redis_timeout_ms: u64,
-    /// The chat model: `builtin` (offline, deterministic) or `openai` (any OpenAI-compatible
-    /// server).
+    /// The chat model: `auto` (default: `smollm` when its file is present, else `builtin`),
+    /// `smollm` (SmolLM2-135M-Instruct in process), `builtin` (offline, deterministic) or
+    /// `openai` (any OpenAI-compatible server).
     pub llm_provider: LlmProvider,
+    /// The GGUF file of SmolLM2-135M-Instruct (`make model` fetches it).
+    pub llm_model_path: std::path::PathBuf,
+    /// In-process generations at once.
+    pub llm_concurrency: usize,
+    /// In-process generations waiting for a turn; beyond, 503 `model_busy`.
+    pub llm_queue: usize,
     /// Base URL of the OpenAI-compatible server.
     pub llm_base_url: String,
     /// Its API key, if it needs one.
@@ -307,7 +330,10 @@ impl Default for Config {
             redis_url: None,
             redis_key_prefix: "agentry:".into(),
             redis_timeout_ms: 250,
-            llm_provider: LlmProvider::Builtin,
+            llm_provider: LlmProvider::Auto,
+            llm_model_path: "data/models/SmolLM2-135M-Instruct.Q4_1.gguf".into(),
+            llm_concurrency: 1,
+            llm_queue: 16,
             llm_base_url: "https://api.openai.com".into(),
             llm_api_key: None,
             llm_model: None,
@@ -440,6 +466,11 @@ impl Config {
         self.trusted_proxy_addrs()?;
         anyhow::ensure!(self.llm_timeout_secs >= 1, "AGENTRY_LLM_TIMEOUT_SECS must be at least 1");
         anyhow::ensure!(
+            (1..=64).contains(&self.llm_concurrency),
+            "AGENTRY_LLM_CONCURRENCY must be from 1 to 64"
+        );
+        anyhow::ensure!(self.llm_queue <= 10_000, "AGENTRY_LLM_QUEUE must be at most 10000");
+        anyhow::ensure!(
             self.embedding_timeout_secs >= 1,
             "AGENTRY_EMBEDDING_TIMEOUT_SECS must be at least 1"
         );
@@ -484,10 +515,20 @@ impl Config {
             .map_err(|e| anyhow::anyhow!("AGENTRY_WEBHOOK_RETRY_SCHEDULE: {e}"))
     }
 
+    /// The chat model that answers: `auto` resolved by whether the model file is there.
+    pub fn llm(&self) -> LlmProvider {
+        match self.llm_provider {
+            LlmProvider::Auto if self.llm_model_path.is_file() => LlmProvider::Smollm,
+            LlmProvider::Auto => LlmProvider::Builtin,
+            chosen => chosen,
+        }
+    }
+
     /// The model agents use when their config names none.
     pub fn default_model(&self) -> String {
-        self.llm_model.clone().unwrap_or_else(|| match self.llm_provider {
-            LlmProvider::Builtin => "builtin".into(),
+        self.llm_model.clone().unwrap_or_else(|| match self.llm() {
+            LlmProvider::Smollm => "smollm2-135m-instruct".into(),
+            LlmProvider::Auto | LlmProvider::Builtin => "builtin".into(),
             LlmProvider::Openai => "gpt-4o-mini".into(),
         })
     }

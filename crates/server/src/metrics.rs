@@ -8,7 +8,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use agentry_domain::agents::{ChatModel, Completion, CompletionRequest, ModelError};
+use agentry_domain::agents::{ChatModel, Completion, CompletionRequest, DeltaSink, ModelError};
 use agentry_domain::metrics::{self as names, QueueBacklog};
 use agentry_domain::time::Clock;
 use agentry_store::{Backend, Database};
@@ -165,20 +165,37 @@ impl std::fmt::Debug for MeteredModel {
     }
 }
 
-#[async_trait]
-impl ChatModel for MeteredModel {
-    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError> {
-        let started = Instant::now();
-        let result = self.inner.complete(request).await;
+impl MeteredModel {
+    fn record(&self, started: Instant, result: &Result<Completion, ModelError>) {
         let outcome = if result.is_ok() { "ok" } else { "error" };
         metrics::histogram!(names::CHAT_MODEL_DURATION, "provider" => self.provider, "outcome" => outcome)
             .record(started.elapsed());
-        if let Ok(completion) = &result {
+        if let Ok(completion) = result {
             metrics::counter!(names::CHAT_TOKENS, "provider" => self.provider, "kind" => "prompt")
                 .increment(completion.prompt_tokens);
             metrics::counter!(names::CHAT_TOKENS, "provider" => self.provider, "kind" => "completion")
                 .increment(completion.completion_tokens);
         }
+    }
+}
+
+#[async_trait]
+impl ChatModel for MeteredModel {
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError> {
+        let started = Instant::now();
+        let result = self.inner.complete(request).await;
+        self.record(started, &result);
+        result
+    }
+
+    async fn stream(
+        &self,
+        request: &CompletionRequest,
+        sink: Arc<dyn DeltaSink>,
+    ) -> Result<Completion, ModelError> {
+        let started = Instant::now();
+        let result = self.inner.stream(request, sink).await;
+        self.record(started, &result);
         result
     }
 }

@@ -134,6 +134,10 @@ pub fn build_services(
         limiter,
         limits,
         readiness: Arc::new(DatabaseReadiness(db.clone())),
+        chat_model: agentry_http::routes::health::ChatModelStatus {
+            provider: config.llm().as_str().into(),
+            model: config.default_model(),
+        },
         metrics,
         failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
         clock: clock.clone(),

@@ -8,7 +8,7 @@ use agentry_domain::ids::{AgentId, MessageId, SessionId, TenantId};
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Nullable, Text};
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel_async::AsyncPgConnection;
 use diesel_async::RunQueryDsl;
 
@@ -45,6 +45,7 @@ struct MessageRow {
     prompt_tokens: i64,
     completion_tokens: i64,
     created_at: DbTime,
+    incomplete: bool,
 }
 
 impl MessageRow {
@@ -59,6 +60,7 @@ impl MessageRow {
             prompt_tokens: i64::try_from(m.prompt_tokens).unwrap_or(i64::MAX),
             completion_tokens: i64::try_from(m.completion_tokens).unwrap_or(i64::MAX),
             created_at: m.created_at.into(),
+            incomplete: m.incomplete,
         }
     }
 
@@ -73,6 +75,7 @@ impl MessageRow {
             prompt_tokens: u64::try_from(self.prompt_tokens).unwrap_or(0),
             completion_tokens: u64::try_from(self.completion_tokens).unwrap_or(0),
             created_at: self.created_at.0,
+            incomplete: self.incomplete,
         })
     }
 }
@@ -276,6 +279,7 @@ struct ExchangeStatement {
     message_prompt_tokens: Vec<i64>,
     message_completion_tokens: Vec<i64>,
     message_created_at: Vec<DbTime>,
+    message_incomplete: Vec<bool>,
     /// The events, one array per column.
     event_ids: Vec<String>,
     event_types: Vec<String>,
@@ -306,6 +310,7 @@ impl ExchangeStatement {
             message_prompt_tokens: messages.iter().map(|m| m.prompt_tokens).collect(),
             message_completion_tokens: messages.iter().map(|m| m.completion_tokens).collect(),
             message_created_at: messages.iter().map(|m| m.created_at).collect(),
+            message_incomplete: messages.iter().map(|m| m.incomplete).collect(),
             event_ids: events.iter().map(|e| e.id.clone()).collect(),
             event_types: events.iter().map(|e| e.event_type.clone()).collect(),
             event_data: events.iter().map(|e| e.data.clone()).collect(),
@@ -332,6 +337,7 @@ impl ExchangeStatement {
             .bind::<Array<BigInt>, _>(&self.message_prompt_tokens)
             .bind::<Array<BigInt>, _>(&self.message_completion_tokens)
             .bind::<Array<UtcTime>, _>(&self.message_created_at)
+            .bind::<Array<Bool>, _>(&self.message_incomplete)
             .bind::<Array<Text>, _>(&self.event_ids)
             .bind::<Array<Text>, _>(&self.event_types)
             .bind::<Array<Json>, _>(&self.event_data)
@@ -390,17 +396,17 @@ WITH released AS (
     ON CONFLICT DO NOTHING
 ), messages AS (
     INSERT INTO chat_messages
-        (id, tenant_id, agent_id, session_id, role, content, prompt_tokens, completion_tokens, created_at)
-    SELECT m.id, $2, $3, $4, m.role, m.content, m.prompt_tokens, m.completion_tokens, m.created_at
-    FROM released, unnest($6, $7, $8, $9, $10, $11)
-        AS m (id, role, content, prompt_tokens, completion_tokens, created_at)
+        (id, tenant_id, agent_id, session_id, role, content, prompt_tokens, completion_tokens, created_at, incomplete)
+    SELECT m.id, $2, $3, $4, m.role, m.content, m.prompt_tokens, m.completion_tokens, m.created_at, m.incomplete
+    FROM released, unnest($6, $7, $8, $9, $10, $11, $12)
+        AS m (id, role, content, prompt_tokens, completion_tokens, created_at, incomplete)
 ), outbox AS (
     INSERT INTO events (id, tenant_id, event_type, data, created_at)
     SELECT e.id, $2, e.event_type, e.data, e.created_at
-    FROM released, unnest($12, $13, $14, $15) AS e (id, event_type, data, created_at)
+    FROM released, unnest($13, $14, $15, $16) AS e (id, event_type, data, created_at)
 ), settled AS (
     UPDATE tenants SET
-        credits = tenants.credits + released.amount - $16,
+        credits = tenants.credits + released.amount - $17,
         held = tenants.held - released.amount,
         ledger_seq = tenants.ledger_seq + 1
     FROM released
@@ -408,7 +414,7 @@ WITH released AS (
     RETURNING tenants.credits AS available, tenants.credits + tenants.held AS settled, tenants.ledger_seq AS seq
 ), ledger AS (
     INSERT INTO credit_ledger (id, tenant_id, delta, balance_after, reason, created_at, reference, seq)
-    SELECT $17, $2, $18, settled.settled, $19, $20, $21, settled.seq FROM settled
+    SELECT $18, $2, $19, settled.settled, $20, $21, $22, settled.seq FROM settled
 )
 SELECT available, settled FROM settled";
 

@@ -168,6 +168,7 @@ diesel::table! {
         prompt_tokens -> BigInt,
         completion_tokens -> BigInt,
         created_at -> UtcTime,
+        incomplete -> Bool,
     }
 }
 

@@ -50,6 +50,9 @@ pub struct Message {
     pub completion_tokens: u64,
     /// When it was written.
     pub created_at: DateTime<Utc>,
+    /// For an assistant message: the reply stopped before its end because its streaming client
+    /// left; it holds what was generated until then (and was charged for that).
+    pub incomplete: bool,
 }
 
 /// What a model is asked.
@@ -74,6 +77,38 @@ pub struct Completion {
     pub prompt_tokens: u64,
     /// Tokens of the reply.
     pub completion_tokens: u64,
+    /// Why the model stopped.
+    pub finish: FinishReason,
+}
+
+crate::string_enum! {
+    /// Why a model stopped generating.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum FinishReason {
+        /// It ended its answer.
+        Stop => "stop",
+        /// It reached the most tokens it was allowed (or its deadline).
+        Length => "length",
+        /// Nobody listened any more (a streaming client left): the reply is incomplete.
+        Cancelled => "cancelled",
+    }
+}
+
+/// Where a streamed completion's text goes while it is generated.
+pub trait DeltaSink: Send + Sync {
+    /// Takes the next piece of the reply. `false` when nobody listens any more (the client
+    /// left): the model then stops generating and answers what it has.
+    fn delta(&self, text: &str) -> bool;
+}
+
+/// A sink that listens to nothing and never stops a generation: an unstreamed answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDeltas;
+
+impl DeltaSink for NoDeltas {
+    fn delta(&self, _text: &str) -> bool {
+        true
+    }
 }
 
 /// Why a model call failed.
@@ -85,6 +120,12 @@ pub enum ModelError {
     /// The provider did not answer in time.
     #[error("the model provider did not answer in time")]
     Timeout,
+    /// An in-process model has as many generations running and waiting as it takes.
+    #[error("the model is busy; try again in {retry_after_secs} s")]
+    Busy {
+        /// When to try again.
+        retry_after_secs: u64,
+    },
 }
 
 /// Tokens of a whole prompt: each turn's content plus the fixed framing chat models add per

@@ -9,7 +9,8 @@ mod recall;
 mod service;
 
 pub use chat::{
-    ChatRole, ChatTurn, Completion, CompletionRequest, Message, ModelError, build_prompt, count_prompt,
+    ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError,
+    NoDeltas, build_prompt, count_prompt,
 };
 pub use model::{
     Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges,
@@ -24,5 +25,5 @@ pub use ports::{MockAgentRepository, MockChatModel, MockConversationRepository, 
 pub use recall::NoRecall;
 pub use service::{
     AgentError, AgentService, ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings,
-    MAX_MESSAGE_CHARS, affordable_completion, chat_message,
+    MAX_MESSAGE_CHARS, PreparedChat, affordable_completion, chat_message,
 };

@@ -1,9 +1,11 @@
 //! What the agent services need from the outside world: storage, the chat model, and memory.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::chat::{Completion, CompletionRequest, Message, ModelError};
+use super::chat::{Completion, CompletionRequest, DeltaSink, Message, ModelError};
 use super::model::Agent;
 use crate::billing::Settlement;
 use crate::events::Event;
@@ -20,6 +22,26 @@ pub trait ChatModel: Send + Sync {
     /// # Errors
     /// [`ModelError::Upstream`] for a provider error, [`ModelError::Timeout`] when it is slow.
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError>;
+
+    /// Answers `request`, handing the reply to `sink` piece by piece as it is generated; stops
+    /// early, answering what it has with [`FinishReason::Cancelled`](super::chat::FinishReason),
+    /// when the sink stops listening. The returned content is exactly the pieces joined.
+    ///
+    /// A model that cannot stream answers whole and hands the reply over as one piece.
+    ///
+    /// # Errors
+    /// As [`ChatModel::complete`].
+    async fn stream(
+        &self,
+        request: &CompletionRequest,
+        sink: Arc<dyn DeltaSink>,
+    ) -> Result<Completion, ModelError> {
+        let completion = self.complete(request).await?;
+        if !completion.content.is_empty() {
+            sink.delta(&completion.content);
+        }
+        Ok(completion)
+    }
 }
 
 /// Retrieves what an agent remembers that bears on a message, and makes the episodic memory

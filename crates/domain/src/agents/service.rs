@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::chat::{ChatRole, Completion, CompletionRequest, Message, ModelError, build_prompt, count_prompt};
+use super::chat::{
+    ChatRole, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError, build_prompt,
+    count_prompt,
+};
 use super::model::{Agent, AgentChanges, AgentStatus, NewAgent};
 use super::ports::{
     AgentRepository, ChatModel, ConversationRepository, Exchange, ExchangeOutcome, MemoryRecall,
@@ -289,6 +292,21 @@ impl ChatService {
         agent_id: &AgentId,
         input: ChatInput,
     ) -> Result<ChatReply, ChatError> {
+        self.prepare(caller, agent_id, input).await?.answer(None).await
+    }
+
+    /// The first half of [`ChatService::chat`]: every check, the prompt and the credit hold,
+    /// so that a streamed reply can refuse with an ordinary answer (401, 402, 404, 409, 422)
+    /// before its stream begins. The prepared chat holds credits until it is answered.
+    ///
+    /// # Errors
+    /// See [`ChatError`].
+    pub async fn prepare(
+        &self,
+        caller: &Principal,
+        agent_id: &AgentId,
+        input: ChatInput,
+    ) -> Result<PreparedChat, ChatError> {
         caller.require(Permission::AgentsWrite)?;
         let d = &self.deps;
         let agent = d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
@@ -334,55 +352,15 @@ impl ChatService {
             max_tokens: u32::try_from(affordable).unwrap_or(u32::MAX).min(max_tokens),
             messages: turns,
         };
-        let asked_at = d.clock.now();
-        let completion = match d.model.complete(&request).await {
-            // A model's answer is remote text: stored alike on both databases.
-            Ok(c) => Completion { content: crate::storable::text(c.content), ..c },
-            Err(e) => {
-                self.release(&hold).await;
-                return Err(e.into());
-            }
-        };
-        let answered_at = d.clock.now();
-        // The exchange as an episodic memory. The reply is already paid for by the hold: a
-        // failing embedder costs the memory, not the answer.
-        let memory = match d
-            .memory
-            .episode(&agent, &session_id, &input.message, &completion.content, answered_at)
-            .await
-        {
-            Ok(memory) => memory,
-            Err(e) => {
-                tracing::error!(error = ?e, agent_id = %agent.id, "making the episodic memory of a chat failed");
-                None
-            }
-        };
-        let mut exchange = self.exchange(
-            caller,
-            &agent,
+        Ok(PreparedChat {
+            service: self.clone(),
+            caller: caller.clone(),
+            agent,
             session_id,
-            input.message,
-            completion,
-            hold.clone(),
-            asked_at,
-            answered_at,
-        );
-        exchange.memory = memory;
-        match d.conversations.record_exchange(&exchange).await {
-            Ok(ExchangeOutcome::Recorded { remaining }) => {
-                let charged = exchange.settlement.entry.delta.abs();
-                metrics::counter!(crate::metrics::CREDITS_CHARGED).increment(charged.unsigned_abs());
-                Ok(ChatReply { charged, session_id: exchange.session_id, message: exchange.reply, remaining })
-            }
-            Ok(ExchangeOutcome::AgentGone) => {
-                self.release(&hold).await;
-                Err(ChatError::AgentNotFound)
-            }
-            Err(e) => {
-                self.release(&hold).await;
-                Err(e.into())
-            }
-        }
+            message: input.message,
+            request,
+            hold,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -402,6 +380,7 @@ impl ChatService {
         let total = completion.prompt_tokens + completion.completion_tokens;
         // A model may overrun `max_tokens` slightly; the hold is what the tenant agreed to.
         let cost = chat_cost(total).min(hold.amount);
+        let incomplete = completion.finish == FinishReason::Cancelled;
         let base = |role, content, prompt_tokens, completion_tokens, created_at| Message {
             id: MessageId::generate(ids),
             tenant_id: caller.tenant_id.clone(),
@@ -412,15 +391,19 @@ impl ChatService {
             prompt_tokens,
             completion_tokens,
             created_at,
+            incomplete: false,
         };
         let user_message = base(ChatRole::User, message, 0, 0, asked_at);
-        let reply = base(
-            ChatRole::Assistant,
-            completion.content,
-            completion.prompt_tokens,
-            completion.completion_tokens,
-            answered_at,
-        );
+        let reply = Message {
+            incomplete,
+            ..base(
+                ChatRole::Assistant,
+                completion.content,
+                completion.prompt_tokens,
+                completion.completion_tokens,
+                answered_at,
+            )
+        };
         let latency_ms = u64::try_from((answered_at - asked_at).num_milliseconds()).unwrap_or(0);
         let events = vec![
             Event::new(
@@ -492,6 +475,103 @@ impl ChatService {
             .page(&caller.tenant_id, agent_id, session, page)
             .await?
             .ok_or(ChatError::SessionNotFound)
+    }
+}
+
+/// A chat that passed its checks and holds its credits: what remains is the model's answer
+/// and storing it ([`PreparedChat::answer`]). Dropped unanswered, its hold is returned by the
+/// stale-hold sweeper.
+pub struct PreparedChat {
+    service: ChatService,
+    caller: Principal,
+    agent: Agent,
+    session_id: SessionId,
+    message: String,
+    request: CompletionRequest,
+    hold: CreditHold,
+}
+
+impl std::fmt::Debug for PreparedChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedChat")
+            .field("agent", &self.agent.id)
+            .field("session_id", &self.session_id)
+            .field("hold", &self.hold.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreparedChat {
+    /// The conversation this chat continues or starts.
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    /// Asks the model, then stores both messages, the charge and the events in one
+    /// transaction. With a `sink`, the reply is streamed into it as it is generated; a sink
+    /// that stops listening (its client left) ends the generation, and what was generated is
+    /// stored, marked incomplete, and charged. A model failure releases the hold and stores
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`ChatError::Upstream`], [`ChatError::AgentNotFound`] (deleted meanwhile),
+    /// [`ChatError::Unexpected`].
+    pub async fn answer(self, sink: Option<Arc<dyn DeltaSink>>) -> Result<ChatReply, ChatError> {
+        let Self { service, caller, agent, session_id, message, request, hold } = self;
+        let d = &service.deps;
+        let asked_at = d.clock.now();
+        let answered = match sink {
+            Some(sink) => d.model.stream(&request, sink).await,
+            None => d.model.complete(&request).await,
+        };
+        let completion = match answered {
+            // A model's answer is remote text: stored alike on both databases.
+            Ok(c) => Completion { content: crate::storable::text(c.content), ..c },
+            Err(e) => {
+                service.release(&hold).await;
+                return Err(e.into());
+            }
+        };
+        let answered_at = d.clock.now();
+        // The exchange as an episodic memory. The reply is already paid for by the hold: a
+        // failing embedder costs the memory, not the answer.
+        let memory = match d
+            .memory
+            .episode(&agent, &session_id, &message, &completion.content, answered_at)
+            .await
+        {
+            Ok(memory) => memory,
+            Err(e) => {
+                tracing::error!(error = ?e, agent_id = %agent.id, "making the episodic memory of a chat failed");
+                None
+            }
+        };
+        let mut exchange = service.exchange(
+            &caller,
+            &agent,
+            session_id,
+            message,
+            completion,
+            hold.clone(),
+            asked_at,
+            answered_at,
+        );
+        exchange.memory = memory;
+        match d.conversations.record_exchange(&exchange).await {
+            Ok(ExchangeOutcome::Recorded { remaining }) => {
+                let charged = exchange.settlement.entry.delta.abs();
+                metrics::counter!(crate::metrics::CREDITS_CHARGED).increment(charged.unsigned_abs());
+                Ok(ChatReply { charged, session_id: exchange.session_id, message: exchange.reply, remaining })
+            }
+            Ok(ExchangeOutcome::AgentGone) => {
+                service.release(&hold).await;
+                Err(ChatError::AgentNotFound)
+            }
+            Err(e) => {
+                service.release(&hold).await;
+                Err(e.into())
+            }
+        }
     }
 }
 

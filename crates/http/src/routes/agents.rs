@@ -2,14 +2,13 @@
 
 use actix_web::{HttpResponse, web};
 use agentry_domain::agents::{
-    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ChatInput, ChatReply, ConfigChanges,
-    Message, NewAgent, chat_message, description, memory_types,
+    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges, NewAgent,
+    description, memory_types,
 };
-use agentry_domain::ids::{AgentId, SessionId};
+use agentry_domain::ids::AgentId;
 use agentry_domain::pagination::Page;
 use agentry_domain::patch::Patch;
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id};
-use agentry_domain::workflows::outputs::ChatOutput;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -30,9 +29,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::patch().to(update))
                 .route(web::delete().to(delete)),
         )
-        .service(web::resource("/agents/{agent_id}/chat").route(web::post().to(chat)))
+        .service(web::resource("/agents/{agent_id}/chat").route(web::post().to(super::chat::chat)))
         .service(
-            web::resource("/agents/{agent_id}/sessions/{session_id}/messages").route(web::get().to(messages)),
+            web::resource("/agents/{agent_id}/sessions/{session_id}/messages")
+                .route(web::get().to(super::chat::messages)),
         );
 }
 
@@ -59,7 +59,7 @@ impl PageQuery {
 }
 
 /// An agent id from a path.
-fn agent_id(raw: String) -> Result<AgentId, ApiError> {
+pub(crate) fn agent_id(raw: String) -> Result<AgentId, ApiError> {
     check_path_id(&raw, "agent_id")?;
     Ok(AgentId::from_string(raw))
 }
@@ -436,204 +436,7 @@ pub async fn delete(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// A chat message.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct ChatRequest {
-    /// 1–32,000 characters, not blank; tabs and line breaks allowed.
-    #[schema(required = true, value_type = String, min_length = 1, max_length = 32000,
-        extensions(("x-text" = json!("message"))), example = "How do I reset my password?")]
-    pub message: Option<String>,
-    /// The conversation: your own id (1–128 characters of letters, digits and `. _ : -`),
-    /// created on first use and continued after; or a `ses_…` id the service returned. Omit to
-    /// start a new conversation with a new id.
-    #[schema(extensions(("x-text" = json!("session-id"))), example = "user-42:support")]
-    pub session_id: Option<String>,
-}
-
-impl ChatRequest {
-    fn try_into_domain(self) -> Result<ChatInput, ValidationErrors> {
-        let mut v = Validator::new();
-        let message = v.required("message", self.message, chat_message);
-        let session_id = v.optional("session_id", self.session_id, |s| SessionId::parse(&s));
-        let (message, session_id) = v.finish((message, session_id))?;
-        Ok(ChatInput { message, session_id })
-    }
-}
-
-/// Token usage of an exchange.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Usage {
-    /// Tokens of the prompt (system prompt, memories, history, message).
-    pub prompt_tokens: u64,
-    /// Tokens of the reply.
-    pub completion_tokens: u64,
-    /// Their sum.
-    pub total_tokens: u64,
-}
-
-/// Credits of an exchange.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChatCredits {
-    /// Charged for this exchange: one per started 1,000 tokens, at least one.
-    pub charged: i64,
-    /// The tenant's balance after it.
-    pub remaining: i64,
-}
-
-/// An agent's reply.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChatResponse {
-    /// Message id of the reply.
-    pub id: String,
-    /// The reply.
-    pub content: String,
-    /// Always `assistant`.
-    pub role: &'static str,
-    /// Token usage.
-    pub usage: Usage,
-    /// When the reply was made.
-    #[serde(serialize_with = "timestamp::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    /// The conversation; send it back to continue.
-    pub session_id: String,
-    /// Credits charged and left.
-    pub credits: ChatCredits,
-}
-
-/// The answer is made from the domain's view of a reply (what an `agent_chat` step outputs
-/// too), so the two cannot tell it differently; this type documents it.
-impl From<ChatReply> for ChatResponse {
-    fn from(r: ChatReply) -> Self {
-        let o = ChatOutput::from(r);
-        let (u, c) = (o.usage, o.credits);
-        Self {
-            id: o.id,
-            role: o.role,
-            usage: Usage {
-                prompt_tokens: u.prompt_tokens,
-                completion_tokens: u.completion_tokens,
-                total_tokens: u.total_tokens,
-            },
-            content: o.content,
-            created_at: o.created_at,
-            session_id: o.session_id,
-            credits: ChatCredits { charged: c.charged, remaining: c.remaining },
-        }
-    }
-}
-
-/// Send a message to an agent and get its reply. When the balance covers the prompt but not
-/// the agent's whole `max_tokens`, the reply is shortened to what the balance pays.
-#[utoipa::path(
-    post, path = "/api/v1/agents/{agent_id}/chat", tag = "agents", operation_id = "chatWithAgent",
-    security(("bearer" = [])),
-    params(("agent_id" = String, Path, description = "Agent id")),
-    request_body = ChatRequest,
-    responses(
-        (status = 200, description = "The reply", body = ChatResponse),
-        (status = 402, description = "`insufficient_credits`: not even the prompt is covered; the model was not called"),
-        (status = 404, description = "`not_found`: no such agent in your tenant (also when it was deleted meanwhile)"),
-        (status = 409, description = "`conflict`: the agent is paused"),
-        (status = 502, description = "`upstream_error`: the model provider failed or timed out; nothing was charged"),
-    )
-)]
-pub async fn chat(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-    body: JsonBody<ChatRequest>,
-) -> Result<Reply<ChatResponse>, ApiError> {
-    let id = agent_id(path.into_inner())?;
-    let input = body.0.try_into_domain()?;
-    let reply = state.chat.chat(&caller, &id, input).await?;
-    Ok(Reply::ok(reply.into()))
-}
-
-/// A stored message.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MessageResponse {
-    /// Message id.
-    pub id: String,
-    /// `user` or `assistant`.
-    pub role: &'static str,
-    /// The text.
-    pub content: String,
-    /// For replies: the exchange's usage; null for user messages.
-    pub usage: Option<Usage>,
-    /// When it was written.
-    #[serde(serialize_with = "timestamp::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-}
-
-impl From<Message> for MessageResponse {
-    fn from(m: Message) -> Self {
-        let usage = (m.role == agentry_domain::agents::ChatRole::Assistant).then_some(Usage {
-            prompt_tokens: m.prompt_tokens,
-            completion_tokens: m.completion_tokens,
-            total_tokens: m.prompt_tokens + m.completion_tokens,
-        });
-        Self {
-            id: m.id.into_string(),
-            role: m.role.as_str(),
-            content: m.content,
-            usage,
-            created_at: m.created_at,
-        }
-    }
-}
-
-/// A page of a conversation.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MessageList {
-    /// Oldest first.
-    pub messages: Vec<MessageResponse>,
-    /// Messages in the conversation.
-    pub total: u64,
-    /// This page.
-    pub page: u32,
-    /// Page size.
-    pub per_page: u32,
-}
-
-/// Read a conversation with an agent: by your own session id or a `ses_…` one.
-#[utoipa::path(
-    get, path = "/api/v1/agents/{agent_id}/sessions/{session_id}/messages", tag = "agents",
-    operation_id = "listSessionMessages",
-    security(("bearer" = [])),
-    params(
-        ("agent_id" = String, Path, description = "Agent id"),
-        ("session_id" = String, Path, description = "Session id", pattern = r"^[A-Za-z0-9_.:-]{1,128}$"),
-        PageQuery,
-    ),
-    responses(
-        (status = 200, description = "A page of the conversation", body = MessageList),
-        (status = 404, description = "`not_found`: no such agent, or no such conversation with it"),
-    )
-)]
-pub async fn messages(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(String, String)>,
-    query: QueryParams<PageQuery>,
-) -> Result<Reply<MessageList>, ApiError> {
-    let (agent, session) = path.into_inner();
-    let agent = agent_id(agent)?;
-    let mut v = Validator::new();
-    let session = v.check("session_id", SessionId::parse(&session));
-    let page = v.check_nested(query.0.try_into_domain().map_err(first_error));
-    let (session, page) = v.finish((session, page))?;
-    let (messages, total) = state.chat.history(&caller, &agent, &session, page).await?;
-    Ok(Reply::ok(MessageList {
-        messages: messages.into_iter().map(MessageResponse::from).collect(),
-        total,
-        page: page.page,
-        per_page: page.per_page,
-    }))
-}
-
-fn first_error(e: ValidationErrors) -> FieldError {
+pub(crate) fn first_error(e: ValidationErrors) -> FieldError {
     e.0.into_iter()
         .next()
         .unwrap_or_else(|| FieldError::new("query", FieldErrorKind::InvalidValue, "invalid"))

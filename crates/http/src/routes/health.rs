@@ -24,6 +24,19 @@ pub struct Health {
     /// On `/readyz`: the embedding model memory uses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedding: Option<EmbeddingStatus>,
+    /// On `/readyz`: the language model agents answer with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_model: Option<ChatModelStatus>,
+}
+
+/// The language model agents answer with.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatModelStatus {
+    /// `smollm` (SmolLM2-135M-Instruct in process), `builtin` (the offline responder that
+    /// reflects what it receives) or `openai` (an OpenAI-compatible server).
+    pub provider: String,
+    /// The model agents use when their config names none.
+    pub model: String,
 }
 
 /// The embedding model in use.
@@ -43,11 +56,11 @@ pub struct EmbeddingStatus {
     responses((status = 200, description = "The process serves HTTP", body = Health))
 )]
 pub async fn healthz() -> Reply<Health> {
-    Reply::ok(Health { status: "ok", embedding: None })
+    Reply::ok(Health { status: "ok", embedding: None, chat_model: None })
 }
 
 /// Readiness: answers 200 only when the database answers; says which embedding model memory
-/// uses.
+/// uses and which language model agents answer with.
 #[utoipa::path(
     get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
@@ -66,6 +79,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiErro
                     model: model.id.clone(),
                     dimension: model.dimension,
                 }),
+                chat_model: Some(state.chat_model.clone()),
             }))
         }
         Err(e) => {

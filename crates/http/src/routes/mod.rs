@@ -5,6 +5,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod auth;
 pub mod billing;
+pub mod chat;
 pub mod executions;
 pub mod health;
 pub mod integrations;

@@ -13,7 +13,7 @@ use agentry_domain::workflows::outputs::{ChatOutput, MemoryEntryOutput, MemoryHi
 use chrono::{TimeZone, Utc};
 use serde_json::json;
 
-use crate::routes::agents::ChatResponse;
+use crate::routes::chat::ChatResponse;
 use crate::routes::memory::{MemoryEntryResponse, MemorySearchHit};
 
 fn entry(expires: bool) -> MemoryEntry {
@@ -50,6 +50,7 @@ fn a_chat_step_outputs_what_the_chat_route_answers() {
             prompt_tokens: 12,
             completion_tokens: 3,
             created_at: Utc.with_ymd_and_hms(2026, 11, 28, 9, 30, 5).unwrap(),
+            incomplete: false,
         },
         session_id: SessionId::parse("s-1").unwrap(),
         charged: 1,

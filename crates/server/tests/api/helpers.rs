@@ -55,6 +55,29 @@ pub fn model_available() -> bool {
     false
 }
 
+/// The SmolLM2 file (`AGENTRY_LLM_MODEL_PATH`, else the repository's
+/// `data/models/SmolLM2-135M-Instruct.Q4_1.gguf`), or `None`, with a note, when it is absent
+/// (a failure under `AGENTRY_REQUIRE_MODEL=1`).
+pub fn language_model() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("AGENTRY_LLM_MODEL_PATH").map_or_else(
+        || {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../data/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        },
+        std::path::PathBuf::from,
+    );
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("AGENTRY_REQUIRE_MODEL").as_deref() != Ok("1"),
+        "AGENTRY_REQUIRE_MODEL=1 but no language model at {} (run `make model`)",
+        path.display()
+    );
+    eprintln!("skipping: no language model at {} (run `make model`)", path.display());
+    None
+}
+
 /// A configuration for a test: port 0, its own data directory and SQLite file.
 pub fn test_config(dir: &tempfile::TempDir) -> Config {
     Config {
@@ -65,6 +88,8 @@ pub fn test_config(dir: &tempfile::TempDir) -> Config {
         jwt_secret: Some(SecretString::from(JWT_SECRET)),
         workers: Some(2),
         log: "warn".into(),
+        // The deterministic responder: a test asks for SmolLM2 itself where it means to.
+        llm_provider: agentry_server::config::LlmProvider::Builtin,
         ..Config::default()
     }
 }

@@ -21,6 +21,7 @@ mod processes;
 mod recovery;
 mod scale_out;
 mod sessions;
+mod streaming;
 mod triggers;
 mod webhooks;
 mod workflows;

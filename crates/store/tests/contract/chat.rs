@@ -50,6 +50,7 @@ fn message(id: &str, agent: &str, session_id: &str, role: ChatRole, content: &st
         prompt_tokens: if role == ChatRole::Assistant { 40 } else { 0 },
         completion_tokens: if role == ChatRole::Assistant { 12 } else { 0 },
         created_at: t0(),
+        incomplete: false,
     }
 }
 

@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::*;
-use crate::agents::chat::Completion;
+use crate::agents::chat::{Completion, FinishReason};
 use crate::agents::model::{AgentConfig, AgentName, AgentType};
 use crate::agents::ports::{MockAgentRepository, MockChatModel, MockConversationRepository};
 use crate::agents::recall::NoRecall;
@@ -128,7 +128,12 @@ async fn the_last_credits_buy_a_reply_capped_at_what_they_pay() {
     // The agent may answer 2,000 tokens (3 credits); the tenant has 1.
     m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 1))));
     m.model.expect_complete().withf(|r| u64::from(r.max_tokens) == 1000 - PROMPT).times(1).returning(|_| {
-        Ok(Completion { content: "hi".into(), prompt_tokens: PROMPT, completion_tokens: 980 })
+        Ok(Completion {
+            content: "hi".into(),
+            prompt_tokens: PROMPT,
+            completion_tokens: 980,
+            finish: FinishReason::Stop,
+        })
     });
     m.conversations
         .expect_record_exchange()
@@ -165,9 +170,14 @@ async fn an_agent_deleted_while_it_answered_is_not_found_and_costs_nothing() {
     let mut m = Mocks::new();
     m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
     m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
-    m.model
-        .expect_complete()
-        .returning(|_| Ok(Completion { content: "hi".into(), prompt_tokens: 5, completion_tokens: 1 }));
+    m.model.expect_complete().returning(|_| {
+        Ok(Completion {
+            content: "hi".into(),
+            prompt_tokens: 5,
+            completion_tokens: 1,
+            finish: FinishReason::Stop,
+        })
+    });
     m.conversations.expect_record_exchange().returning(|_| Ok(ExchangeOutcome::AgentGone));
     m.credits.expect_release().times(1).returning(|_| Ok(()));
     let err =
@@ -189,7 +199,14 @@ async fn an_answer_is_recorded_with_its_charge_and_both_events() {
                 && r.messages[0].content.contains("Helper")
                 && r.messages[1].content == "hello there"
         })
-        .returning(|_| Ok(Completion { content: "hi".into(), prompt_tokens: 1200, completion_tokens: 300 }));
+        .returning(|_| {
+            Ok(Completion {
+                content: "hi".into(),
+                prompt_tokens: 1200,
+                completion_tokens: 300,
+                finish: FinishReason::Stop,
+            })
+        });
     m.conversations
         .expect_record_exchange()
         .withf(|x| {
@@ -261,6 +278,7 @@ async fn a_client_session_id_continues_its_conversation_or_starts_it() {
                 prompt_tokens: 0,
                 completion_tokens: 0,
                 created_at: t0(),
+                incomplete: false,
             };
             Ok(vec![msg(ChatRole::User, "my name is Ada"), msg(ChatRole::Assistant, "hello Ada")])
         });
@@ -268,7 +286,14 @@ async fn a_client_session_id_continues_its_conversation_or_starts_it() {
     m.model
         .expect_complete()
         .withf(|r| r.messages.len() == 4 && r.messages[1].content == "my name is Ada")
-        .returning(|_| Ok(Completion { content: "Ada".into(), prompt_tokens: 10, completion_tokens: 1 }));
+        .returning(|_| {
+            Ok(Completion {
+                content: "Ada".into(),
+                prompt_tokens: 10,
+                completion_tokens: 1,
+                finish: FinishReason::Stop,
+            })
+        });
     m.conversations
         .expect_record_exchange()
         .withf(|x| x.session_id.as_str() == "user-42:support")
@@ -323,4 +348,52 @@ async fn creating_an_agent_writes_its_event_and_never_takes_ids_from_input() {
     };
     let created = service.create(&owner(), new).await.unwrap();
     assert_eq!(created.status, AgentStatus::Active);
+}
+
+/// A sink that keeps nothing and stops listening at once: a client that left.
+struct Gone;
+
+impl DeltaSink for Gone {
+    fn delta(&self, _text: &str) -> bool {
+        false
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_reply_whose_client_left_is_stored_incomplete_and_charged_once() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent(AgentStatus::Active))));
+    m.conversations.expect_recent().returning(|_, _, _, _| Ok(Vec::new()));
+    m.credits.expect_hold().times(1).returning(|r| Ok(Some(granted(r, r.wanted))));
+    m.model.expect_complete().never();
+    m.model.expect_stream().times(1).returning(|_, sink| {
+        let listening = sink.delta("Once");
+        assert!(!listening);
+        Ok(Completion {
+            content: "Once".into(),
+            prompt_tokens: PROMPT,
+            completion_tokens: 1,
+            finish: FinishReason::Cancelled,
+        })
+    });
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| {
+            x.reply.incomplete
+                && x.reply.content == "Once"
+                && !x.user_message.incomplete
+                && x.settlement.entry.delta == -1
+        })
+        .times(1)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 99 }));
+    // Settled with the exchange: the hold is never released apart.
+    m.credits.expect_release().never();
+    let service = m.chat();
+    let prepared =
+        service.prepare(&owner(), &AgentId::from_string("agt_1"), input("hello there", Some("s-1"))).await;
+    let prepared = prepared.unwrap();
+    assert_eq!(prepared.session_id().as_str(), "s-1");
+    let reply = prepared.answer(Some(Arc::new(Gone))).await.unwrap();
+    assert!(reply.message.incomplete);
+    assert_eq!((reply.charged, reply.remaining), (1, 99));
 }
