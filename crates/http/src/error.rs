@@ -232,7 +232,47 @@ impl ApiError {
 
     /// Renders the response under `settings`.
     pub fn render(&self, settings: &HttpSettings) -> HttpResponse {
-        let body = self.body(settings.envelope);
+        self.render_body(settings, self.body(settings.envelope))
+    }
+
+    /// Renders the response in OpenAI's error shape (the OpenAI-compatible routes), with the
+    /// status and headers it has everywhere.
+    pub fn render_openai(&self, settings: &HttpSettings) -> HttpResponse {
+        self.render_body(settings, self.openai_body())
+    }
+
+    /// OpenAI's error shape: `{"error": {"message", "type", "param", "code"}}`, the type and
+    /// code as OpenAI's clients know them (`insufficient_quota`, `rate_limit_exceeded`, ...).
+    pub fn openai_body(&self) -> Value {
+        let (kind, code) = match self.code {
+            ErrorCode::ValidationError | ErrorCode::PayloadTooLarge | ErrorCode::UnsupportedMediaType => {
+                ("invalid_request_error", None)
+            }
+            ErrorCode::Unauthorized | ErrorCode::InvalidCredentials | ErrorCode::InvalidToken => {
+                ("invalid_request_error", Some("invalid_api_key"))
+            }
+            ErrorCode::Forbidden => ("invalid_request_error", Some("permission_denied")),
+            ErrorCode::NotFound => ("invalid_request_error", Some("model_not_found")),
+            ErrorCode::MethodNotAllowed => ("invalid_request_error", Some("method_not_allowed")),
+            ErrorCode::Conflict => ("invalid_request_error", Some("model_paused")),
+            ErrorCode::InsufficientCredits | ErrorCode::PaymentDeclined => {
+                ("insufficient_quota", Some("insufficient_quota"))
+            }
+            ErrorCode::RateLimitExceeded => ("rate_limit_error", Some("rate_limit_exceeded")),
+            ErrorCode::UpstreamError => ("api_error", Some("upstream_error")),
+            ErrorCode::ModelBusy => ("api_error", Some("model_busy")),
+            ErrorCode::Unavailable => ("api_error", Some("unavailable")),
+            ErrorCode::Internal => ("server_error", None),
+        };
+        json!({"error": {
+            "message": self.message,
+            "type": kind,
+            "param": self.details.first().map(|d| d.field.as_str()),
+            "code": code,
+        }})
+    }
+
+    fn render_body(&self, settings: &HttpSettings, body: Value) -> HttpResponse {
         let mut response = HttpResponse::build(self.status(settings));
         if let Some(seconds) = self.retry_after {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));

@@ -127,6 +127,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::api_keys::configure)
         .configure(routes::recovery::configure)
         .configure(routes::agents::configure)
+        .configure(routes::openai::configure)
         .configure(routes::memory::configure)
         .configure(routes::billing::configure)
         .configure(routes::workflows::configure)

@@ -113,20 +113,23 @@ fn render_error(response: ServiceResponse<BoxBody>, settings: &HttpSettings) -> 
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
+    // The OpenAI-compatible routes answer in OpenAI's error shape, which its clients read.
+    let openai = crate::routes::openai::is_openai_path(response.request().path());
+    let render = |api: &ApiError| if openai { api.render_openai(settings) } else { api.render(settings) };
     let rendered = match response.response().error() {
         Some(error) => match error.as_error::<ApiError>() {
             Some(api) => {
                 api.log();
-                api.render(settings)
+                render(api)
             }
             None => {
                 tracing::debug!(%error, "framework error");
-                ApiError::for_status(status).render(settings)
+                render(&ApiError::for_status(status))
             }
         },
         // A response the handler rendered itself: JSON, or one of the HTML pages.
         None if is_json(&response) || is_html(&response) => return response,
-        None => ApiError::for_status(status).render(settings),
+        None => render(&ApiError::for_status(status)),
     };
     let allow = response.headers().get(header::ALLOW).and_then(|v| v.to_str().ok()).map(with_head);
     let (request, _) = response.into_parts();

@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::routes::{
-    agents, api_keys, auth, billing, chat, executions, health, integrations, memory, recovery, triggers,
-    webhooks, workflows,
+    agents, api_keys, auth, billing, chat, executions, health, integrations, memory, openai, recovery,
+    triggers, webhooks, workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -42,7 +42,7 @@ use crate::settings::{Envelope, HttpSettings};
         recovery::exchange_magic_link,
         api_keys::create, api_keys::list, api_keys::revoke,
         agents::list, agents::create, agents::get, agents::update, agents::delete, chat::chat,
-        chat::messages,
+        chat::messages, openai::completions, openai::models,
         memory::add, memory::list, memory::get, memory::delete, memory::search, memory::add_documents,
         memory::delete_document, memory::consolidate, memory::store_upsert, memory::store_search,
         memory::store_get, memory::store_delete,
@@ -194,7 +194,12 @@ const LINKS: &[Link] = &[
 
 /// Successes answered outside the envelope, as their callers need them: (operation, status).
 /// Slack reads its URL-verification challenge at the top level of the body.
-const UNWRAPPED: &[(&str, &str)] = &[("receiveIntegrationEvent", "200")];
+const UNWRAPPED: &[(&str, &str)] =
+    &[("receiveIntegrationEvent", "200"), ("createChatCompletion", "200"), ("listModels", "200")];
+
+/// The OpenAI-compatible operations: their errors have OpenAI's shape, under either envelope.
+const OPENAI_OPERATIONS: &[&str] = &["createChatCompletion", "listModels"];
+const OPENAI_ERROR_SCHEMA: &str = "#/components/schemas/OpenAiError";
 
 /// The document for `settings`, as served.
 pub fn document(settings: &HttpSettings) -> Value {
@@ -315,6 +320,24 @@ fn add_components(doc: &mut Value, envelope: Envelope) {
         let schemas = c.entry("schemas").or_insert_with(|| json!({}));
         if let Some(s) = schemas.as_object_mut() {
             s.insert("Error".into(), error);
+            s.insert(
+                "OpenAiError".into(),
+                json!({
+                    "type": "object",
+                    "description": "An error of the OpenAI-compatible routes, in OpenAI's shape.",
+                    "required": ["error"],
+                    "properties": {"error": {
+                        "type": "object",
+                        "required": ["message", "type", "param", "code"],
+                        "properties": {
+                            "message": {"type": "string"},
+                            "type": {"type": "string", "description": "invalid_request_error, insufficient_quota, rate_limit_error, api_error or server_error"},
+                            "param": {"type": ["string", "null"], "description": "The refused field, on validation errors"},
+                            "code": {"type": ["string", "null"], "description": "invalid_api_key, model_not_found, insufficient_quota, rate_limit_exceeded, ..."}
+                        }
+                    }}
+                }),
+            );
             // Free-form metadata as the service checks it: any JSON, but no control characters
             // in keys (one line) or strings (tab and line breaks allowed).
             s.insert(
@@ -495,8 +518,12 @@ fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: En
             headers.insert("WWW-Authenticate".into(), header_ref("WWW-Authenticate", true));
         }
         if code >= 400 {
-            response
-                .insert("content".into(), json!({"application/json": {"schema": {"$ref": ERROR_SCHEMA}}}));
+            let schema = if OPENAI_OPERATIONS.contains(&operation.as_str()) {
+                OPENAI_ERROR_SCHEMA
+            } else {
+                ERROR_SCHEMA
+            };
+            response.insert("content".into(), json!({"application/json": {"schema": {"$ref": schema}}}));
         } else if envelope == Envelope::Wrapped
             && !UNWRAPPED.contains(&(operation.as_str(), status.as_str()))
             && let Some(content) = response.get_mut("content").and_then(|c| c.get_mut("application/json"))

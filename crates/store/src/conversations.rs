@@ -205,7 +205,7 @@ impl ConversationRepository for ConversationStore {
 impl ConversationStore {
     /// SQLite: the exchange as one unit of the single writer, statement by statement.
     async fn record_in_the_writer(&self, x: &Exchange) -> Result<i64, StoreError> {
-        let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
+        let messages = stored_messages(x);
         let event_rows = EventRow::all(&x.events).map_err(|e| StoreError::Encode(e.to_string()))?;
         let mut memory = x.memory.as_ref().map(NewEntryRow::from_domain);
         let x = x.clone();
@@ -225,6 +225,7 @@ impl ConversationStore {
             };
             // Created on first use; the same id again continues the conversation. The agent's
             // foreign key fails here when it was deleted while the model answered.
+            if x.keep_conversation {
             diesel::insert_into(chat_sessions::table)
                 .values((
                     chat_sessions::id.eq(x.session_id.as_str()),
@@ -235,6 +236,7 @@ impl ConversationStore {
                 .on_conflict_do_nothing()
                 .execute(conn)
                 .await?;
+            }
             // Row by row: the SQLite connection has no multi-row INSERT.
             for row in &messages {
                 diesel::insert_into(chat_messages::table).values(row).execute(conn).await?;
@@ -254,6 +256,15 @@ impl ConversationStore {
             }
             Ok(available)
         })
+    }
+}
+
+/// The rows of the exchange's messages: none for a stateless call.
+fn stored_messages(x: &Exchange) -> Vec<MessageRow> {
+    if x.keep_conversation {
+        vec![MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)]
+    } else {
+        Vec::new()
     }
 }
 
@@ -296,7 +307,7 @@ struct ExchangeStatement {
 impl ExchangeStatement {
     fn new(x: &Exchange) -> anyhow::Result<Self> {
         let s = &x.settlement;
-        let messages = [MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)];
+        let messages = stored_messages(x);
         let events = EventRow::all(&x.events)?;
         Ok(Self {
             hold: s.hold.id.to_string(),
@@ -392,7 +403,7 @@ WITH released AS (
     DELETE FROM credit_holds WHERE id = $1 RETURNING amount
 ), session AS (
     INSERT INTO chat_sessions (id, tenant_id, agent_id, created_at)
-    SELECT $4, $2, $3, $5 FROM released
+    SELECT $4, $2, $3, $5 FROM released WHERE cardinality($6::text[]) > 0
     ON CONFLICT DO NOTHING
 ), messages AS (
     INSERT INTO chat_messages

@@ -134,6 +134,14 @@ pub fn count_prompt(counter: &dyn TokenCounter, turns: &[ChatTurn]) -> u64 {
     turns.iter().map(|t| counter.count(&t.content) + 4).sum::<u64>() + 3
 }
 
+/// The agent's instructions: its system prompt, or a sentence naming it.
+pub fn system_turn(agent: &Agent) -> ChatTurn {
+    let system = agent.config.system_prompt.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| {
+        format!("You are {}, a helpful {} agent.", agent.name.as_str(), agent.agent_type.as_str())
+    });
+    ChatTurn { role: ChatRole::System, content: system }
+}
+
 /// Assembles the prompt: the system prompt, recalled memories, as much recent history as fits
 /// in `history_budget` tokens (newest kept first), and the new message.
 pub fn build_prompt(
@@ -144,10 +152,7 @@ pub fn build_prompt(
     counter: &dyn TokenCounter,
     history_budget: u64,
 ) -> Vec<ChatTurn> {
-    let system = agent.config.system_prompt.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| {
-        format!("You are {}, a helpful {} agent.", agent.name.as_str(), agent.agent_type.as_str())
-    });
-    let mut turns = vec![ChatTurn { role: ChatRole::System, content: system }];
+    let mut turns = vec![system_turn(agent)];
     if !memories.is_empty() {
         let listed: Vec<String> = memories.iter().map(|m| format!("- {m}")).collect();
         turns.push(ChatTurn {

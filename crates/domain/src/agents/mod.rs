@@ -25,5 +25,5 @@ pub use ports::{MockAgentRepository, MockChatModel, MockConversationRepository, 
 pub use recall::NoRecall;
 pub use service::{
     AgentError, AgentService, ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings,
-    MAX_MESSAGE_CHARS, PreparedChat, affordable_completion, chat_message,
+    ClientConversation, MAX_MESSAGE_CHARS, PreparedChat, affordable_completion, chat_message,
 };

@@ -109,6 +109,9 @@ pub struct Exchange {
     pub events: Vec<Event>,
     /// The exchange as an episodic memory, when the agent keeps them.
     pub memory: Option<EmbeddedEntry>,
+    /// Whether the session and both messages are stored. `false` for a stateless call (an
+    /// OpenAI-compatible completion naming no session): only the charge and the events are.
+    pub keep_conversation: bool,
 }
 
 /// What storing an exchange did.
@@ -147,7 +150,8 @@ pub trait ConversationRepository: Send + Sync {
         page: Page,
     ) -> anyhow::Result<Option<(Vec<Message>, u64)>>;
 
-    /// In one transaction: creates the conversation if new, stores both messages and the
+    /// In one transaction: creates the conversation if new and stores both messages (unless
+    /// the exchange keeps no conversation), the
     /// episodic memory if any, settles the
     /// credit hold (charge, ledger entry, return of the rest, the low-balance event if the
     /// balance crosses the threshold) and stores the events. MUST answer

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::chat::{
-    ChatRole, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError, build_prompt,
-    count_prompt,
+    ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError,
+    build_prompt, count_prompt, system_turn,
 };
 use super::model::{Agent, AgentChanges, AgentStatus, NewAgent};
 use super::ports::{
@@ -103,6 +103,41 @@ impl AgentService {
         Ok(self.agents.list(&caller.tenant_id, page).await?)
     }
 
+    /// Every agent of the tenant, oldest first, read a page at a time (the OpenAI-compatible
+    /// `models` list and `model` names: a tenant has tens of agents, not thousands).
+    ///
+    /// # Errors
+    /// [`AgentError::Forbidden`] without `agents:read`.
+    pub async fn all(&self, caller: &Principal) -> Result<Vec<Agent>, AgentError> {
+        caller.require(Permission::AgentsRead)?;
+        let mut all = Vec::new();
+        for page in 1.. {
+            let (agents, total) =
+                self.agents.list(&caller.tenant_id, Page { page, per_page: Page::MAX_PER_PAGE }).await?;
+            let last = agents.len() < Page::MAX_PER_PAGE as usize;
+            all.extend(agents);
+            if last || all.len() as u64 >= total {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    /// The agent an OpenAI-style `model` names: its id, or `agent:<name>` (the oldest agent of
+    /// that name).
+    ///
+    /// # Errors
+    /// [`AgentError::NotFound`] when none is the caller's.
+    pub async fn by_model(&self, caller: &Principal, model: &str) -> Result<Agent, AgentError> {
+        match model.strip_prefix("agent:") {
+            Some(name) => {
+                let all = self.all(caller).await?;
+                all.into_iter().find(|a| a.name.as_str() == name).ok_or(AgentError::NotFound)
+            }
+            None => self.get(caller, &AgentId::from_string(model)).await,
+        }
+    }
+
     /// Applies a partial update and announces it (`agent.updated`).
     ///
     /// # Errors
@@ -187,6 +222,25 @@ pub struct ChatInput {
     pub session_id: Option<SessionId>,
 }
 
+/// A conversation the client sends whole (OpenAI's chat completions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConversation {
+    /// The client's turns, oldest first; at least one of them the user's.
+    pub turns: Vec<ChatTurn>,
+    /// A session to store the exchange in; `None` for a stateless call.
+    pub session_id: Option<SessionId>,
+    /// The client's cap on the reply's tokens (never above the agent's own).
+    pub max_tokens: Option<u32>,
+    /// The client's temperature, in place of the agent's.
+    pub temperature: Option<f64>,
+}
+
+/// How long and how freely a reply may be.
+struct ReplyLimits {
+    max_tokens: Option<u32>,
+    temperature: Option<f64>,
+}
+
 /// An agent's answer.
 #[derive(Debug, Clone)]
 pub struct ChatReply {
@@ -198,6 +252,8 @@ pub struct ChatReply {
     pub charged: i64,
     /// Balance left.
     pub remaining: i64,
+    /// Why the model stopped.
+    pub finish: FinishReason,
 }
 
 /// Why a chat failed.
@@ -333,8 +389,71 @@ impl ChatService {
             d.tokens.as_ref(),
             self.settings.history_token_budget,
         );
+        let limits =
+            ReplyLimits { max_tokens: agent.config.max_tokens, temperature: agent.config.temperature };
+        let mut prepared = self.hold(caller, agent, session_id, input.message, turns, limits).await?;
+        prepared.remember = true;
+        Ok(prepared)
+    }
+
+    /// Prepares a reply to a conversation the client sends whole, as OpenAI's chat completions
+    /// do: the agent's system prompt first, then the client's turns; no history or memory is
+    /// added. With a session id, the last user turn and the reply are stored in that session as
+    /// chat stores them; without, only the charge and the events are (a stateless call).
+    ///
+    /// # Errors
+    /// As [`ChatService::prepare`]; [`ChatError::Invalid`] when no turn is the user's.
+    pub async fn prepare_conversation(
+        &self,
+        caller: &Principal,
+        agent_id: &AgentId,
+        conversation: ClientConversation,
+    ) -> Result<PreparedChat, ChatError> {
+        caller.require(Permission::AgentsWrite)?;
+        let d = &self.deps;
+        let agent = d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
+        if agent.status == AgentStatus::Paused {
+            return Err(ChatError::AgentPaused);
+        }
+        let Some(last_user) = conversation.turns.iter().rev().find(|t| t.role == ChatRole::User) else {
+            return Err(ValidationErrors(vec![FieldError::new(
+                "messages",
+                FieldErrorKind::InvalidValue,
+                "messages must hold at least one message of role user",
+            )])
+            .into());
+        };
+        let message = last_user.content.clone();
+        let mut turns = vec![system_turn(&agent)];
+        turns.extend(conversation.turns);
+        let keep_conversation = conversation.session_id.is_some();
+        let session_id = conversation.session_id.unwrap_or_else(|| SessionId::generate(d.ids.as_ref()));
+        // The client may ask for less than the agent allows, never more.
+        let max_tokens = match (conversation.max_tokens, agent.config.max_tokens) {
+            (Some(asked), Some(allowed)) => Some(asked.min(allowed)),
+            (asked, allowed) => asked.or(allowed),
+        };
+        let limits =
+            ReplyLimits { max_tokens, temperature: conversation.temperature.or(agent.config.temperature) };
+        let mut prepared = self.hold(caller, agent, session_id, message, turns, limits).await?;
+        prepared.keep_conversation = keep_conversation;
+        Ok(prepared)
+    }
+
+    /// Holds the most a reply to `turns` can cost, or refuses with 402 when not even the
+    /// prompt and one token of reply are covered.
+    async fn hold(
+        &self,
+        caller: &Principal,
+        agent: Agent,
+        session_id: SessionId,
+        message: String,
+        turns: Vec<ChatTurn>,
+        limits: ReplyLimits,
+    ) -> Result<PreparedChat, ChatError> {
+        let d = &self.deps;
         let prompt_tokens = count_prompt(d.tokens.as_ref(), &turns);
-        let max_tokens = agent.config.max_tokens.unwrap_or(self.settings.default_max_tokens);
+        let max_tokens = limits.max_tokens.unwrap_or(self.settings.default_max_tokens);
         let request = HoldRequest {
             id: CreditHoldId::generate(d.ids.as_ref()),
             tenant_id: caller.tenant_id.clone(),
@@ -348,7 +467,7 @@ impl ChatService {
         let affordable = affordable_completion(hold.amount, prompt_tokens);
         let request = CompletionRequest {
             model: agent.config.model.clone().unwrap_or_else(|| self.settings.default_model.clone()),
-            temperature: agent.config.temperature,
+            temperature: limits.temperature,
             max_tokens: u32::try_from(affordable).unwrap_or(u32::MAX).min(max_tokens),
             messages: turns,
         };
@@ -357,9 +476,11 @@ impl ChatService {
             caller: caller.clone(),
             agent,
             session_id,
-            message: input.message,
+            message,
             request,
             hold,
+            keep_conversation: true,
+            remember: false,
         })
     }
 
@@ -447,7 +568,15 @@ impl ChatService {
             low_threshold: self.settings.credits_low_threshold,
             low_event: EventId::generate(ids),
         };
-        Exchange { session_id, user_message, reply, settlement, events, memory: None }
+        Exchange {
+            session_id,
+            user_message,
+            reply,
+            settlement,
+            events,
+            memory: None,
+            keep_conversation: true,
+        }
     }
 
     async fn release(&self, hold: &CreditHold) {
@@ -489,6 +618,10 @@ pub struct PreparedChat {
     message: String,
     request: CompletionRequest,
     hold: CreditHold,
+    /// Whether the session and messages are stored (see [`Exchange::keep_conversation`]).
+    keep_conversation: bool,
+    /// Whether the exchange becomes an episodic memory (when the agent keeps them).
+    remember: bool,
 }
 
 impl std::fmt::Debug for PreparedChat {
@@ -507,6 +640,11 @@ impl PreparedChat {
         &self.session_id
     }
 
+    /// The id of its credit hold: unique to this call (OpenAI's completion id is made of it).
+    pub fn hold_id(&self) -> &CreditHoldId {
+        &self.hold.id
+    }
+
     /// Asks the model, then stores both messages, the charge and the events in one
     /// transaction. With a `sink`, the reply is streamed into it as it is generated; a sink
     /// that stops listening (its client left) ends the generation, and what was generated is
@@ -517,7 +655,8 @@ impl PreparedChat {
     /// [`ChatError::Upstream`], [`ChatError::AgentNotFound`] (deleted meanwhile),
     /// [`ChatError::Unexpected`].
     pub async fn answer(self, sink: Option<Arc<dyn DeltaSink>>) -> Result<ChatReply, ChatError> {
-        let Self { service, caller, agent, session_id, message, request, hold } = self;
+        let Self { service, caller, agent, session_id, message, request, hold, keep_conversation, remember } =
+            self;
         let d = &service.deps;
         let asked_at = d.clock.now();
         let answered = match sink {
@@ -535,17 +674,21 @@ impl PreparedChat {
         let answered_at = d.clock.now();
         // The exchange as an episodic memory. The reply is already paid for by the hold: a
         // failing embedder costs the memory, not the answer.
-        let memory = match d
-            .memory
-            .episode(&agent, &session_id, &message, &completion.content, answered_at)
-            .await
-        {
+        // A stateless call (nothing of it stored) is not remembered either.
+        let episode = async {
+            if !remember {
+                return Ok(None);
+            }
+            d.memory.episode(&agent, &session_id, &message, &completion.content, answered_at).await
+        };
+        let memory = match episode.await {
             Ok(memory) => memory,
             Err(e) => {
                 tracing::error!(error = ?e, agent_id = %agent.id, "making the episodic memory of a chat failed");
                 None
             }
         };
+        let finish = completion.finish;
         let mut exchange = service.exchange(
             &caller,
             &agent,
@@ -557,11 +700,18 @@ impl PreparedChat {
             answered_at,
         );
         exchange.memory = memory;
+        exchange.keep_conversation = keep_conversation;
         match d.conversations.record_exchange(&exchange).await {
             Ok(ExchangeOutcome::Recorded { remaining }) => {
                 let charged = exchange.settlement.entry.delta.abs();
                 metrics::counter!(crate::metrics::CREDITS_CHARGED).increment(charged.unsigned_abs());
-                Ok(ChatReply { charged, session_id: exchange.session_id, message: exchange.reply, remaining })
+                Ok(ChatReply {
+                    charged,
+                    session_id: exchange.session_id,
+                    message: exchange.reply,
+                    remaining,
+                    finish,
+                })
             }
             Ok(ExchangeOutcome::AgentGone) => {
                 service.release(&hold).await;

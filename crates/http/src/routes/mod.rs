@@ -10,6 +10,7 @@ pub mod executions;
 pub mod health;
 pub mod integrations;
 pub mod memory;
+pub mod openai;
 pub mod pages;
 pub mod recovery;
 mod step_outputs;

@@ -55,6 +55,7 @@ fn a_chat_step_outputs_what_the_chat_route_answers() {
         session_id: SessionId::parse("s-1").unwrap(),
         charged: 1,
         remaining: 99,
+        finish: agentry_domain::agents::FinishReason::Stop,
     };
     assert_eq!(
         serde_json::to_value(ChatOutput::from(reply.clone())).unwrap(),

@@ -15,6 +15,7 @@ mod integrations;
 mod limits;
 mod memory;
 mod metrics;
+mod openai;
 mod operations;
 mod probes;
 mod processes;

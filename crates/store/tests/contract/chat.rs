@@ -83,6 +83,7 @@ fn exchange_in(n: u32, agent: &str, session_id: &str, hold_id: &str, cost: i64, 
             event(&format!("evt_{n}b"), "ten_1", EventType::AgentMessageCompleted),
         ],
         memory: None,
+        keep_conversation: true,
     }
 }
 

@@ -1,0 +1,451 @@
+//! OpenAI-compatible routes, so that OpenAI's own client libraries talk to Agentry's agents:
+//! `POST /chat/completions` and `GET /models` (under `/api/v1` and `/v1`). An agent is a model
+//! (its id, or `agent:<name>`), an API key (or access token) the bearer; credits, plans and
+//! scopes apply as to chat. Errors on these routes have OpenAI's shape
+//! (`{"error": {"message", "type", "param", "code"}}`) with Agentry's statuses.
+//!
+//! A call is stateless, as OpenAI's are: the agent's system prompt, then the client's
+//! messages. The header `X-Session-Id` names a session in which the exchange is then stored, as
+//! chat stores it.
+
+use std::sync::Arc;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use agentry_domain::agents::{
+    AgentConfig, ChatReply, ChatRole, ChatTurn, ClientConversation, DeltaSink, FinishReason,
+    MAX_MESSAGE_CHARS,
+};
+use agentry_domain::ids::SessionId;
+use agentry_domain::validation::{FieldError, FieldErrorKind, Validator, check_long_text};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::access::Caller;
+use crate::error::ApiError;
+use crate::extract::{JsonBody, JsonInt};
+use crate::sse::{self, SseEvent, SseSender};
+
+/// Registers the routes of this module under the current scope.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/chat/completions").route(web::post().to(completions)))
+        .service(web::resource("/models").route(web::get().to(models)));
+}
+
+/// Whether `path` is one of these routes, whose errors take OpenAI's shape.
+pub fn is_openai_path(path: &str) -> bool {
+    let rest = path.strip_prefix("/api/v1").or_else(|| path.strip_prefix("/v1"));
+    matches!(rest, Some("/chat/completions" | "/models"))
+}
+
+/// Most messages of one call.
+const MAX_MESSAGES: usize = 500;
+
+/// A message of the conversation the client sends.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct InputMessage {
+    /// `system` (or `developer`), `user` or `assistant`.
+    #[schema(required = true, value_type = String, example = "user")]
+    pub role: Option<String>,
+    /// The text, or a list of `{"type": "text", "text": …}` parts.
+    #[schema(value_type = Object)]
+    pub content: Option<Value>,
+}
+
+/// `stream_options`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct StreamOptions {
+    /// Adds a last chunk with the call's usage (and no choices) before `[DONE]`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// OpenAI's chat completion request; fields not listed are accepted and ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CompletionRequest {
+    /// An agent's id, or `agent:<name>`.
+    #[schema(required = true, value_type = String, example = "agent:Support bot")]
+    pub model: Option<String>,
+    /// The conversation, oldest first; at least one message of role `user`.
+    #[schema(required = true)]
+    pub messages: Option<Vec<InputMessage>>,
+    /// Stream `chat.completion.chunk` events, then `data: [DONE]`.
+    pub stream: Option<bool>,
+    /// Options of a streamed answer.
+    pub stream_options: Option<StreamOptions>,
+    /// Longest reply in tokens (never above the agent's own `max_tokens`).
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 32000)]
+    pub max_tokens: Option<JsonInt>,
+    /// The newer name of `max_tokens`; wins when both are sent.
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 32000)]
+    pub max_completion_tokens: Option<JsonInt>,
+    /// Sampling temperature, 0–2, in place of the agent's.
+    #[schema(minimum = 0, maximum = 2)]
+    pub temperature: Option<f64>,
+    /// Tools the client runs. Not available yet: a non-empty list is refused.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<Value>>,
+}
+
+impl CompletionRequest {
+    fn try_into_domain(
+        self,
+        session_id: Option<SessionId>,
+    ) -> Result<(String, ClientConversation), ApiError> {
+        let mut v = Validator::new();
+        let model = v.required("model", self.model, |m| {
+            if m.trim().is_empty() {
+                Err(FieldError::new("model", FieldErrorKind::TooShort, "model must name an agent"))
+            } else {
+                Ok(m)
+            }
+        });
+        // Nested: an error names the message and its field (`messages[2].role`).
+        let turns = v.check_nested(self.messages.ok_or_else(|| FieldError::missing("messages")).and_then(
+            |messages| {
+                if messages.is_empty() || messages.len() > MAX_MESSAGES {
+                    return Err(FieldError::new(
+                        "messages",
+                        FieldErrorKind::InvalidValue,
+                        format!("messages must hold 1 to {MAX_MESSAGES} messages"),
+                    ));
+                }
+                messages.into_iter().enumerate().map(|(i, m)| turn(i, m)).collect::<Result<Vec<_>, _>>()
+            },
+        ));
+        let max_tokens = self.max_completion_tokens.or(self.max_tokens);
+        let field = if self.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
+        let max_tokens = v.optional(field, max_tokens, |n| AgentConfig::max_tokens(n.0));
+        let temperature = v.optional("temperature", self.temperature, AgentConfig::temperature);
+        if self.tools.is_some_and(|t| !t.is_empty()) {
+            v.push(FieldError::new(
+                "tools",
+                FieldErrorKind::InvalidValue,
+                "client-side tools are not available yet; give the agent its own tools instead",
+            ));
+        }
+        let (model, turns, max_tokens, temperature) = v.finish((model, turns, max_tokens, temperature))?;
+        Ok((model, ClientConversation { turns, session_id, max_tokens, temperature }))
+    }
+}
+
+/// One message as a turn of the domain's conversation; its field is `messages[i]`.
+fn turn(i: usize, message: InputMessage) -> Result<ChatTurn, FieldError> {
+    let field = format!("messages[{i}]");
+    let invalid = |what: &str, message: String| {
+        FieldError::new(format!("{field}.{what}"), FieldErrorKind::InvalidValue, message)
+    };
+    let role = match message.role.as_deref() {
+        Some("system" | "developer") => ChatRole::System,
+        Some("user") => ChatRole::User,
+        Some("assistant") => ChatRole::Assistant,
+        Some(other) => {
+            return Err(invalid(
+                "role",
+                format!("role {other:?} is not one of system, developer, user, assistant"),
+            ));
+        }
+        None => return Err(FieldError::missing(format!("{field}.role"))),
+    };
+    let content = match message.content {
+        Some(Value::String(text)) => text,
+        // Parts: their texts, joined; other kinds (images, audio) are not understood.
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for part in parts {
+                match (part.get("type").and_then(Value::as_str), part.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => text.push_str(t),
+                    _ => return Err(invalid("content", "only parts of type text are understood".into())),
+                }
+            }
+            text
+        }
+        Some(Value::Null) | None if role == ChatRole::Assistant => String::new(),
+        _ => return Err(invalid("content", "content must be a string or a list of text parts".into())),
+    };
+    check_long_text(&content, 0, MAX_MESSAGE_CHARS, &format!("{field}.content"))?;
+    Ok(ChatTurn { role, content })
+}
+
+/// Token usage, as OpenAI reports it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CompletionUsage {
+    /// Tokens of the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens of the reply.
+    pub completion_tokens: u64,
+    /// Their sum.
+    pub total_tokens: u64,
+}
+
+/// The reply.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssistantMessage {
+    /// Always `assistant`.
+    pub role: &'static str,
+    /// The text.
+    pub content: String,
+}
+
+/// The one choice of a completion.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Choice {
+    /// Always 0.
+    pub index: u32,
+    /// The reply.
+    pub message: AssistantMessage,
+    /// `stop` or `length`.
+    pub finish_reason: &'static str,
+}
+
+/// OpenAI's `chat.completion`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatCompletion {
+    /// `chatcmpl-…`.
+    pub id: String,
+    /// Always `chat.completion`.
+    pub object: &'static str,
+    /// Unix seconds.
+    pub created: i64,
+    /// The `model` of the request.
+    pub model: String,
+    /// The reply.
+    pub choices: Vec<Choice>,
+    /// Token usage.
+    pub usage: CompletionUsage,
+}
+
+/// What a streamed chunk adds.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct ChunkDelta {
+    /// `assistant`, on the first chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    /// The next piece of the reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// The choice of a chunk.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChunkChoice {
+    /// Always 0.
+    pub index: u32,
+    /// What this chunk adds.
+    pub delta: ChunkDelta,
+    /// On the last chunk of the reply: `stop` or `length`.
+    pub finish_reason: Option<&'static str>,
+}
+
+/// OpenAI's `chat.completion.chunk`, one per event of a streamed answer.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatCompletionChunk {
+    /// The same on every chunk of a call.
+    pub id: String,
+    /// Always `chat.completion.chunk`.
+    pub object: &'static str,
+    /// Unix seconds.
+    pub created: i64,
+    /// The `model` of the request.
+    pub model: String,
+    /// One choice; none on the usage chunk.
+    pub choices: Vec<ChunkChoice>,
+    /// On the usage chunk (`stream_options.include_usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<CompletionUsage>,
+}
+
+fn finish_reason(finish: FinishReason) -> &'static str {
+    match finish {
+        FinishReason::Length => "length",
+        FinishReason::Stop | FinishReason::Cancelled => "stop",
+    }
+}
+
+fn usage(reply: &ChatReply) -> CompletionUsage {
+    let m = &reply.message;
+    CompletionUsage {
+        prompt_tokens: m.prompt_tokens,
+        completion_tokens: m.completion_tokens,
+        total_tokens: m.prompt_tokens + m.completion_tokens,
+    }
+}
+
+/// Create a chat completion with an agent, as OpenAI's API does (`model` = the agent).
+#[utoipa::path(
+    post, path = "/api/v1/chat/completions", tag = "openai", operation_id = "createChatCompletion",
+    security(("bearer" = [])),
+    params(("X-Session-Id" = Option<String>, Header, description = "Store the exchange in this session (as chat does); absent, the call is stateless")),
+    request_body = CompletionRequest,
+    responses(
+        (status = 200, description = "The completion; streamed, its chunks then `data: [DONE]`", content(
+            (ChatCompletion = "application/json"),
+            (ChatCompletionChunk = "text/event-stream"),
+        )),
+        (status = 401, description = "OpenAI's error shape, code `invalid_api_key`"),
+        (status = 402, description = "OpenAI's error shape, type and code `insufficient_quota`"),
+        (status = 404, description = "OpenAI's error shape, code `model_not_found`: no such agent"),
+        (status = 422, description = "OpenAI's error shape, type `invalid_request_error`, `param` names the field"),
+        (status = 429, description = "OpenAI's error shape, code `rate_limit_exceeded`, with `Retry-After`"),
+    )
+)]
+pub async fn completions(
+    state: web::Data<AppState>,
+    caller: Caller,
+    request: HttpRequest,
+    body: JsonBody<CompletionRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let session_id = match request.headers().get("x-session-id") {
+        None => None,
+        Some(raw) => Some(raw.to_str().ok().and_then(|s| SessionId::parse(s).ok()).ok_or_else(|| {
+            ApiError::field(
+                "X-Session-Id",
+                FieldErrorKind::InvalidValue,
+                "X-Session-Id must be 1–128 characters of letters, digits and . _ : -",
+            )
+        })?),
+    };
+    let body = body.0;
+    let streamed = body.stream.unwrap_or(false);
+    let include_usage = body.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let (model, conversation) = body.try_into_domain(session_id)?;
+    let agent = state.agents.by_model(&caller, &model).await.map_err(|e| match e {
+        agentry_domain::agents::AgentError::NotFound => {
+            ApiError::not_found(format!("the model {model:?} is not an agent of your tenant"))
+        }
+        other => other.into(),
+    })?;
+    let prepared = state.chat.prepare_conversation(&caller, &agent.id, conversation).await?;
+    let meta = ChunkMeta {
+        id: format!("chatcmpl-{}", prepared.hold_id()),
+        created: state.clock.now().timestamp(),
+        model,
+    };
+    if !streamed {
+        let reply = prepared.answer(None).await?;
+        // OpenAI's clients read the completion bare, whatever envelope the rest of the API uses.
+        return Ok(HttpResponse::Ok().json(ChatCompletion {
+            id: meta.id,
+            object: "chat.completion",
+            created: meta.created,
+            model: meta.model,
+            usage: usage(&reply),
+            choices: vec![Choice {
+                index: 0,
+                finish_reason: finish_reason(reply.finish),
+                message: AssistantMessage { role: "assistant", content: reply.message.content },
+            }],
+        }));
+    }
+    let (events, response) = sse::channel(sse::KEEP_ALIVE);
+    events.send(meta.chunk(ChunkDelta { role: Some("assistant"), content: Some(String::new()) }, None));
+    actix_web::rt::spawn(async move {
+        let deltas = Arc::new(ChunkDeltas { events: events.clone(), meta: meta.clone() });
+        match prepared.answer(Some(deltas)).await {
+            Ok(reply) => {
+                events.send(meta.chunk(ChunkDelta::default(), Some(finish_reason(reply.finish))));
+                if include_usage {
+                    events.send(SseEvent::data(&ChatCompletionChunk {
+                        choices: Vec::new(),
+                        usage: Some(usage(&reply)),
+                        ..meta.base()
+                    }));
+                }
+            }
+            Err(e) => {
+                let e = ApiError::from(e);
+                e.log();
+                events.send(SseEvent::data(&e.openai_body()));
+            }
+        }
+        events.send(SseEvent::raw("[DONE]"));
+    });
+    Ok(response)
+}
+
+/// What every chunk of a call repeats.
+#[derive(Debug, Clone)]
+struct ChunkMeta {
+    id: String,
+    created: i64,
+    model: String,
+}
+
+impl ChunkMeta {
+    fn base(&self) -> ChatCompletionChunk {
+        ChatCompletionChunk {
+            id: self.id.clone(),
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: self.model.clone(),
+            choices: Vec::new(),
+            usage: None,
+        }
+    }
+
+    fn chunk(&self, delta: ChunkDelta, finish_reason: Option<&'static str>) -> SseEvent {
+        SseEvent::data(&ChatCompletionChunk {
+            choices: vec![ChunkChoice { index: 0, delta, finish_reason }],
+            ..self.base()
+        })
+    }
+}
+
+/// A reply's pieces as chunks.
+struct ChunkDeltas {
+    events: SseSender,
+    meta: ChunkMeta,
+}
+
+impl DeltaSink for ChunkDeltas {
+    fn delta(&self, text: &str) -> bool {
+        self.events.send(self.meta.chunk(ChunkDelta { role: None, content: Some(text.to_owned()) }, None))
+    }
+}
+
+/// One model: an agent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Model {
+    /// The agent's id (`agent:<name>` names it too).
+    pub id: String,
+    /// Always `model`.
+    pub object: &'static str,
+    /// Unix seconds of the agent's creation.
+    pub created: i64,
+    /// The tenant.
+    pub owned_by: String,
+}
+
+/// The models: the tenant's active agents.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelList {
+    /// Always `list`.
+    pub object: &'static str,
+    /// Oldest first.
+    pub data: Vec<Model>,
+}
+
+/// List the models, as OpenAI's API does: the tenant's active agents.
+#[utoipa::path(
+    get, path = "/api/v1/models", tag = "openai", operation_id = "listModels",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The tenant's active agents", body = ModelList),
+        (status = 401, description = "OpenAI's error shape, code `invalid_api_key`"),
+    )
+)]
+pub async fn models(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+    let agents = state.agents.all(&caller).await?;
+    let data = agents
+        .into_iter()
+        .filter(|a| a.status == agentry_domain::agents::AgentStatus::Active)
+        .map(|a| Model {
+            id: a.id.into_string(),
+            object: "model",
+            created: a.created_at.timestamp(),
+            owned_by: a.tenant_id.into_string(),
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(ModelList { object: "list", data }))
+}
