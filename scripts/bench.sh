@@ -3,7 +3,8 @@
 # connections. Prints requests/s and p50/p99 latency per route, and each route's throughput as a
 # ratio to GET /healthz measured in the same run (the baseline: the HTTP stack alone).
 #
-# Then the enumeration timing of forgot-password and magic-link (scripts/enumeration_timing.py):
+# Then SmolLM2 in process (scripts/bench.sh llm: load, prefill, generated tokens/s against the
+# memory-bandwidth limit) and the enumeration timing of forgot-password and magic-link (scripts/enumeration_timing.py):
 # the median answer time for an address with an account and for one without, per database.
 # `scripts/bench.sh timing` runs only that part; `scripts/bench.sh hotpath` only the routes of the
 # first table (GET /agents, GET /auth/me, chat) on both databases.
@@ -430,6 +431,17 @@ if [ "${1:-}" = "workflows" ]; then
     exit 0
 fi
 
+# The in-process language model: load, prefill, generation, against the memory-bandwidth limit.
+bench_llm() {
+    bash scripts/fetch-llm.sh >/dev/null
+    cargo run --release --locked --quiet -p agentry-llm --example smollm_bench
+}
+
+if [ "${1:-}" = "llm" ]; then
+    bench_llm
+    exit 0
+fi
+
 if [ "${1:-}" = "hotpath" ]; then
     table_head
     on_each_database bench_backend bench.db
@@ -484,3 +496,7 @@ if [ -n "$pg_url" ]; then
     bench_stores postgres "$pg_url"
 fi
 enumeration_timing
+
+echo
+echo "the in-process language model"
+bench_llm

@@ -1,15 +1,17 @@
 //! Any server speaking OpenAI's `POST /v1/chat/completions`.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use agentry_domain::agents::{
-    ChatModel, Completion, CompletionRequest, FinishReason, ModelError, count_prompt,
+    ChatModel, Completion, CompletionRequest, DeltaSink, FinishReason, ModelError, count_prompt,
 };
 use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
+use futures_util::StreamExt as _;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::builtin::Cl100kTokens;
 
@@ -31,6 +33,8 @@ pub struct OpenAiModel {
     endpoint: String,
     api_key: Option<SecretString>,
     tokens: Cl100kTokens,
+    /// Longest a call may take, retries included.
+    timeout: Duration,
 }
 
 #[derive(Deserialize)]
@@ -72,13 +76,45 @@ impl OpenAiModel {
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .build()?;
-        Ok(Self { client, endpoint, api_key: settings.api_key, tokens: Cl100kTokens::default() })
+        Ok(Self {
+            client,
+            endpoint,
+            api_key: settings.api_key,
+            tokens: Cl100kTokens::default(),
+            timeout: settings.timeout,
+        })
     }
 }
 
-#[async_trait]
-impl ChatModel for OpenAiModel {
-    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError> {
+/// Attempts of one call: the first and two retries.
+const ATTEMPTS: u32 = 3;
+/// The wait before the first retry when the provider names none; doubled for the next.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Whether an answer with this status is worth asking again: too many requests, or the
+/// provider's own failure.
+fn retryable(status: reqwest::StatusCode) -> bool {
+    status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+}
+
+/// The wait an answer asks for: `retry-after-ms` (OpenAI's) or `Retry-After` in seconds.
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let header = |name: &str| response.headers().get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+    let wait = header("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| header("retry-after"))?;
+    (wait.is_finite() && wait >= 0.0).then(|| Duration::from_secs_f64(wait))
+}
+
+/// `FIRST_BACKOFF` doubled per earlier retry, times a jitter in [0.5, 1): callers that failed
+/// together do not come back together.
+fn backoff(retry: u32) -> Duration {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let jitter = 0.5 + f64::from(nanos % 1000) / 2000.0;
+    FIRST_BACKOFF.saturating_mul(1 << retry.min(8)).mul_f64(jitter)
+}
+
+impl OpenAiModel {
+    fn body(request: &CompletionRequest) -> Value {
         let messages: Vec<_> =
             request.messages.iter().map(|t| json!({"role": t.role.as_str(), "content": t.content})).collect();
         let mut body =
@@ -86,18 +122,57 @@ impl ChatModel for OpenAiModel {
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
-        let mut call = self.client.post(&self.endpoint).json(&body);
-        if let Some(key) = &self.api_key {
-            call = call.bearer_auth(key.expose_secret());
-        }
-        let response = call.send().await.map_err(|e| {
-            if e.is_timeout() {
-                ModelError::Timeout
-            } else {
-                ModelError::Upstream(format!("request failed: {e}"))
+        body
+    }
+
+    /// Sends `body` until the provider answers with success, retrying 429, 5xx and failed
+    /// connections with jittered backoff (or the wait the provider asks for), all within the
+    /// call's deadline. Nothing is charged for a failed attempt: a chat is charged once, for
+    /// the answer it stores.
+    async fn send(&self, body: &Value) -> Result<reqwest::Response, ModelError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(ModelError::Timeout);
             }
-        })?;
-        let status = response.status();
+            let mut call = self.client.post(&self.endpoint).timeout(remaining).json(body);
+            if let Some(key) = &self.api_key {
+                call = call.bearer_auth(key.expose_secret());
+            }
+            let (failure, asked_wait) = match call.send().await {
+                Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) => {
+                    let status = response.status();
+                    let asked_wait = retry_after(&response);
+                    let text = response.text().await.unwrap_or_default();
+                    let excerpt: String = text.chars().take(300).collect();
+                    let failure = ModelError::Upstream(format!("the provider answered {status}: {excerpt}"));
+                    if !retryable(status) {
+                        return Err(failure);
+                    }
+                    (failure, asked_wait)
+                }
+                Err(e) if e.is_timeout() => return Err(ModelError::Timeout),
+                Err(e) if e.is_connect() => (ModelError::Upstream(format!("request failed: {e}")), None),
+                Err(e) => return Err(ModelError::Upstream(format!("request failed: {e}"))),
+            };
+            let wait = asked_wait.unwrap_or_else(|| backoff(attempt - 1));
+            if attempt >= ATTEMPTS || Instant::now() + wait >= deadline {
+                return Err(failure);
+            }
+            tracing::debug!(attempt, wait_ms = wait.as_millis(), error = %failure, "retrying the model provider");
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiModel {
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError> {
+        let response = self.send(&Self::body(request)).await?;
         let text = response.text().await.map_err(|e| {
             if e.is_timeout() {
                 ModelError::Timeout
@@ -105,10 +180,6 @@ impl ChatModel for OpenAiModel {
                 ModelError::Upstream(format!("reading the answer: {e}"))
             }
         })?;
-        if !status.is_success() {
-            let excerpt: String = text.chars().take(300).collect();
-            return Err(ModelError::Upstream(format!("the provider answered {status}: {excerpt}")));
-        }
         let parsed: Response = serde_json::from_str(&text)
             .map_err(|e| ModelError::Upstream(format!("unreadable answer from the provider: {e}")))?;
         let choice = parsed
@@ -125,11 +196,98 @@ impl ChatModel for OpenAiModel {
             .message
             .content
             .ok_or_else(|| ModelError::Upstream("the provider answered without a message".into()))?;
-        // Servers that omit usage get an honest local count.
-        let (prompt_tokens, completion_tokens) = match parsed.usage {
+        Ok(self.counted(request, content, parsed.usage, finish))
+    }
+
+    /// Streams from the provider (`stream: true`, with `stream_options.include_usage`), handing
+    /// each piece on as it arrives. A sink that stops listening drops the upstream response,
+    /// which ends the provider's generation.
+    async fn stream(
+        &self,
+        request: &CompletionRequest,
+        sink: Arc<dyn DeltaSink>,
+    ) -> Result<Completion, ModelError> {
+        let mut body = Self::body(request);
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+        let response = self.send(&body).await?;
+        let mut bytes = response.bytes_stream();
+        let mut pending: Vec<u8> = Vec::new();
+        let mut content = String::new();
+        let (mut usage, mut finish) = (None, FinishReason::Stop);
+        'read: while let Some(chunk) = bytes.next().await {
+            let chunk = chunk.map_err(|e| {
+                if e.is_timeout() {
+                    ModelError::Timeout
+                } else {
+                    ModelError::Upstream(format!("reading the stream: {e}"))
+                }
+            })?;
+            pending.extend_from_slice(&chunk);
+            // Server-sent events, line by line: only `data:` lines matter here.
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&line);
+                let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim_start) else { continue };
+                if data == "[DONE]" {
+                    break 'read;
+                }
+                let chunk: StreamChunk = serde_json::from_str(data)
+                    .map_err(|e| ModelError::Upstream(format!("unreadable chunk from the provider: {e}")))?;
+                usage = chunk.usage.or(usage);
+                for choice in chunk.choices {
+                    if choice.finish_reason.as_deref() == Some("length") {
+                        finish = FinishReason::Length;
+                    }
+                    let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) else { continue };
+                    content.push_str(&text);
+                    if !sink.delta(&text) {
+                        finish = FinishReason::Cancelled;
+                        break 'read;
+                    }
+                }
+            }
+        }
+        // Dropping the body here ends the upstream request when the listener left.
+        drop(bytes);
+        // A stream cut short never sends its usage: the reply is counted here.
+        let usage = if finish == FinishReason::Cancelled { None } else { usage };
+        Ok(self.counted(request, content, usage, finish))
+    }
+}
+
+impl OpenAiModel {
+    /// The completion with the provider's usage, or an honest local count when it sent none.
+    fn counted(
+        &self,
+        request: &CompletionRequest,
+        content: String,
+        usage: Option<Usage>,
+        finish: FinishReason,
+    ) -> Completion {
+        let (prompt_tokens, completion_tokens) = match usage {
             Some(u) => (u.prompt_tokens, u.completion_tokens),
             None => (count_prompt(&self.tokens, &request.messages), self.tokens.count(&content)),
         };
-        Ok(Completion { content, prompt_tokens, completion_tokens, finish })
+        Completion { content, prompt_tokens, completion_tokens, finish }
     }
+}
+
+#[derive(Deserialize)]
+struct StreamChunk {
+    #[serde(default)]
+    choices: Vec<StreamChoice>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct StreamChoice {
+    #[serde(default)]
+    delta: StreamDelta,
+    finish_reason: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+struct StreamDelta {
+    content: Option<String>,
 }

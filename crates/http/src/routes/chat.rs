@@ -34,6 +34,7 @@ pub struct ChatRequest {
     pub session_id: Option<String>,
     /// `true` streams the reply as server-sent events (as does `Accept: text/event-stream`).
     #[serde(default, deserialize_with = "not_null_bool")]
+    #[schema(value_type = bool)]
     pub stream: Option<bool>,
 }
 

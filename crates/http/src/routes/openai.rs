@@ -46,10 +46,13 @@ const MAX_MESSAGES: usize = 500;
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct InputMessage {
     /// `system` (or `developer`), `user` or `assistant`.
-    #[schema(required = true, value_type = String, example = "user")]
+    #[schema(required = true, value_type = String, pattern = "^(system|developer|user|assistant)$", example = "user")]
     pub role: Option<String>,
-    /// The text, or a list of `{"type": "text", "text": …}` parts.
-    #[schema(value_type = Object)]
+    /// The text (up to 32,000 characters; tabs and line breaks allowed, other control
+    /// characters not). A list of `{"type": "text", "text": …}` parts is read as their texts
+    /// joined.
+    #[schema(required = true, value_type = String, max_length = 32000,
+        extensions(("x-text" = json!("long-text"))), example = "Hello!")]
     pub content: Option<Value>,
 }
 
@@ -65,10 +68,11 @@ pub struct StreamOptions {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CompletionRequest {
     /// An agent's id, or `agent:<name>`.
-    #[schema(required = true, value_type = String, example = "agent:Support bot")]
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 200,
+        extensions(("x-text" = json!("line"))), example = "agent:Support bot")]
     pub model: Option<String>,
     /// The conversation, oldest first; at least one message of role `user`.
-    #[schema(required = true)]
+    #[schema(required = true, value_type = Vec<InputMessage>, min_items = 1, max_items = 500)]
     pub messages: Option<Vec<InputMessage>>,
     /// Stream `chat.completion.chunk` events, then `data: [DONE]`.
     pub stream: Option<bool>,
@@ -84,7 +88,7 @@ pub struct CompletionRequest {
     #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<f64>,
     /// Tools the client runs. Not available yet: a non-empty list is refused.
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
     pub tools: Option<Vec<Value>>,
 }
 
@@ -276,7 +280,8 @@ fn usage(reply: &ChatReply) -> CompletionUsage {
 #[utoipa::path(
     post, path = "/api/v1/chat/completions", tag = "openai", operation_id = "createChatCompletion",
     security(("bearer" = [])),
-    params(("X-Session-Id" = Option<String>, Header, description = "Store the exchange in this session (as chat does); absent, the call is stateless")),
+    params(("X-Session-Id" = Option<String>, Header, pattern = r"^[A-Za-z0-9_.:-]{1,128}$",
+        description = "Store the exchange in this session (as chat does); absent, the call is stateless")),
     request_body = CompletionRequest,
     responses(
         (status = 200, description = "The completion; streamed, its chunks then `data: [DONE]`", content(
