@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
 LLM_FILE ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: help model run test bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser e2e ci migrate venv
+.PHONY: help model run test bench-chat bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) and the language model SmolLM2-135M-Instruct into $(LLM_FILE) (once)"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-webhooks - only webhooks: deliveries per second and commit-to-arrival latency"
 	@echo "make bench-workflows - only workflows: executions started and completed per second"
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
+	@echo "make bench-chat   - only chat: streamed vs unstreamed, OpenAI endpoint vs chat, per database"
 	@echo "make bench-llm    - only the language model: SmolLM2 load, prefill and generated tokens/s"
 	@echo "make bench-hotpath - only the hot path: GET /agents, GET /auth/me and chat, per database"
 	@echo "make bench-stores - only GET /api/v1/agents with each rate-limit store (memory, database, redis)"
@@ -72,6 +73,10 @@ bench-workflows:
 bench-webhooks:
 	cargo build --release --locked --quiet
 	bash scripts/bench.sh webhooks
+
+# Only chat: streamed against unstreamed, and the OpenAI-compatible endpoint against chat.
+bench-chat:
+	bash scripts/bench.sh chat
 
 # Only the language model: SmolLM2's load, prefill and generation against the bandwidth limit.
 bench-llm: model

@@ -12,7 +12,9 @@
 # Settings: BENCH_DURATION (default 10s), BENCH_CONNECTIONS (64), BENCH_THREADS (2),
 # BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/agentry_bench; set to "" to skip),
 # BENCH_TIMING_REQUESTS (1000 per address), BENCH_BIN (a binary to measure instead of building
-# this tree), BENCH_SQLITE=0 (the hotpath, stores, webhooks and workflows parts: PostgreSQL only).
+# this tree), BENCH_SQLITE=0 (the hotpath, stores, webhooks, workflows and chat parts: PostgreSQL only),
+# BENCH_LLM_PROVIDER (the servers' chat model, default builtin: the service's cost, not a model's),
+# BENCH_CHAT_REQUESTS (2000 per route of `scripts/bench.sh chat`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +53,7 @@ trap cleanup EXIT
 start_server() { # $1 = database URL
     AGENTRY_BIND="127.0.0.1:$port" AGENTRY_DATABASE_URL="$1" AGENTRY_AUTO_MIGRATE=true \
         AGENTRY_DATA_DIR="$workdir/data" AGENTRY_LOG=warn AGENTRY_PAYMENT_PROVIDER=manual \
-        AGENTRY_AUTH_RATE_PER_MINUTE=1000000 \
+        AGENTRY_AUTH_RATE_PER_MINUTE=1000000 AGENTRY_LLM_PROVIDER="${BENCH_LLM_PROVIDER:-builtin}" \
         "$bin" serve >"$workdir/server.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 1 100); do curl -fs "$base/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -442,6 +444,22 @@ if [ "${1:-}" = "llm" ]; then
     exit 0
 fi
 
+# Streamed chat against unstreamed chat, and the OpenAI-compatible endpoint against chat, with
+# the built-in responder (the service's cost, not a model's), one client for all three.
+bench_chat() { # name url
+    start_server "$2"
+    local token agent
+    read -r token agent < <(new_tenant "$2" 1)
+    echo "$1"
+    python3 scripts/chat_stream_bench.py "$base" "$token" "$agent" "${BENCH_CHAT_REQUESTS:-2000}" 8
+    stop_server
+}
+
+if [ "${1:-}" = "chat" ]; then
+    on_each_database bench_chat chat.db
+    exit 0
+fi
+
 if [ "${1:-}" = "hotpath" ]; then
     table_head
     on_each_database bench_backend bench.db
@@ -497,6 +515,9 @@ if [ -n "$pg_url" ]; then
 fi
 enumeration_timing
 
+echo
+echo "streamed chat and the OpenAI-compatible endpoint"
+on_each_database bench_chat chat.db
 echo
 echo "the in-process language model"
 bench_llm
