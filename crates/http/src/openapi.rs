@@ -320,6 +320,40 @@ fn add_components(doc: &mut Value, envelope: Envelope) {
         let schemas = c.entry("schemas").or_insert_with(|| json!({}));
         if let Some(s) = schemas.as_object_mut() {
             s.insert("Error".into(), error);
+            // A streamed answer's schema is that of one server-sent event, `{event, data}`, as
+            // clients (and schemathesis) read it; `data` is JSON text.
+            s.insert(
+                "ChatStreamEvent".into(),
+                json!({
+                    "type": "object",
+                    "description": "One event of a streamed reply: `message.delta` (the next piece), \
+                        `message.completed` (the unstreamed answer's body) or `error` (then the stream ends).",
+                    "required": ["event", "data"],
+                    "properties": {
+                        "event": {"type": "string", "enum": ["message.delta", "message.completed", "error"]},
+                        "data": {
+                            "type": "string",
+                            "contentMediaType": "application/json",
+                            "contentSchema": {"anyOf": [
+                                {"$ref": "#/components/schemas/MessageDelta"},
+                                {"$ref": "#/components/schemas/ChatResponse"},
+                                {"$ref": "#/components/schemas/StreamError"},
+                            ]}
+                        }
+                    }
+                }),
+            );
+            s.insert(
+                "ChatCompletionChunk".into(),
+                json!({
+                    "type": "object",
+                    "description": "One event of a streamed completion, unnamed as OpenAI's are: its `data` \
+                        is a `chat.completion.chunk` (see ChatCompletionChunkData), an error in OpenAI's \
+                        shape, or the closing `[DONE]`.",
+                    "required": ["data"],
+                    "properties": {"data": {"type": "string"}}
+                }),
+            );
             s.insert(
                 "OpenAiError".into(),
                 json!({
@@ -499,6 +533,12 @@ fn complete_operation(op: &mut Value, path: &str, validation: &str, envelope: En
     add("500", "`internal_error`: an unexpected failure; the details are in the log under the request id");
 
     for (status, response) in responses.iter_mut() {
+        // A stream's schema is one event of it (see `ChatCompletionChunk` in the components).
+        if operation == "createChatCompletion"
+            && let Some(stream) = response.pointer_mut("/content/text~1event-stream")
+        {
+            stream["schema"] = json!({"$ref": "#/components/schemas/ChatCompletionChunk"});
+        }
         let code: u16 = status.parse().unwrap_or(500);
         let response = response.as_object_mut().expect("a response object");
         let headers =

@@ -134,11 +134,17 @@ pub fn count_prompt(counter: &dyn TokenCounter, turns: &[ChatTurn]) -> u64 {
     turns.iter().map(|t| counter.count(&t.content) + 4).sum::<u64>() + 3
 }
 
-/// The agent's instructions: its system prompt, or a sentence naming it.
+/// The agent's instructions: its system prompt, or a sentence naming it. The sentence is the one
+/// small instruction-tuned models were trained with ("a helpful AI assistant named …"): SmolLM2
+/// answers sensibly under it, and drifts into another language under variants as small as
+/// "You are Helper, a helpful assistant agent."
 pub fn system_turn(agent: &Agent) -> ChatTurn {
-    let system = agent.config.system_prompt.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| {
-        format!("You are {}, a helpful {} agent.", agent.name.as_str(), agent.agent_type.as_str())
-    });
+    let system = agent
+        .config
+        .system_prompt
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| format!("You are a helpful AI assistant named {}.", agent.name.as_str()));
     ChatTurn { role: ChatRole::System, content: system }
 }
 

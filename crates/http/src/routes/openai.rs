@@ -242,8 +242,9 @@ pub struct ChunkChoice {
     pub finish_reason: Option<&'static str>,
 }
 
-/// OpenAI's `chat.completion.chunk`, one per event of a streamed answer.
+/// OpenAI's `chat.completion.chunk`, the data of each event of a streamed answer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ChatCompletionChunkData)]
 pub struct ChatCompletionChunk {
     /// The same on every chunk of a call.
     pub id: String,

@@ -102,9 +102,9 @@ fn granted(request: &HoldRequest, amount: i64) -> CreditHold {
     }
 }
 
-// The prompt of "hello there" to the agent above: the system turn (7 words) and the
-// message (2 words), each plus 4 tokens of framing, plus 3: 20 tokens.
-const PROMPT: u64 = 20;
+// The prompt of "hello there" to the agent above: the system turn (8 words) and the
+// message (2 words), each plus 4 tokens of framing, plus 3: 21 tokens.
+const PROMPT: u64 = 21;
 
 #[tokio::test]
 async fn without_credits_for_the_prompt_the_model_is_never_called() {
