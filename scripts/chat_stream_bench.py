@@ -45,17 +45,11 @@ def run(path, body, streamed):
             conn.request("POST", path, body=body, headers=headers)
             response = conn.getresponse()
             if streamed:
+                # readline on the response decodes the chunked body as it arrives.
                 first = None
-                while True:
-                    line = response.fp.readline()
-                    if not line:
-                        break
+                while line := response.readline():
                     if first is None and line.startswith(b"event:"):
                         first = time.perf_counter() - started
-                    if line.startswith(b"event: message.completed") or line.startswith(b"event: error"):
-                        response.fp.readline()  # its data line
-                        response.fp.readline()  # the blank line
-                        break
                 response.read()
                 my_firsts.append(first if first is not None else float("nan"))
             else:
