@@ -109,6 +109,31 @@ mod tests {
         assert_eq!(SseEvent::raw("[DONE]").encode(), Bytes::from("data: [DONE]\n\n"));
     }
 
+    /// The next piece of a response body.
+    async fn next(body: &mut actix_web::body::BoxBody) -> Option<Bytes> {
+        use actix_web::body::MessageBody as _;
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut *body).poll_next(cx)).await.map(|r| r.unwrap())
+    }
+
+    #[actix_web::test]
+    async fn silence_is_broken_by_comments_and_the_stream_ends_with_its_senders() {
+        let (events, response) = channel(Duration::from_millis(5));
+        let mut body = response.into_body();
+        // Nothing sent yet: the stream says it is alive rather than stay silent.
+        assert_eq!(next(&mut body).await, Some(Bytes::from_static(b": keep-alive\n\n")));
+        assert!(events.send(SseEvent::raw("[DONE]")));
+        assert_eq!(next(&mut body).await, Some(Bytes::from("data: [DONE]\n\n")));
+        drop(events);
+        assert_eq!(next(&mut body).await, None);
+    }
+
+    #[test]
+    fn a_sender_learns_that_the_client_left() {
+        let (events, response) = channel(KEEP_ALIVE);
+        drop(response);
+        assert!(!events.send(SseEvent::raw("[DONE]")));
+    }
+
     #[test]
     fn the_accept_header_is_read_as_a_list() {
         let asks = |accept: &str| {
