@@ -363,12 +363,8 @@ impl ChatService {
         agent_id: &AgentId,
         input: ChatInput,
     ) -> Result<PreparedChat, ChatError> {
-        caller.require(Permission::AgentsWrite)?;
+        let agent = self.active_agent(caller, agent_id).await?;
         let d = &self.deps;
-        let agent = d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
-        if agent.status == AgentStatus::Paused {
-            return Err(ChatError::AgentPaused);
-        }
         // A client's own id continues its conversation, or starts it on first use.
         let (session_id, history) = match input.session_id {
             Some(session) => {
@@ -409,12 +405,8 @@ impl ChatService {
         agent_id: &AgentId,
         conversation: ClientConversation,
     ) -> Result<PreparedChat, ChatError> {
-        caller.require(Permission::AgentsWrite)?;
+        let agent = self.active_agent(caller, agent_id).await?;
         let d = &self.deps;
-        let agent = d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
-        if agent.status == AgentStatus::Paused {
-            return Err(ChatError::AgentPaused);
-        }
         let Some(last_user) = conversation.turns.iter().rev().find(|t| t.role == ChatRole::User) else {
             return Err(ValidationErrors(vec![FieldError::new(
                 "messages",
@@ -438,6 +430,18 @@ impl ChatService {
         let mut prepared = self.hold(caller, agent, session_id, message, turns, limits).await?;
         prepared.keep_conversation = keep_conversation;
         Ok(prepared)
+    }
+
+    /// The caller's agent that may chat: 403 without `agents:write`, 404 when absent, 409 when
+    /// paused.
+    async fn active_agent(&self, caller: &Principal, agent_id: &AgentId) -> Result<Agent, ChatError> {
+        caller.require(Permission::AgentsWrite)?;
+        let agent =
+            self.deps.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
+        if agent.status == AgentStatus::Paused {
+            return Err(ChatError::AgentPaused);
+        }
+        Ok(agent)
     }
 
     /// Holds the most a reply to `turns` can cost, or refuses with 402 when not even the

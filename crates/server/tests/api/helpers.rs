@@ -78,6 +78,23 @@ pub fn language_model() -> Option<std::path::PathBuf> {
     None
 }
 
+/// The repository's root and the Python of its test venv (`make venv`), or `None`, with a note,
+/// when the venv is absent (a failure under `AGENTRY_REQUIRE_TOOLS=1`).
+pub fn python_tools(what: &str) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join(".venv-ci/bin/python");
+    if python.exists() {
+        return Some((root, python));
+    }
+    assert!(
+        std::env::var("AGENTRY_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "AGENTRY_REQUIRE_TOOLS=1 but no {} (run `make venv`)",
+        python.display()
+    );
+    eprintln!("skipping {what}: no {} (run `make venv`)", python.display());
+    None
+}
+
 /// A configuration for a test: port 0, its own data directory and SQLite file.
 pub fn test_config(dir: &tempfile::TempDir) -> Config {
     Config {

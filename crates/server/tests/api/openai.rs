@@ -159,17 +159,7 @@ async fn errors_have_openai_shape_with_our_statuses() {
 /// `Retry-After` it honours; then docs/agents.md's example as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_python_client_works_unchanged() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join(".venv-ci/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var("AGENTRY_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "AGENTRY_REQUIRE_TOOLS=1 but no {} (run `make venv`)",
-            python.display()
-        );
-        eprintln!("skipping the openai client suite: no {} (run `make venv`)", python.display());
-        return;
-    }
+    let Some((root, python)) = crate::helpers::python_tools("the openai client suite") else { return };
     // The clock stands at the minute's last second: a 429 says `Retry-After: 1`.
     let app = spawn_with_clock(|_| {}).await;
     app.clock().advance(chrono::Duration::seconds(59));

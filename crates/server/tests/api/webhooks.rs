@@ -70,17 +70,7 @@ fn header(request: &wiremock::Request, name: &str) -> String {
 /// `standardwebhooks` reference library) on a delivery; `None` when the Python tools are not
 /// installed here (a failure under `AGENTRY_REQUIRE_TOOLS=1`).
 fn verify_with_python(secret: &str, body: &str, request: &wiremock::Request) -> Option<(bool, bool)> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join(".venv-ci/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var("AGENTRY_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "AGENTRY_REQUIRE_TOOLS=1 but no {} (run `make venv`)",
-            python.display()
-        );
-        eprintln!("skipping the Standard Webhooks check: no {} (run `make venv`)", python.display());
-        return None;
-    }
+    let (root, python) = crate::helpers::python_tools("the Standard Webhooks check")?;
     let headers: serde_json::Map<String, Value> =
         ["X-Service-Signature", "webhook-id", "webhook-timestamp", "webhook-signature"]
             .iter()
