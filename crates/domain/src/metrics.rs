@@ -33,6 +33,8 @@ pub const SQLITE_WRITE_UNITS: &str = "agentry_sqlite_write_units_total";
 pub const CHAT_MODEL_DURATION: &str = "agentry_chat_model_duration_seconds";
 /// Counter: tokens of chat completions, by `provider` and `kind` (`prompt`, `completion`).
 pub const CHAT_TOKENS: &str = "agentry_chat_tokens_total";
+/// Counter: tools agents called, by `tool` (its type) and `ok` (`true`, `false`).
+pub const TOOL_CALLS: &str = "agentry_agent_tool_calls_total";
 /// Counter: credits charged for usage.
 pub const CREDITS_CHARGED: &str = "agentry_credits_charged_total";
 /// Counter: requests refused by a rate limit, by `limit` (`plan`, `auth_per_ip`,

@@ -233,3 +233,99 @@ pub fn any_json() -> impl Into<RefOr<Schema>> {
         .schema_type(SchemaType::AnyValue)
         .description(Some("Any JSON value: what the step produced (null until it has)."))
 }
+
+/// A text that may be absent or null.
+fn optional_text(pattern: &str, min: usize, max: usize) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .pattern(Some(pattern))
+        .min_length(Some(min))
+        .max_length(Some(max))
+}
+
+fn text(pattern: &str, min: usize, max: usize) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(pattern))
+        .min_length(Some(min))
+        .max_length(Some(max))
+}
+
+/// An agent's tools (`config.tools`): the four kinds, each with its own fields and no other.
+/// Names must also differ across the list (the built-ins default to their type), which a
+/// schema cannot say.
+pub fn agent_tools_optional() -> impl Into<RefOr<Schema>> {
+    use agentry_domain::agents::tools::{
+        MAX_ALLOWED_HOSTS, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOL_TIMEOUT_SECONDS, MAX_TOOLS,
+    };
+    const TOOL_NAME: &str = r"^[A-Za-z0-9_-]{1,64}$";
+    let closed = |o: ObjectBuilder| o.additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    let memory = |kind: &'static str| {
+        closed(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("type", string_enum([kind], false))
+                .property("name", optional_text(TOOL_NAME, 1, 64))
+                .property("description", optional_text(LONG_TEXT, 1, MAX_TOOL_DESCRIPTION_CHARS))
+                .required("type"),
+        )
+    };
+    let run_workflow = closed(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("type", string_enum(["run_workflow"], false))
+            .property("name", text(TOOL_NAME, 1, 64))
+            .property("description", optional_text(LONG_TEXT, 1, MAX_TOOL_DESCRIPTION_CHARS))
+            .property("workflow_id", text(ONE_LINE, 1, 100))
+            .property(
+                "input_schema",
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property("type", string_enum(["object"], false))
+                    .description(Some("A JSON Schema of the workflow's input (an object)")),
+            )
+            .property(
+                "timeout_seconds",
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+                    .minimum(Some(1))
+                    .maximum(Some(MAX_TOOL_TIMEOUT_SECONDS)),
+            )
+            .required("type")
+            .required("name")
+            .required("workflow_id")
+            .required("input_schema"),
+    );
+    let http_request = closed(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("type", string_enum(["http_request"], false))
+            .property("name", text(TOOL_NAME, 1, 64))
+            .property("description", text(LONG_TEXT, 1, MAX_TOOL_DESCRIPTION_CHARS))
+            .property(
+                "allowed_hosts",
+                ArrayBuilder::new()
+                    .items(text(r"^[A-Za-z0-9.-]{1,253}$", 1, 253))
+                    .min_items(Some(1))
+                    .max_items(Some(MAX_ALLOWED_HOSTS)),
+            )
+            .property("method", string_enum(["GET", "POST"], true))
+            .required("type")
+            .required("name")
+            .required("description")
+            .required("allowed_hosts"),
+    );
+    let one_of = OneOfBuilder::new()
+        .item(memory("memory_search"))
+        .item(memory("memory_add"))
+        .item(run_workflow)
+        .item(http_request);
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(one_of)
+        .max_items(Some(MAX_TOOLS))
+        .description(Some(
+            "The tools the agent may call (docs/agents.md): `memory_search`, `memory_add`, `run_workflow`, \
+             `http_request`; names unique.",
+        ))
+}

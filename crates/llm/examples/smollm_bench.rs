@@ -17,9 +17,10 @@ fn request(question: &str, max_tokens: u32) -> CompletionRequest {
         temperature: None,
         max_tokens,
         messages: vec![
-            ChatTurn { role: ChatRole::System, content: "You are a helpful assistant.".into() },
-            ChatTurn { role: ChatRole::User, content: question.into() },
+            ChatTurn::new(ChatRole::System, "You are a helpful assistant."),
+            ChatTurn::new(ChatRole::User, question),
         ],
+        tools: Vec::new(),
     }
 }
 

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentry_domain::agents::{
-    ChatModel, ChatRole, Completion, CompletionRequest, DeltaSink, FinishReason, ModelError, count_prompt,
+    ChatModel, ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, ModelError,
+    ToolCall, count_request,
 };
 use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
@@ -102,12 +103,75 @@ fn quote(text: &str, max_chars: usize) -> String {
     }
 }
 
+/// The first JSON object written in `text`, if any.
+fn first_json_object(text: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    text.match_indices('{').find_map(|(start, _)| {
+        let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<serde_json::Value>();
+        match stream.next() {
+            Some(Ok(serde_json::Value::Object(map))) => Some(map),
+            _ => None,
+        }
+    })
+}
+
+impl BuiltinModel {
+    /// The responder's one rule for tools, deterministic so that tool round trips can be tried
+    /// without a language model: a user message that names an offered tool calls it, with the
+    /// first JSON object of the message as its arguments (`{}` without one); a tool's result
+    /// is answered by quoting it.
+    fn tool_step(&self, request: &CompletionRequest, last: &ChatTurn) -> Option<Completion> {
+        if request.tools.is_empty() {
+            return None;
+        }
+        let prompt_tokens = count_request(self.tokens.as_ref(), &request.messages, &request.tools);
+        if last.role == ChatRole::Tool {
+            let reply = format!(
+                "The tool {} answered: {}",
+                last.name.as_deref().unwrap_or("(unnamed)"),
+                quote(&last.content, 300)
+            );
+            let completion_tokens = self.tokens.count(&reply);
+            return Some(Completion {
+                content: reply,
+                prompt_tokens,
+                completion_tokens,
+                finish: FinishReason::Stop,
+                tool_calls: Vec::new(),
+            });
+        }
+        if last.role != ChatRole::User {
+            return None;
+        }
+        let lowered = last.content.to_lowercase();
+        let tool = request.tools.iter().find(|t| {
+            lowered
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .any(|word| word == t.name.to_lowercase())
+        })?;
+        let arguments =
+            serde_json::Value::Object(first_json_object(&last.content).unwrap_or_default()).to_string();
+        let earlier_calls = request.messages.iter().map(|t| t.tool_calls.len()).sum::<usize>();
+        let call = ToolCall { id: format!("call_{}", earlier_calls + 1), name: tool.name.clone(), arguments };
+        let completion_tokens = self.tokens.count(&call.name) + self.tokens.count(&call.arguments);
+        Some(Completion {
+            content: String::new(),
+            prompt_tokens,
+            completion_tokens,
+            finish: FinishReason::ToolCalls,
+            tool_calls: vec![call],
+        })
+    }
+}
+
 #[async_trait]
 impl ChatModel for BuiltinModel {
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ModelError> {
         let Some((last, earlier)) = request.messages.split_last() else {
             return Err(ModelError::Upstream("the prompt is empty".into()));
         };
+        if let Some(step) = self.tool_step(request, last) {
+            return Ok(step);
+        }
         let earlier_user: Vec<&str> =
             earlier.iter().filter(|t| t.role == ChatRole::User).map(|t| t.content.as_str()).collect();
         let memories = earlier.iter().filter(|t| t.role == ChatRole::System).skip(1).count();
@@ -134,10 +198,11 @@ impl ChatModel for BuiltinModel {
         let truncated = truncated_reply.len() < reply.len();
         let reply = truncated_reply;
         Ok(Completion {
-            prompt_tokens: count_prompt(self.tokens.as_ref(), &request.messages),
+            prompt_tokens: count_request(self.tokens.as_ref(), &request.messages, &request.tools),
             completion_tokens,
             finish: if truncated { FinishReason::Length } else { FinishReason::Stop },
             content: reply,
+            tool_calls: Vec::new(),
         })
     }
 
@@ -178,11 +243,17 @@ mod tests {
     use super::*;
 
     fn turn(role: ChatRole, content: &str) -> ChatTurn {
-        ChatTurn { role, content: content.into() }
+        ChatTurn::new(role, content)
     }
 
     fn request(messages: Vec<ChatTurn>, max_tokens: u32) -> CompletionRequest {
-        CompletionRequest { model: "builtin".into(), temperature: None, max_tokens, messages }
+        CompletionRequest {
+            model: "builtin".into(),
+            temperature: None,
+            max_tokens,
+            messages,
+            tools: Vec::new(),
+        }
     }
 
     #[test]
@@ -239,7 +310,7 @@ mod tests {
         assert!(a.content.contains("first message"));
         let counter = Cl100kTokens::default();
         assert_eq!(a.completion_tokens, counter.count(&a.content));
-        assert_eq!(a.prompt_tokens, count_prompt(&counter, &req.messages));
+        assert_eq!(a.prompt_tokens, agentry_domain::agents::count_prompt(&counter, &req.messages));
     }
 
     #[tokio::test]
@@ -267,5 +338,48 @@ mod tests {
         let m = BuiltinModel::new();
         let c = m.complete(&request(vec![turn(ChatRole::User, "Hello there")], 5)).await.unwrap();
         assert_eq!(c.completion_tokens, 5);
+    }
+
+    #[tokio::test]
+    async fn a_message_naming_an_offered_tool_calls_it_and_its_result_is_quoted() {
+        let m = BuiltinModel::new();
+        let tool = agentry_domain::agents::ToolSpec {
+            name: "get_weather".into(),
+            description: "The weather".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let mut req = request(
+            vec![turn(ChatRole::User, r#"Please use get_weather with {"city": "Paris"} for me"#)],
+            500,
+        );
+        assert!(m.complete(&req).await.unwrap().tool_calls.is_empty(), "no tool offered: no call");
+        req.tools = vec![tool];
+        let called = m.complete(&req).await.unwrap();
+        assert_eq!(called.finish, FinishReason::ToolCalls);
+        assert_eq!(
+            called.tool_calls,
+            [ToolCall {
+                id: "call_1".into(),
+                name: "get_weather".into(),
+                arguments: r#"{"city":"Paris"}"#.into()
+            }]
+        );
+        let mut asked = ChatTurn::new(ChatRole::Assistant, "");
+        asked.tool_calls = called.tool_calls.clone();
+        let mut result = ChatTurn::new(ChatRole::Tool, r#"{"temperature": 21}"#);
+        result.tool_call_id = Some("call_1".into());
+        result.name = Some("get_weather".into());
+        req.messages.extend([asked, result]);
+        let answered = m.complete(&req).await.unwrap();
+        assert_eq!(answered.content, r#"The tool get_weather answered: {"temperature": 21}"#);
+        assert!(answered.tool_calls.is_empty());
+        let plain = request(vec![turn(ChatRole::User, "what is the weather?")], 500);
+        assert!(
+            m.complete(&CompletionRequest { tools: req.tools.clone(), ..plain })
+                .await
+                .unwrap()
+                .tool_calls
+                .is_empty()
+        );
     }
 }

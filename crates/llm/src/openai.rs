@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentry_domain::agents::{
-    ChatModel, Completion, CompletionRequest, DeltaSink, FinishReason, ModelError, count_prompt,
+    ChatModel, ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, ModelError,
+    ToolCall, count_request,
 };
 use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
@@ -52,6 +53,22 @@ struct Choice {
 #[derive(Deserialize)]
 struct ChoiceMessage {
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCall>,
+}
+
+/// A tool call as OpenAI writes it: `{id, type: "function", function: {name, arguments}}`.
+#[derive(Deserialize)]
+struct WireToolCall {
+    id: String,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
 }
 
 #[derive(Deserialize)]
@@ -115,12 +132,19 @@ fn backoff(retry: u32) -> Duration {
 
 impl OpenAiModel {
     fn body(request: &CompletionRequest) -> Value {
-        let messages: Vec<_> =
-            request.messages.iter().map(|t| json!({"role": t.role.as_str(), "content": t.content})).collect();
+        let messages: Vec<_> = request.messages.iter().map(wire_message).collect();
         let mut body =
             json!({"model": request.model, "messages": messages, "max_tokens": request.max_tokens});
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
+        }
+        if !request.tools.is_empty() {
+            let tools: Vec<_> = request
+                .tools
+                .iter()
+                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+                .collect();
+            body["tools"] = json!(tools);
         }
         body
     }
@@ -187,16 +211,24 @@ impl ChatModel for OpenAiModel {
             .into_iter()
             .next()
             .ok_or_else(|| ModelError::Upstream("the provider answered without a message".into()))?;
-        let finish = if choice.finish_reason.as_deref() == Some("length") {
-            FinishReason::Length
-        } else {
-            FinishReason::Stop
-        };
-        let content = choice
+        let tool_calls: Vec<ToolCall> = choice
             .message
-            .content
-            .ok_or_else(|| ModelError::Upstream("the provider answered without a message".into()))?;
-        Ok(self.counted(request, content, parsed.usage, finish))
+            .tool_calls
+            .into_iter()
+            .map(|c| ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments })
+            .collect();
+        let finish = match choice.finish_reason.as_deref() {
+            Some("length") => FinishReason::Length,
+            _ if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            _ => FinishReason::Stop,
+        };
+        let content = match choice.message.content {
+            Some(content) => content,
+            // A message that only calls tools may have no text.
+            None if !tool_calls.is_empty() => String::new(),
+            None => return Err(ModelError::Upstream("the provider answered without a message".into())),
+        };
+        Ok(Completion { tool_calls, ..self.counted(request, content, parsed.usage, finish) })
     }
 
     /// Streams from the provider (`stream: true`, with `stream_options.include_usage`), handing
@@ -214,6 +246,7 @@ impl ChatModel for OpenAiModel {
         let mut bytes = response.bytes_stream();
         let mut pending: Vec<u8> = Vec::new();
         let mut content = String::new();
+        let mut calls = StreamedCalls::default();
         let (mut usage, mut finish) = (None, FinishReason::Stop);
         'read: while let Some(chunk) = bytes.next().await {
             let chunk = chunk.map_err(|e| {
@@ -239,6 +272,9 @@ impl ChatModel for OpenAiModel {
                     if choice.finish_reason.as_deref() == Some("length") {
                         finish = FinishReason::Length;
                     }
+                    for delta in choice.delta.tool_calls {
+                        calls.add(delta);
+                    }
                     let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) else { continue };
                     content.push_str(&text);
                     if !sink.delta(&text) {
@@ -250,9 +286,81 @@ impl ChatModel for OpenAiModel {
         }
         // Dropping the body here ends the upstream request when the listener left.
         drop(bytes);
+        let usage_given = usage.is_some() && finish != FinishReason::Cancelled;
         // A stream cut short never sends its usage: the reply is counted here.
         let usage = if finish == FinishReason::Cancelled { None } else { usage };
-        Ok(self.counted(request, content, usage, finish))
+        let tool_calls = if finish == FinishReason::Cancelled { Vec::new() } else { calls.finish() };
+        if !tool_calls.is_empty() && finish == FinishReason::Stop {
+            finish = FinishReason::ToolCalls;
+        }
+        let counted = self.counted(request, content, usage, finish);
+        let completion_tokens = if usage_given {
+            counted.completion_tokens
+        } else {
+            // Counted here: the calls are generated tokens too.
+            counted.completion_tokens
+                + tool_calls.iter().map(|c| self.tokens.count(&c.arguments)).sum::<u64>()
+        };
+        Ok(Completion { tool_calls, completion_tokens, ..counted })
+    }
+}
+
+/// A message as OpenAI reads it: an assistant's tool calls, a tool result's call id.
+fn wire_message(t: &ChatTurn) -> Value {
+    let mut m = json!({"role": t.role.as_str(), "content": t.content});
+    if !t.tool_calls.is_empty() {
+        let calls: Vec<_> = t
+            .tool_calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .collect();
+        m["tool_calls"] = json!(calls);
+        if t.content.is_empty() {
+            m["content"] = Value::Null;
+        }
+    }
+    if t.role == ChatRole::Tool {
+        m["tool_call_id"] = json!(t.tool_call_id);
+    }
+    m
+}
+
+/// Tool calls arriving in pieces: each delta names its call by `index`; the first piece
+/// carries its id and name, the following ones more of its arguments.
+#[derive(Default)]
+struct StreamedCalls {
+    calls: Vec<(u32, ToolCall)>,
+}
+
+impl StreamedCalls {
+    fn add(&mut self, delta: ToolCallDelta) {
+        let position = self.calls.iter().position(|(i, _)| *i == delta.index);
+        let call = match position {
+            Some(p) => &mut self.calls[p].1,
+            None => {
+                self.calls.push((
+                    delta.index,
+                    ToolCall { id: String::new(), name: String::new(), arguments: String::new() },
+                ));
+                &mut self.calls.last_mut().expect("just pushed").1
+            }
+        };
+        if let Some(id) = delta.id {
+            call.id = id;
+        }
+        if let Some(f) = delta.function {
+            if let Some(name) = f.name {
+                call.name.push_str(&name);
+            }
+            if let Some(arguments) = f.arguments {
+                call.arguments.push_str(&arguments);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<ToolCall> {
+        self.calls.sort_by_key(|(i, _)| *i);
+        self.calls.into_iter().map(|(_, c)| c).filter(|c| !c.name.is_empty()).collect()
     }
 }
 
@@ -267,9 +375,11 @@ impl OpenAiModel {
     ) -> Completion {
         let (prompt_tokens, completion_tokens) = match usage {
             Some(u) => (u.prompt_tokens, u.completion_tokens),
-            None => (count_prompt(&self.tokens, &request.messages), self.tokens.count(&content)),
+            None => {
+                (count_request(&self.tokens, &request.messages, &request.tools), self.tokens.count(&content))
+            }
         };
-        Completion { content, prompt_tokens, completion_tokens, finish }
+        Completion { content, prompt_tokens, completion_tokens, finish, tool_calls: Vec::new() }
     }
 }
 
@@ -290,4 +400,20 @@ struct StreamChoice {
 #[derive(Default, Deserialize)]
 struct StreamDelta {
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallDelta>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: u32,
+    id: Option<String>,
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    name: Option<String>,
+    arguments: Option<String>,
 }

@@ -198,6 +198,7 @@ impl Loaded {
             prompt_tokens: prompt.len() as u64,
             completion_tokens: generated.len() as u64,
             finish,
+            tool_calls: Vec::new(),
         })
     }
 }

@@ -16,9 +16,10 @@ fn request() -> CompletionRequest {
         temperature: Some(0.3),
         max_tokens: 64,
         messages: vec![
-            ChatTurn { role: ChatRole::System, content: "You are Helper.".into() },
-            ChatTurn { role: ChatRole::User, content: "Hello".into() },
+            ChatTurn::new(ChatRole::System, "You are Helper."),
+            ChatTurn::new(ChatRole::User, "Hello"),
         ],
+        tools: Vec::new(),
     }
 }
 
@@ -250,4 +251,107 @@ async fn a_client_error_is_not_retried() {
         model(&server, Duration::from_secs(5)).complete(&request()).await,
         Err(ModelError::Upstream(_))
     ));
+}
+
+fn with_weather_tool() -> CompletionRequest {
+    let mut request = request();
+    request.tools = vec![agentry_domain::agents::ToolSpec {
+        name: "get_weather".into(),
+        description: "The weather in a city".into(),
+        parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    }];
+    request
+}
+
+#[tokio::test]
+async fn tools_are_offered_and_a_call_is_read_then_answered_with_its_result() {
+    let server = MockServer::start().await;
+    // The second request carries the call and its result, as OpenAI wants them.
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"messages": [{}, {}, {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]
+        }, {"role": "tool", "tool_call_id": "call_9", "content": "{\"temperature\":21}"}]})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"message": {"role": "assistant", "content": "21 degrees."}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 4}
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"tools": [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city"}}]})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}
+            ]}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 9}
+        })))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let m = model(&server, Duration::from_secs(5));
+    let mut request = with_weather_tool();
+    let called = m.complete(&request).await.unwrap();
+    assert_eq!(called.finish, FinishReason::ToolCalls);
+    assert_eq!(called.content, "");
+    assert_eq!(called.tool_calls.len(), 1);
+    assert_eq!(
+        (called.tool_calls[0].name.as_str(), called.tool_calls[0].arguments.as_str()),
+        ("get_weather", r#"{"city":"Paris"}"#)
+    );
+    let mut asked = ChatTurn::new(ChatRole::Assistant, "");
+    asked.tool_calls = called.tool_calls.clone();
+    let mut result = ChatTurn::new(ChatRole::Tool, r#"{"temperature":21}"#);
+    result.tool_call_id = Some("call_9".into());
+    result.name = Some("get_weather".into());
+    request.messages.extend([asked, result]);
+    let answered = m.complete(&request).await.unwrap();
+    assert_eq!((answered.content.as_str(), answered.finish), ("21 degrees.", FinishReason::Stop));
+}
+
+#[tokio::test]
+async fn streamed_tool_calls_are_put_together_from_their_deltas() {
+    let server = MockServer::start().await;
+    let call = |index: u32, id: Option<&str>, name: Option<&str>, args: &str| {
+        let mut function = json!({"arguments": args});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let mut c = json!({"index": index, "function": function});
+        if let Some(id) = id {
+            c["id"] = json!(id);
+            c["type"] = json!("function");
+        }
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [c]}, "finish_reason": null}]})
+    };
+    let body = sse(&[
+        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]}),
+        call(0, Some("call_a"), Some("get_weather"), ""),
+        call(0, None, None, "{\"city\":"),
+        call(1, Some("call_b"), Some("get_weather"), "{\"city\":\"Oslo\"}"),
+        call(0, None, None, "\"Paris\"}"),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        json!({"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 20, "total_tokens": 50}}),
+    ]);
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"stream": true, "tools": [{"type": "function"}]})))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(body),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let pieces = std::sync::Arc::new(Pieces::default());
+    let c =
+        model(&server, Duration::from_secs(5)).stream(&with_weather_tool(), pieces.clone()).await.unwrap();
+    assert!(pieces.got.lock().unwrap().is_empty(), "no text");
+    assert_eq!(c.finish, FinishReason::ToolCalls);
+    let calls: Vec<(&str, &str)> =
+        c.tool_calls.iter().map(|t| (t.id.as_str(), t.arguments.as_str())).collect();
+    assert_eq!(calls, [("call_a", r#"{"city":"Paris"}"#), ("call_b", r#"{"city":"Oslo"}"#)]);
+    assert_eq!((c.prompt_tokens, c.completion_tokens), (30, 20));
 }

@@ -49,9 +49,10 @@ fn request(question: &str, max_tokens: u32) -> CompletionRequest {
         temperature: None,
         max_tokens,
         messages: vec![
-            ChatTurn { role: ChatRole::System, content: "You are a helpful assistant.".into() },
-            ChatTurn { role: ChatRole::User, content: question.into() },
+            ChatTurn::new(ChatRole::System, "You are a helpful assistant."),
+            ChatTurn::new(ChatRole::User, question),
         ],
+        tools: Vec::new(),
     }
 }
 
@@ -84,7 +85,7 @@ async fn it_knows_the_capital_of_france() {
 #[tokio::test]
 async fn the_chatml_markers_are_single_tokens() {
     let Some(m) = model() else { return };
-    let ids = m.prompt_tokens(&[ChatTurn { role: ChatRole::User, content: "Hi".into() }]).unwrap();
+    let ids = m.prompt_tokens(&[ChatTurn::new(ChatRole::User, "Hi")]).unwrap();
     // <|im_start|> "user" "\n" "Hi" <|im_end|> "\n" <|im_start|> "ass" "istant" "\n"
     assert_eq!(ids.len(), 10, "{ids:?}");
     assert_eq!((ids[0], ids[6]), (1, 1));

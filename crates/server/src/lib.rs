@@ -11,6 +11,7 @@ pub mod services;
 pub mod steps;
 pub mod system;
 pub mod telemetry;
+pub mod tools;
 pub mod workers;
 
 pub use app::{Application, Overrides};

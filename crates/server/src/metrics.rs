@@ -70,6 +70,7 @@ fn describe() {
     describe_histogram!(names::CHAT_MODEL_DURATION, Unit::Seconds, "Chat model answer time.");
     describe_counter!(names::CHAT_TOKENS, "Tokens of chat completions, by kind.");
     describe_counter!(names::CREDITS_CHARGED, "Credits charged for usage.");
+    describe_counter!(names::TOOL_CALLS, "Tools agents called during chats, by tool type and outcome.");
     describe_counter!(names::RATE_LIMIT_REJECTIONS, "Requests refused by a rate limit.");
     describe_counter!(
         names::RATE_LIMIT_STORE_ERRORS,

@@ -20,7 +20,7 @@ use agentry_domain::webhooks::WebhookService;
 use agentry_domain::work::Worker;
 use agentry_domain::workflows::{
     ExecutionService, ExecutionServiceDeps, ExecutionSettings, IntegrationService, IntegrationServiceDeps,
-    TriggerService, TriggerServiceDeps, WorkflowService, WorkflowServiceDeps,
+    StepPerformer, TriggerService, TriggerServiceDeps, WorkflowService, WorkflowServiceDeps,
 };
 use agentry_http::{AppState, RateLimits};
 use agentry_llm::Cl100kTokens;
@@ -37,6 +37,7 @@ use crate::keys;
 use crate::metrics::PrometheusMetrics;
 use crate::steps::ServiceSteps;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
+use crate::tools::{LateTools, ServiceTools};
 
 use crate::adapters::*;
 
@@ -104,7 +105,8 @@ pub fn build_services(
         None => build_embedder(config)?,
     };
     let memory = memory_service(config, db, embedder, Some(clock.clone()));
-    let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans)?;
+    let late_tools = LateTools::default();
+    let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans, late_tools.clone())?;
     let webhooks = webhook_service(
         config,
         webhook_store,
@@ -112,8 +114,10 @@ pub fn build_services(
         ids.clone(),
         clock.clone(),
     )?;
-    let (workflows, executions, triggers, integrations) =
+    let (workflows, executions, triggers, integrations, steps) =
         workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
+    let agent_tools = Arc::new(ServiceTools::new(steps, executions.clone()));
+    late_tools.set(&agent_tools);
     let jobs =
         Worker::new(Arc::new(mail_jobs(config, &shared, job_store, &recovery)), ids.clone(), clock.clone());
     let deliveries = Worker::new(Arc::new(webhooks.clone()), ids.clone(), clock.clone());
@@ -129,6 +133,7 @@ pub fn build_services(
         webhooks,
         workflows,
         executions,
+        agent_tools,
         triggers,
         integrations,
         limiter,
@@ -248,6 +253,7 @@ fn agents_and_billing(
     shared: &Shared,
     memory: &MemoryService,
     plans: PlanTable,
+    tools: LateTools,
 ) -> anyhow::Result<(AgentService, ChatService, BillingService)> {
     let Shared { db, clock, ids, .. } = shared.clone();
     let agent_store = Arc::new(AgentStore::new(db.clone()));
@@ -261,6 +267,7 @@ fn agents_and_billing(
             model: build_model(config)?,
             tokens: Arc::new(Cl100kTokens::default()),
             memory: Arc::new(memory.clone()),
+            tools: Arc::new(tools),
             ids: ids.clone(),
             clock: clock.clone(),
         },
@@ -290,7 +297,13 @@ fn workflows(
     memory: &MemoryService,
     limiter: &RateLimiter,
     plans: PlanTable,
-) -> anyhow::Result<(WorkflowService, ExecutionService, TriggerService, IntegrationService)> {
+) -> anyhow::Result<(
+    WorkflowService,
+    ExecutionService,
+    TriggerService,
+    IntegrationService,
+    Arc<dyn StepPerformer>,
+)> {
     let Shared { db, clock, ids, secrets, cipher } = shared.clone();
     let workflow_store = Arc::new(WorkflowStore::new(db.clone()));
     let workflows = WorkflowService::new(WorkflowServiceDeps {
@@ -304,17 +317,14 @@ fn workflows(
         agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,
         "Agentry-Workflows",
     )?;
+    let steps: Arc<dyn StepPerformer> =
+        Arc::new(ServiceSteps::new(chat.clone(), memory.clone(), step_client, config.webhook_allow_insecure));
     let executions = ExecutionService::new(
         ExecutionServiceDeps {
             workflows: workflow_store.clone(),
             executions: execution_store.clone(),
             due: execution_store,
-            performer: Arc::new(ServiceSteps::new(
-                chat.clone(),
-                memory.clone(),
-                step_client,
-                config.webhook_allow_insecure,
-            )),
+            performer: steps.clone(),
             clock: clock.clone(),
             ids: ids.clone(),
         },
@@ -347,7 +357,7 @@ fn workflows(
         ids,
         clock,
     });
-    Ok((workflows, executions, triggers, integrations))
+    Ok((workflows, executions, triggers, integrations, steps))
 }
 
 /// The mail jobs, run by recovery.

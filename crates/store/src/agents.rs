@@ -1,6 +1,6 @@
 //! [`AgentRepository`]: agents, scoped by tenant in every query.
 
-use agentry_domain::agents::{Agent, AgentConfig, AgentName, AgentRepository};
+use agentry_domain::agents::{Agent, AgentConfig, AgentName, AgentRepository, AgentTool};
 use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, TenantId};
 use agentry_domain::memory::MemoryType;
@@ -57,6 +57,11 @@ struct StoredConfig {
     system_prompt: Option<String>,
     #[serde(default)]
     max_tokens: Option<u32>,
+    /// The tools as configured (validated when saved, read back with the same rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tool_rounds: Option<u8>,
 }
 
 impl AgentRow {
@@ -74,6 +79,8 @@ impl AgentRow {
                 temperature: a.config.temperature,
                 system_prompt: a.config.system_prompt.clone(),
                 max_tokens: a.config.max_tokens,
+                tools: a.config.tools.iter().map(AgentTool::to_json).collect(),
+                max_tool_rounds: a.config.max_tool_rounds,
             }),
             created_at: a.created_at.into(),
             updated_at: a.updated_at.into(),
@@ -81,7 +88,10 @@ impl AgentRow {
     }
 
     fn into_domain(self) -> anyhow::Result<Agent> {
-        let StoredConfig { model, temperature, system_prompt, max_tokens } = self.config.0;
+        let StoredConfig { model, temperature, system_prompt, max_tokens, tools, max_tool_rounds } =
+            self.config.0;
+        let tools = AgentTool::parse_list(&serde_json::Value::Array(tools))
+            .map_err(|e| anyhow::anyhow!("an agent's stored tools: {}", e.message))?;
         Ok(Agent {
             id: AgentId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),
@@ -95,7 +105,7 @@ impl AgentRow {
                 .iter()
                 .map(|m| parse_stored::<MemoryType>(m, "memory type"))
                 .collect::<anyhow::Result<_>>()?,
-            config: AgentConfig { model, temperature, system_prompt, max_tokens },
+            config: AgentConfig { model, temperature, system_prompt, max_tokens, tools, max_tool_rounds },
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
         })

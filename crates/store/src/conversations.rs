@@ -46,6 +46,10 @@ struct MessageRow {
     completion_tokens: i64,
     created_at: DbTime,
     incomplete: bool,
+    /// An assistant message's tool calls, as JSON text; null when it called none.
+    tool_calls: Option<String>,
+    tool_call_id: Option<String>,
+    tool_name: Option<String>,
 }
 
 impl MessageRow {
@@ -61,10 +65,15 @@ impl MessageRow {
             completion_tokens: i64::try_from(m.completion_tokens).unwrap_or(i64::MAX),
             created_at: m.created_at.into(),
             incomplete: m.incomplete,
+            tool_calls: (!m.tool_calls.is_empty())
+                .then(|| serde_json::to_string(&m.tool_calls).unwrap_or_else(|_| "[]".to_owned())),
+            tool_call_id: m.tool_call_id.clone(),
+            tool_name: m.tool_name.clone(),
         }
     }
 
     fn into_domain(self) -> anyhow::Result<Message> {
+        use anyhow::Context as _;
         Ok(Message {
             id: MessageId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),
@@ -76,6 +85,12 @@ impl MessageRow {
             completion_tokens: u64::try_from(self.completion_tokens).unwrap_or(0),
             created_at: self.created_at.0,
             incomplete: self.incomplete,
+            tool_calls: match self.tool_calls {
+                Some(json) => serde_json::from_str(&json).context("a message's stored tool calls")?,
+                None => Vec::new(),
+            },
+            tool_call_id: self.tool_call_id,
+            tool_name: self.tool_name,
         })
     }
 }
@@ -259,10 +274,14 @@ impl ConversationStore {
     }
 }
 
-/// The rows of the exchange's messages: none for a stateless call.
+/// The rows of the exchange's messages, in order: none for a stateless call.
 fn stored_messages(x: &Exchange) -> Vec<MessageRow> {
     if x.keep_conversation {
-        vec![MessageRow::from_domain(&x.user_message), MessageRow::from_domain(&x.reply)]
+        std::iter::once(&x.user_message)
+            .chain(&x.steps)
+            .chain(std::iter::once(&x.reply))
+            .map(MessageRow::from_domain)
+            .collect()
     } else {
         Vec::new()
     }
@@ -291,6 +310,9 @@ struct ExchangeStatement {
     message_completion_tokens: Vec<i64>,
     message_created_at: Vec<DbTime>,
     message_incomplete: Vec<bool>,
+    message_tool_calls: Vec<Option<String>>,
+    message_tool_call_ids: Vec<Option<String>>,
+    message_tool_names: Vec<Option<String>>,
     /// The events, one array per column.
     event_ids: Vec<String>,
     event_types: Vec<String>,
@@ -322,6 +344,9 @@ impl ExchangeStatement {
             message_completion_tokens: messages.iter().map(|m| m.completion_tokens).collect(),
             message_created_at: messages.iter().map(|m| m.created_at).collect(),
             message_incomplete: messages.iter().map(|m| m.incomplete).collect(),
+            message_tool_calls: messages.iter().map(|m| m.tool_calls.clone()).collect(),
+            message_tool_call_ids: messages.iter().map(|m| m.tool_call_id.clone()).collect(),
+            message_tool_names: messages.iter().map(|m| m.tool_name.clone()).collect(),
             event_ids: events.iter().map(|e| e.id.clone()).collect(),
             event_types: events.iter().map(|e| e.event_type.clone()).collect(),
             event_data: events.iter().map(|e| e.data.clone()).collect(),
@@ -359,6 +384,9 @@ impl ExchangeStatement {
             .bind::<Text, _>(e.reason.as_str())
             .bind::<UtcTime, _>(DbTime(e.created_at))
             .bind::<Nullable<Text>, _>(e.reference.as_deref())
+            .bind::<Array<Nullable<Text>>, _>(&self.message_tool_calls)
+            .bind::<Array<Nullable<Text>>, _>(&self.message_tool_call_ids)
+            .bind::<Array<Nullable<Text>>, _>(&self.message_tool_names)
             .get_result(conn)
             .await
             .optional()?;
@@ -407,10 +435,12 @@ WITH released AS (
     ON CONFLICT DO NOTHING
 ), messages AS (
     INSERT INTO chat_messages
-        (id, tenant_id, agent_id, session_id, role, content, prompt_tokens, completion_tokens, created_at, incomplete)
-    SELECT m.id, $2, $3, $4, m.role, m.content, m.prompt_tokens, m.completion_tokens, m.created_at, m.incomplete
-    FROM released, unnest($6, $7, $8, $9, $10, $11, $12)
-        AS m (id, role, content, prompt_tokens, completion_tokens, created_at, incomplete)
+        (id, tenant_id, agent_id, session_id, role, content, prompt_tokens, completion_tokens, created_at, incomplete,
+         tool_calls, tool_call_id, tool_name)
+    SELECT m.id, $2, $3, $4, m.role, m.content, m.prompt_tokens, m.completion_tokens, m.created_at, m.incomplete,
+        m.tool_calls, m.tool_call_id, m.tool_name
+    FROM released, unnest($6, $7, $8, $9, $10, $11, $12, $23::text[], $24::text[], $25::text[])
+        AS m (id, role, content, prompt_tokens, completion_tokens, created_at, incomplete, tool_calls, tool_call_id, tool_name)
 ), outbox AS (
     INSERT INTO events (id, tenant_id, event_type, data, created_at)
     SELECT e.id, $2, e.event_type, e.data, e.created_at

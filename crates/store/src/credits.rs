@@ -105,6 +105,8 @@ INSERT INTO credit_holds (id, tenant_id, amount, created_at)
 SELECT $4, $1, amount, $5 FROM taken
 RETURNING amount";
 
+const HOLD_GONE: &str = "the credit hold no longer exists";
+
 /// The amount a hold took.
 #[derive(QueryableByName)]
 struct HeldRow {
@@ -137,6 +139,49 @@ impl CreditRepository for CreditStore {
             amount,
             created_at: request.created_at,
         }))
+    }
+
+    async fn extend_hold(&self, hold: &CreditHold, wanted: i64, minimum: i64) -> anyhow::Result<Option<i64>> {
+        let hold = hold.clone();
+        let added = transaction!(self.db, conn => {
+            let balance: Option<i64> = tenants::table
+                .filter(tenants::id.eq(hold.tenant_id.as_str()))
+                .select(tenants::credits)
+                .first(conn)
+                .await
+                .optional()?;
+            let amount = wanted.min(balance.unwrap_or(0)).max(0);
+            if amount < minimum {
+                return Ok(None);
+            }
+            // The condition keeps the balance from going below zero when a concurrent hold
+            // took credits since the read (PostgreSQL): the extension is then refused, as
+            // when the balance was short.
+            let taken = diesel::update(
+                tenants::table.filter(tenants::id.eq(hold.tenant_id.as_str())).filter(tenants::credits.ge(amount)),
+            )
+            .set((tenants::credits.eq(tenants::credits - amount), tenants::held.eq(tenants::held + amount)))
+            .execute(conn)
+            .await?;
+            if taken == 0 {
+                return Ok(None);
+            }
+            let grown = diesel::update(credit_holds::table.filter(credit_holds::id.eq(hold.id.as_str())))
+                .set(credit_holds::amount.eq(credit_holds::amount + amount))
+                .execute(conn)
+                .await?;
+            if grown == 0 {
+                // Released meanwhile (by the stale-hold sweeper): undo the take by failing the
+                // transaction.
+                return Err(StoreError::Precondition(HOLD_GONE));
+            }
+            Ok::<_, StoreError>(Some(amount))
+        });
+        match added {
+            Ok(added) => Ok(added),
+            Err(StoreError::Precondition(HOLD_GONE)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()> {

@@ -169,6 +169,9 @@ diesel::table! {
         completion_tokens -> BigInt,
         created_at -> UtcTime,
         incomplete -> Bool,
+        tool_calls -> Nullable<Text>,
+        tool_call_id -> Nullable<Text>,
+        tool_name -> Nullable<Text>,
     }
 }
 

@@ -17,6 +17,51 @@ crate::string_enum! {
         User => "user",
         /// The agent.
         Assistant => "assistant",
+        /// The result of a tool the agent called.
+        Tool => "tool",
+    }
+}
+
+/// A tool call a model asked for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolCall {
+    /// The model's id of the call; its result names it.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text (not always valid JSON).
+    pub arguments: String,
+}
+
+/// A tool as a model is told about it (OpenAI's `function` tool).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ToolSpec {
+    /// Its name, `[A-Za-z0-9_-]{1,64}`.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// Its arguments: a JSON Schema object.
+    pub parameters: serde_json::Value,
+}
+
+/// What a tool call gave: its output, or why it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Its output, or the reason it failed (both are given to the model).
+    pub output: Result<serde_json::Value, String>,
+}
+
+impl ToolResult {
+    /// The result as the model reads it: the output, or `{"error": …}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.output {
+            Ok(value) => value.clone(),
+            Err(message) => serde_json::json!({ "error": message }),
+        }
     }
 }
 
@@ -27,6 +72,30 @@ pub struct ChatTurn {
     pub role: ChatRole,
     /// What they say.
     pub content: String,
+    /// For an assistant turn: the tools it called.
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool turn: the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For a tool turn: the tool.
+    pub name: Option<String>,
+}
+
+impl ChatTurn {
+    /// A plain turn: `role` says `content`.
+    pub fn new(role: ChatRole, content: impl Into<String>) -> Self {
+        Self { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None, name: None }
+    }
+
+    /// The turn of a stored message.
+    pub fn of_message(m: &Message) -> Self {
+        Self {
+            role: m.role,
+            content: m.content.clone(),
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+            name: m.tool_name.clone(),
+        }
+    }
 }
 
 /// A stored message of a conversation.
@@ -53,6 +122,12 @@ pub struct Message {
     /// For an assistant message: the reply stopped before its end because its streaming client
     /// left; it holds what was generated until then (and was charged for that).
     pub incomplete: bool,
+    /// For an assistant message: the tools it called (their results follow as `tool` messages).
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool message: the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For a tool message: the tool.
+    pub tool_name: Option<String>,
 }
 
 /// What a model is asked.
@@ -64,8 +139,11 @@ pub struct CompletionRequest {
     pub temperature: Option<f64>,
     /// Longest reply.
     pub max_tokens: u32,
-    /// The prompt: system turns, history, the new user turn last.
+    /// The prompt: system turns, history, the new user turn last (then, in later rounds of a
+    /// chat that calls tools, the calls and their results).
     pub messages: Vec<ChatTurn>,
+    /// Tools the model may call; none: it answers in text.
+    pub tools: Vec<ToolSpec>,
 }
 
 /// What a model answered.
@@ -79,6 +157,8 @@ pub struct Completion {
     pub completion_tokens: u64,
     /// Why the model stopped.
     pub finish: FinishReason,
+    /// The tools it asks to call (with [`FinishReason::ToolCalls`]).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 crate::string_enum! {
@@ -91,6 +171,8 @@ crate::string_enum! {
         Length => "length",
         /// Nobody listened any more (a streaming client left): the reply is incomplete.
         Cancelled => "cancelled",
+        /// It asks for tools to be called before it answers.
+        ToolCalls => "tool_calls",
     }
 }
 
@@ -99,6 +181,15 @@ pub trait DeltaSink: Send + Sync {
     /// Takes the next piece of the reply. `false` when nobody listens any more (the client
     /// left): the model then stops generating and answers what it has.
     fn delta(&self, text: &str) -> bool;
+
+    /// A tool the agent calls, before it runs. `false` when nobody listens any more: the
+    /// tool is then not run, and the chat ends.
+    fn tool_call(&self, _call: &ToolCall) -> bool {
+        true
+    }
+
+    /// What a tool call gave.
+    fn tool_result(&self, _result: &ToolResult) {}
 }
 
 /// A sink that listens to nothing and never stops a generation: an unstreamed answer.
@@ -130,8 +221,29 @@ pub enum ModelError {
 
 /// Tokens of a whole prompt: each turn's content plus the fixed framing chat models add per
 /// turn (OpenAI's published accounting: 3 per turn, 1 for the role, 3 to prime the reply).
+/// A turn's tool calls count as their names and arguments.
 pub fn count_prompt(counter: &dyn TokenCounter, turns: &[ChatTurn]) -> u64 {
-    turns.iter().map(|t| counter.count(&t.content) + 4).sum::<u64>() + 3
+    turns
+        .iter()
+        .map(|t| {
+            let calls: u64 =
+                t.tool_calls.iter().map(|c| counter.count(&c.name) + counter.count(&c.arguments) + 3).sum();
+            counter.count(&t.content) + 4 + calls
+        })
+        .sum::<u64>()
+        + 3
+}
+
+/// Tokens of a request: its prompt and the tools it offers (each tool's definition is sent to
+/// the model as part of the prompt).
+pub fn count_request(counter: &dyn TokenCounter, turns: &[ChatTurn], tools: &[ToolSpec]) -> u64 {
+    let tools: u64 = tools
+        .iter()
+        .map(|t| {
+            counter.count(&t.name) + counter.count(&t.description) + counter.count(&t.parameters.to_string())
+        })
+        .sum();
+    count_prompt(counter, turns) + tools
 }
 
 /// The agent's instructions: its system prompt, or a sentence naming it. The sentence is the one
@@ -145,7 +257,7 @@ pub fn system_turn(agent: &Agent) -> ChatTurn {
         .clone()
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| format!("You are a helpful AI assistant named {}.", agent.name.as_str()));
-    ChatTurn { role: ChatRole::System, content: system }
+    ChatTurn::new(ChatRole::System, system)
 }
 
 /// Assembles the prompt: the system prompt, recalled memories, as much recent history as fits
@@ -161,23 +273,27 @@ pub fn build_prompt(
     let mut turns = vec![system_turn(agent)];
     if !memories.is_empty() {
         let listed: Vec<String> = memories.iter().map(|m| format!("- {m}")).collect();
-        turns.push(ChatTurn {
-            role: ChatRole::System,
-            content: format!("What you remember that may help:\n{}", listed.join("\n")),
-        });
+        turns.push(ChatTurn::new(
+            ChatRole::System,
+            format!("What you remember that may help:\n{}", listed.join("\n")),
+        ));
     }
     let mut kept = Vec::new();
     let mut used = 0;
     for m in history.iter().rev() {
-        let cost = counter.count(&m.content) + 4;
+        let turn = ChatTurn::of_message(m);
+        let cost = count_prompt(counter, std::slice::from_ref(&turn)) - 3;
         if used + cost > history_budget {
             break;
         }
         used += cost;
-        kept.push(ChatTurn { role: m.role, content: m.content.clone() });
+        kept.push(turn);
     }
     kept.reverse();
-    turns.extend(kept);
-    turns.push(ChatTurn { role: ChatRole::User, content: message.to_owned() });
+    // A tool result whose call was cut off would be refused by providers: the kept history
+    // starts at a user or assistant turn.
+    let start = kept.iter().position(|t| t.role != ChatRole::Tool).unwrap_or(kept.len());
+    turns.extend(kept.drain(start..));
+    turns.push(ChatTurn::new(ChatRole::User, message));
     turns
 }

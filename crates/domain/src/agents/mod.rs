@@ -7,10 +7,11 @@ mod model;
 mod ports;
 mod recall;
 mod service;
+pub mod tools;
 
 pub use chat::{
     ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError,
-    NoDeltas, build_prompt, count_prompt,
+    NoDeltas, ToolCall, ToolResult, ToolSpec, build_prompt, count_prompt, count_request,
 };
 pub use model::{
     Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges,
@@ -27,3 +28,4 @@ pub use service::{
     AgentError, AgentService, ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings,
     ClientConversation, MAX_MESSAGE_CHARS, PreparedChat, affordable_completion, chat_message,
 };
+pub use tools::{AgentTool, NoTools, ToolAction, ToolKind, ToolRunner};

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::tools::AgentTool;
 use crate::events::AgentData;
 use crate::ids::{AgentId, TenantId};
 use crate::memory::MemoryType;
@@ -64,6 +65,10 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// Longest reply in tokens, 1–32,000.
     pub max_tokens: Option<u32>,
+    /// The tools it may call.
+    pub tools: Vec<AgentTool>,
+    /// Most rounds of tool calls per chat, 0–20 (default 5).
+    pub max_tool_rounds: Option<u8>,
 }
 
 impl AgentConfig {
@@ -125,6 +130,11 @@ impl AgentConfig {
             temperature: value.get("temperature").and_then(Value::as_f64),
             system_prompt: text("system_prompt"),
             max_tokens: value.get("max_tokens").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()),
+            tools: value.get("tools").and_then(|t| AgentTool::parse_list(t).ok()).unwrap_or_default(),
+            max_tool_rounds: value
+                .get("max_tool_rounds")
+                .and_then(Value::as_u64)
+                .and_then(|n| u8::try_from(n).ok()),
         }
     }
 
@@ -135,6 +145,8 @@ impl AgentConfig {
             "temperature": self.temperature,
             "system_prompt": self.system_prompt,
             "max_tokens": self.max_tokens,
+            "tools": self.tools.iter().map(AgentTool::to_json).collect::<Vec<_>>(),
+            "max_tool_rounds": self.max_tool_rounds,
         })
     }
 }
@@ -234,6 +246,10 @@ pub struct ConfigChanges {
     pub system_prompt: Patch<String>,
     /// `config.max_tokens`.
     pub max_tokens: Patch<u32>,
+    /// `config.tools` (null: none).
+    pub tools: Patch<Vec<AgentTool>>,
+    /// `config.max_tool_rounds`.
+    pub max_tool_rounds: Patch<u8>,
 }
 
 /// A validated partial update of an agent: absent fields stay as they are. Fields that cannot
@@ -276,6 +292,8 @@ impl AgentChanges {
             temperature: c.temperature.apply_to(base.temperature),
             system_prompt: c.system_prompt.clone().apply_to(base.system_prompt),
             max_tokens: c.max_tokens.apply_to(base.max_tokens),
+            tools: c.tools.clone().apply_to(Some(base.tools)).unwrap_or_default(),
+            max_tool_rounds: c.max_tool_rounds.apply_to(base.max_tool_rounds),
         };
         next.updated_at = now;
         next
@@ -340,6 +358,7 @@ mod tests {
                 temperature: Some(0.5),
                 system_prompt: Some("be brief".into()),
                 max_tokens: Some(100),
+                ..AgentConfig::default()
             },
             created_at: t0,
             updated_at: t0,

@@ -101,6 +101,9 @@ pub struct Exchange {
     pub session_id: SessionId,
     /// The user's message.
     pub user_message: Message,
+    /// Between the two, in order: the agent's messages that called tools, and the tools'
+    /// results (none when it called no tool).
+    pub steps: Vec<Message>,
     /// The agent's reply.
     pub reply: Message,
     /// The charge for it.
@@ -150,7 +153,7 @@ pub trait ConversationRepository: Send + Sync {
         page: Page,
     ) -> anyhow::Result<Option<(Vec<Message>, u64)>>;
 
-    /// In one transaction: creates the conversation if new and stores both messages (unless
+    /// In one transaction: creates the conversation if new and stores its messages (unless
     /// the exchange keeps no conversation), the
     /// episodic memory if any, settles the
     /// credit hold (charge, ledger entry, return of the rest, the low-balance event if the

@@ -6,16 +6,17 @@ use chrono::{DateTime, Utc};
 
 use super::chat::{
     ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError,
-    build_prompt, count_prompt, system_turn,
+    ToolCall, ToolResult, ToolSpec, build_prompt, count_request, system_turn,
 };
 use super::model::{Agent, AgentChanges, AgentStatus, NewAgent};
 use super::ports::{
     AgentRepository, ChatModel, ConversationRepository, Exchange, ExchangeOutcome, MemoryRecall,
 };
+use super::tools::{DEFAULT_TOOL_ROUNDS, ToolRunner};
 use crate::billing::{
     CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement, chat_cost,
 };
-use crate::events::{Event, EventPayload, MessageCompletedData, MessageCreatedData};
+use crate::events::{Event, EventPayload, MessageCompletedData, MessageCreatedData, ToolCalledData};
 use crate::ids::{AgentId, CreditHoldId, EventId, IdGenerator, LedgerEntryId, MessageId, SessionId};
 use crate::pagination::Page;
 use crate::tenancy::{Forbidden, Permission, Principal};
@@ -233,6 +234,9 @@ pub struct ClientConversation {
     pub max_tokens: Option<u32>,
     /// The client's temperature, in place of the agent's.
     pub temperature: Option<f64>,
+    /// Tools the client runs itself: a call of one ends the answer with the call
+    /// ([`FinishReason::ToolCalls`]) for the client to answer in its next request.
+    pub tools: Vec<ToolSpec>,
 }
 
 /// How long and how freely a reply may be.
@@ -303,6 +307,8 @@ pub struct ChatServiceDeps {
     pub tokens: Arc<dyn TokenCounter>,
     /// Memory recall.
     pub memory: Arc<dyn MemoryRecall>,
+    /// The agents' tools.
+    pub tools: Arc<dyn ToolRunner>,
     /// Identifiers.
     pub ids: Arc<dyn IdGenerator>,
     /// Time.
@@ -387,7 +393,8 @@ impl ChatService {
         );
         let limits =
             ReplyLimits { max_tokens: agent.config.max_tokens, temperature: agent.config.temperature };
-        let mut prepared = self.hold(caller, agent, session_id, input.message, turns, limits).await?;
+        let tools = agent_tool_specs(&agent);
+        let mut prepared = self.hold(caller, agent, session_id, input.message, turns, tools, limits).await?;
         prepared.remember = true;
         Ok(prepared)
     }
@@ -416,6 +423,18 @@ impl ChatService {
             .into());
         };
         let message = last_user.content.clone();
+        let mut tools = agent_tool_specs(&agent);
+        for (i, tool) in conversation.tools.iter().enumerate() {
+            if tools.iter().any(|t| t.name == tool.name) {
+                return Err(ValidationErrors(vec![FieldError::new(
+                    format!("tools[{i}].function.name"),
+                    FieldErrorKind::InvalidValue,
+                    format!("the agent has a tool of its own named {:?}; name yours otherwise", tool.name),
+                )])
+                .into());
+            }
+        }
+        tools.extend(conversation.tools);
         let mut turns = vec![system_turn(&agent)];
         turns.extend(conversation.turns);
         let keep_conversation = conversation.session_id.is_some();
@@ -427,7 +446,7 @@ impl ChatService {
         };
         let limits =
             ReplyLimits { max_tokens, temperature: conversation.temperature.or(agent.config.temperature) };
-        let mut prepared = self.hold(caller, agent, session_id, message, turns, limits).await?;
+        let mut prepared = self.hold(caller, agent, session_id, message, turns, tools, limits).await?;
         prepared.keep_conversation = keep_conversation;
         Ok(prepared)
     }
@@ -446,6 +465,7 @@ impl ChatService {
 
     /// Holds the most a reply to `turns` can cost, or refuses with 402 when not even the
     /// prompt and one token of reply are covered.
+    #[allow(clippy::too_many_arguments)]
     async fn hold(
         &self,
         caller: &Principal,
@@ -453,10 +473,11 @@ impl ChatService {
         session_id: SessionId,
         message: String,
         turns: Vec<ChatTurn>,
+        tools: Vec<ToolSpec>,
         limits: ReplyLimits,
     ) -> Result<PreparedChat, ChatError> {
         let d = &self.deps;
-        let prompt_tokens = count_prompt(d.tokens.as_ref(), &turns);
+        let prompt_tokens = count_request(d.tokens.as_ref(), &turns, &tools);
         let max_tokens = limits.max_tokens.unwrap_or(self.settings.default_max_tokens);
         let request = HoldRequest {
             id: CreditHoldId::generate(d.ids.as_ref()),
@@ -474,6 +495,7 @@ impl ChatService {
             temperature: limits.temperature,
             max_tokens: u32::try_from(affordable).unwrap_or(u32::MAX).min(max_tokens),
             messages: turns,
+            tools,
         };
         Ok(PreparedChat {
             service: self.clone(),
@@ -482,81 +504,76 @@ impl ChatService {
             session_id,
             message,
             request,
+            max_tokens,
             hold,
             keep_conversation: true,
             remember: false,
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn exchange(
+    /// A message of the conversation, its id taken now (ids sort in the order they are taken,
+    /// which is the order the history lists).
+    fn message(
         &self,
         caller: &Principal,
         agent: &Agent,
-        session_id: SessionId,
-        message: String,
-        completion: Completion,
-        hold: CreditHold,
-        asked_at: DateTime<Utc>,
-        answered_at: DateTime<Utc>,
-    ) -> Exchange {
-        let d = &self.deps;
-        let ids = d.ids.as_ref();
-        let total = completion.prompt_tokens + completion.completion_tokens;
-        // A model may overrun `max_tokens` slightly; the hold is what the tenant agreed to.
-        let cost = chat_cost(total).min(hold.amount);
-        let incomplete = completion.finish == FinishReason::Cancelled;
-        let base = |role, content, prompt_tokens, completion_tokens, created_at| Message {
-            id: MessageId::generate(ids),
+        session_id: &SessionId,
+        role: ChatRole,
+        content: String,
+        created_at: DateTime<Utc>,
+    ) -> Message {
+        Message {
+            id: MessageId::generate(self.deps.ids.as_ref()),
             tenant_id: caller.tenant_id.clone(),
             agent_id: agent.id.clone(),
             session_id: session_id.clone(),
             role,
             content,
-            prompt_tokens,
-            completion_tokens,
+            prompt_tokens: 0,
+            completion_tokens: 0,
             created_at,
             incomplete: false,
-        };
-        let user_message = base(ChatRole::User, message, 0, 0, asked_at);
-        let reply = Message {
-            incomplete,
-            ..base(
-                ChatRole::Assistant,
-                completion.content,
-                completion.prompt_tokens,
-                completion.completion_tokens,
-                answered_at,
-            )
-        };
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+        }
+    }
+
+    /// The exchange to store: the messages (the user's, the tool rounds', the reply), the
+    /// charge of every model call as one ledger entry, and the events.
+    fn exchange(&self, caller: &Principal, agent: &Agent, answer: Answer, hold: CreditHold) -> Exchange {
+        let Answer { session_id, user_message, steps, reply, cost, tool_events, asked_at } = answer;
+        let ids = self.deps.ids.as_ref();
+        // A model may overrun `max_tokens` slightly; the hold is what the tenant agreed to.
+        let cost = cost.min(hold.amount);
+        let answered_at = reply.created_at;
         let latency_ms = u64::try_from((answered_at - asked_at).num_milliseconds()).unwrap_or(0);
-        let events = vec![
-            Event::new(
-                ids,
-                &caller.tenant_id,
-                EventPayload::AgentMessageCreated(MessageCreatedData {
-                    agent_id: agent.id.clone(),
-                    conversation_id: session_id.clone(),
-                    message_id: user_message.id.clone(),
-                    content: user_message.content.clone(),
-                    role: ChatRole::User.as_str().to_owned(),
-                }),
-                asked_at,
-            ),
-            Event::new(
-                ids,
-                &caller.tenant_id,
-                EventPayload::AgentMessageCompleted(MessageCompletedData {
-                    agent_id: agent.id.clone(),
-                    conversation_id: session_id.clone(),
-                    message_id: reply.id.clone(),
-                    content: reply.content.clone(),
-                    tokens_used: total,
-                    latency_ms,
-                }),
-                answered_at,
-            ),
-        ];
+        let mut events = vec![Event::new(
+            ids,
+            &caller.tenant_id,
+            EventPayload::AgentMessageCreated(MessageCreatedData {
+                agent_id: agent.id.clone(),
+                conversation_id: session_id.clone(),
+                message_id: user_message.id.clone(),
+                content: user_message.content.clone(),
+                role: ChatRole::User.as_str().to_owned(),
+            }),
+            asked_at,
+        )];
+        events.extend(tool_events);
+        events.push(Event::new(
+            ids,
+            &caller.tenant_id,
+            EventPayload::AgentMessageCompleted(MessageCompletedData {
+                agent_id: agent.id.clone(),
+                conversation_id: session_id.clone(),
+                message_id: reply.id.clone(),
+                content: reply.content.clone(),
+                tokens_used: reply.prompt_tokens + reply.completion_tokens,
+                latency_ms,
+            }),
+            answered_at,
+        ));
         let entry = LedgerEntry {
             id: LedgerEntryId::generate(ids),
             tenant_id: caller.tenant_id.clone(),
@@ -575,6 +592,7 @@ impl ChatService {
         Exchange {
             session_id,
             user_message,
+            steps,
             reply,
             settlement,
             events,
@@ -621,6 +639,8 @@ pub struct PreparedChat {
     session_id: SessionId,
     message: String,
     request: CompletionRequest,
+    /// The longest reply of one model call, before what the balance pays.
+    max_tokens: u32,
     hold: CreditHold,
     /// Whether the session and messages are stored (see [`Exchange::keep_conversation`]).
     keep_conversation: bool,
@@ -649,60 +669,317 @@ impl PreparedChat {
         &self.hold.id
     }
 
-    /// Asks the model, then stores both messages, the charge and the events in one
-    /// transaction. With a `sink`, the reply is streamed into it as it is generated; a sink
-    /// that stops listening (its client left) ends the generation, and what was generated is
-    /// stored, marked incomplete, and charged. A model failure releases the hold and stores
-    /// nothing.
+    /// Asks the model, runs the tools it calls and asks again with their results (up to the
+    /// agent's `max_tool_rounds`), then stores the messages, the charge and the events in one
+    /// transaction. With a `sink`, the reply, the tool calls and their results are streamed
+    /// into it as they happen; a sink that stops listening (its client left) ends the
+    /// generation, and what was generated is stored, marked incomplete, and charged. Each
+    /// model call is held before it is made; all are charged as one ledger entry. A model
+    /// failure releases the hold and stores nothing.
     ///
     /// # Errors
     /// [`ChatError::Upstream`], [`ChatError::AgentNotFound`] (deleted meanwhile),
     /// [`ChatError::Unexpected`].
     pub async fn answer(self, sink: Option<Arc<dyn DeltaSink>>) -> Result<ChatReply, ChatError> {
-        let Self { service, caller, agent, session_id, message, request, hold, keep_conversation, remember } =
-            self;
+        let service = self.service.clone();
+        let hold_at_start = self.hold.clone();
+        match self.run(sink).await {
+            Ok(reply) => Ok(reply),
+            Err((e, hold)) => {
+                service.release(hold.as_ref().unwrap_or(&hold_at_start)).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`PreparedChat::answer`]; an error comes with the hold to release.
+    async fn run(
+        self,
+        sink: Option<Arc<dyn DeltaSink>>,
+    ) -> Result<ChatReply, (ChatError, Option<CreditHold>)> {
+        let Self {
+            service,
+            caller,
+            agent,
+            session_id,
+            message,
+            mut request,
+            max_tokens,
+            mut hold,
+            keep_conversation,
+            remember,
+        } = self;
         let d = &service.deps;
         let asked_at = d.clock.now();
-        let answered = match sink {
-            Some(sink) => d.model.stream(&request, sink).await,
-            None => d.model.complete(&request).await,
-        };
-        let completion = match answered {
-            // A model's answer is remote text: stored alike on both databases.
-            Ok(c) => Completion { content: crate::storable::text(c.content), ..c },
-            Err(e) => {
-                service.release(&hold).await;
-                return Err(e.into());
+        let user_message = service.message(&caller, &agent, &session_id, ChatRole::User, message, asked_at);
+        let max_rounds = agent.config.max_tool_rounds.unwrap_or(DEFAULT_TOOL_ROUNDS);
+        let mut rounds = Rounds::default();
+        let (last, note) = loop {
+            let answered = match &sink {
+                Some(sink) => d.model.stream(&request, sink.clone()).await,
+                None => d.model.complete(&request).await,
+            };
+            let completion = match answered {
+                // A model's answer is remote text: stored alike on both databases.
+                Ok(c) => Completion { content: crate::storable::text(c.content), ..c },
+                Err(e) => return Err((e.into(), Some(hold))),
+            };
+            rounds.count(&completion);
+            if completion.tool_calls.is_empty() || completion.finish == FinishReason::Cancelled {
+                break (Completion { tool_calls: Vec::new(), ..completion }, None);
             }
+            // A call of a tool the client runs ends the answer: the client runs it and asks
+            // again with its result (OpenAI's protocol).
+            let (own, clients): (Vec<ToolCall>, Vec<ToolCall>) = completion
+                .tool_calls
+                .iter()
+                .cloned()
+                .partition(|c| agent.config.tools.iter().any(|t| t.name == c.name));
+            if !clients.is_empty() {
+                break (
+                    Completion { tool_calls: clients, finish: FinishReason::ToolCalls, ..completion },
+                    None,
+                );
+            }
+            if rounds.tool_rounds >= max_rounds {
+                let note = format!(
+                    "I stopped before answering: I had used {max_rounds} rounds of tool calls, the most \
+                     this agent allows (config.max_tool_rounds)."
+                );
+                break (
+                    Completion { tool_calls: Vec::new(), finish: FinishReason::Length, ..completion },
+                    Some(note),
+                );
+            }
+            rounds.tool_rounds += 1;
+            let mut step = service.message(
+                &caller,
+                &agent,
+                &session_id,
+                ChatRole::Assistant,
+                completion.content.clone(),
+                d.clock.now(),
+            );
+            step.tool_calls = own.clone();
+            request.messages.push(ChatTurn::of_message(&step));
+            rounds.steps.push(step);
+            for call in &own {
+                if let Some(sink) = &sink
+                    && !sink.tool_call(call)
+                {
+                    // The client left: nothing more runs; what was said is the reply.
+                    let cancelled = Completion {
+                        content: String::new(),
+                        prompt_tokens: 0,
+                        completion_tokens: 0,
+                        finish: FinishReason::Cancelled,
+                        tool_calls: Vec::new(),
+                    };
+                    return service
+                        .finish(
+                            Finished { caller, agent, keep_conversation, remember, user_message, rounds },
+                            cancelled,
+                            None,
+                            hold,
+                        )
+                        .await;
+                }
+                let result = service.call_tool(&caller, &agent, &session_id, call, &mut rounds).await;
+                if let Some(sink) = &sink {
+                    sink.tool_result(&result);
+                }
+            }
+            request
+                .messages
+                .extend(rounds.steps.iter().rev().take(own.len()).rev().map(ChatTurn::of_message));
+            // Hold the next model call as the first was held.
+            let prompt = count_request(d.tokens.as_ref(), &request.messages, &request.tools);
+            let spent = rounds.cost;
+            let (most, least) =
+                (spent + chat_cost(prompt + u64::from(max_tokens)), spent + chat_cost(prompt + 1));
+            if hold.amount < most {
+                match d.credits.extend_hold(&hold, most - hold.amount, least - hold.amount).await {
+                    Ok(Some(added)) => hold.amount += added,
+                    Ok(None) => {
+                        let note = "I stopped before answering: the credits left do not pay for another \
+                                    model call with the tools' results."
+                            .to_owned();
+                        let empty = Completion {
+                            content: String::new(),
+                            prompt_tokens: 0,
+                            completion_tokens: 0,
+                            finish: FinishReason::Length,
+                            tool_calls: Vec::new(),
+                        };
+                        break (empty, Some(note));
+                    }
+                    Err(e) => return Err((e.into(), Some(hold))),
+                }
+            }
+            let affordable = affordable_completion(hold.amount - spent, prompt);
+            request.max_tokens = u32::try_from(affordable).unwrap_or(u32::MAX).min(max_tokens);
         };
+        service
+            .finish(
+                Finished { caller, agent, keep_conversation, remember, user_message, rounds },
+                last,
+                note,
+                hold,
+            )
+            .await
+    }
+}
+
+/// What the rounds of a chat have done so far.
+#[derive(Default)]
+struct Rounds {
+    /// Tokens of every model call.
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    /// The charge of every model call, each counted as a chat is.
+    cost: i64,
+    /// Rounds of tool calls run.
+    tool_rounds: u8,
+    /// The assistant messages that called tools and the tools' results, in order.
+    steps: Vec<Message>,
+    /// An `agent.tool.called` per call.
+    tool_events: Vec<Event>,
+}
+
+impl Rounds {
+    fn count(&mut self, c: &Completion) {
+        self.prompt_tokens += c.prompt_tokens;
+        self.completion_tokens += c.completion_tokens;
+        self.cost += chat_cost(c.prompt_tokens + c.completion_tokens);
+    }
+}
+
+/// A chat whose model calls are done, to be stored.
+struct Finished {
+    caller: Principal,
+    agent: Agent,
+    keep_conversation: bool,
+    remember: bool,
+    user_message: Message,
+    rounds: Rounds,
+}
+
+/// A finished chat's messages and charge, for [`ChatService::exchange`].
+struct Answer {
+    session_id: SessionId,
+    user_message: Message,
+    steps: Vec<Message>,
+    reply: Message,
+    cost: i64,
+    tool_events: Vec<Event>,
+    asked_at: DateTime<Utc>,
+}
+
+/// The tools an agent offers its model: none when it may run no round of them.
+fn agent_tool_specs(agent: &Agent) -> Vec<ToolSpec> {
+    if agent.config.max_tool_rounds == Some(0) {
+        return Vec::new();
+    }
+    agent.config.tools.iter().map(|t| t.spec()).collect()
+}
+
+impl ChatService {
+    /// Runs one of the agent's tools as the caller, records its message and event, and
+    /// returns its result.
+    async fn call_tool(
+        &self,
+        caller: &Principal,
+        agent: &Agent,
+        session_id: &SessionId,
+        call: &ToolCall,
+        rounds: &mut Rounds,
+    ) -> ToolResult {
+        let d = &self.deps;
+        let started = std::time::Instant::now();
+        let output = match agent.config.tools.iter().find(|t| t.name == call.name) {
+            Some(tool) => match tool.action(&agent.id, call) {
+                Ok(action) => d.tools.run(caller, &agent.id, action, tool.timeout()).await,
+                Err(refused) => Err(refused),
+            },
+            None => Err(format!("there is no tool named {:?}", call.name)),
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let result = ToolResult { call_id: call.id.clone(), name: call.name.clone(), output };
+        let now = d.clock.now();
+        let content = crate::storable::text(result.to_json().to_string());
+        let mut message = self.message(caller, agent, session_id, ChatRole::Tool, content, now);
+        message.tool_call_id = Some(call.id.clone());
+        message.tool_name = Some(call.name.clone());
+        rounds.steps.push(message);
+        rounds.tool_events.push(Event::new(
+            d.ids.as_ref(),
+            &caller.tenant_id,
+            EventPayload::AgentToolCalled(ToolCalledData {
+                agent_id: agent.id.clone(),
+                session_id: session_id.clone(),
+                tool: call.name.clone(),
+                call_id: call.id.clone(),
+                ok: result.output.is_ok(),
+                duration_ms,
+            }),
+            now,
+        ));
+        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => tool_type(agent, &call.name), "ok" => if result.output.is_ok() { "true" } else { "false" }).increment(1);
+        result
+    }
+
+    /// Stores a finished chat: its reply is the last model call's text (with `note` when the
+    /// chat stopped early), its usage and charge those of every call.
+    async fn finish(
+        &self,
+        f: Finished,
+        last: Completion,
+        note: Option<String>,
+        hold: CreditHold,
+    ) -> Result<ChatReply, (ChatError, Option<CreditHold>)> {
+        let d = &self.deps;
+        let Finished { caller, agent, keep_conversation, remember, user_message, rounds } = f;
         let answered_at = d.clock.now();
+        let content = match note {
+            Some(note) if last.content.trim().is_empty() => note,
+            Some(note) => format!("{}\n\n{note}", last.content),
+            None => last.content,
+        };
+        let session_id = user_message.session_id.clone();
+        let mut reply = self.message(&caller, &agent, &session_id, ChatRole::Assistant, content, answered_at);
+        reply.prompt_tokens = rounds.prompt_tokens;
+        reply.completion_tokens = rounds.completion_tokens;
+        reply.incomplete = last.finish == FinishReason::Cancelled;
+        reply.tool_calls = last.tool_calls;
         // The exchange as an episodic memory. The reply is already paid for by the hold: a
         // failing embedder costs the memory, not the answer.
         // A stateless call (nothing of it stored) is not remembered either.
-        let episode = async {
-            if !remember {
-                return Ok(None);
+        let memory = if remember {
+            match d
+                .memory
+                .episode(&agent, &session_id, &user_message.content, &reply.content, answered_at)
+                .await
+            {
+                Ok(memory) => memory,
+                Err(e) => {
+                    tracing::error!(error = ?e, agent_id = %agent.id, "making the episodic memory of a chat failed");
+                    None
+                }
             }
-            d.memory.episode(&agent, &session_id, &message, &completion.content, answered_at).await
+        } else {
+            None
         };
-        let memory = match episode.await {
-            Ok(memory) => memory,
-            Err(e) => {
-                tracing::error!(error = ?e, agent_id = %agent.id, "making the episodic memory of a chat failed");
-                None
-            }
-        };
-        let finish = completion.finish;
-        let mut exchange = service.exchange(
-            &caller,
-            &agent,
+        let asked_at = user_message.created_at;
+        let answer = Answer {
             session_id,
-            message,
-            completion,
-            hold.clone(),
+            user_message,
+            steps: rounds.steps,
+            reply,
+            cost: rounds.cost,
+            tool_events: rounds.tool_events,
             asked_at,
-            answered_at,
-        );
+        };
+        let mut exchange = self.exchange(&caller, &agent, answer, hold.clone());
         exchange.memory = memory;
         exchange.keep_conversation = keep_conversation;
         match d.conversations.record_exchange(&exchange).await {
@@ -714,19 +991,18 @@ impl PreparedChat {
                     session_id: exchange.session_id,
                     message: exchange.reply,
                     remaining,
-                    finish,
+                    finish: last.finish,
                 })
             }
-            Ok(ExchangeOutcome::AgentGone) => {
-                service.release(&hold).await;
-                Err(ChatError::AgentNotFound)
-            }
-            Err(e) => {
-                service.release(&hold).await;
-                Err(e.into())
-            }
+            Ok(ExchangeOutcome::AgentGone) => Err((ChatError::AgentNotFound, Some(hold))),
+            Err(e) => Err((e.into(), Some(hold))),
         }
     }
+}
+
+/// The type of an agent's tool, for the metrics (a bounded set, unlike names).
+fn tool_type(agent: &Agent, name: &str) -> &'static str {
+    agent.config.tools.iter().find(|t| t.name == name).map_or("unknown", |t| t.kind.type_name())
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@ crate::string_enum! {
         AgentCreated => "agent.created",
         /// An agent's configuration changed.
         AgentUpdated => "agent.updated",
+        /// An agent called one of its tools during a chat.
+        AgentToolCalled => "agent.tool.called",
         /// A workflow execution began.
         WorkflowExecutionStarted => "workflow.execution.started",
         /// A workflow execution finished successfully.
@@ -109,6 +111,23 @@ pub struct MessageCompletedData {
     pub latency_ms: u64,
 }
 
+/// Data of `agent.tool.called`: a tool an agent called while answering a chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCalledData {
+    /// The agent.
+    pub agent_id: AgentId,
+    /// The conversation.
+    pub session_id: SessionId,
+    /// The tool's name.
+    pub tool: String,
+    /// The model's id of the call.
+    pub call_id: String,
+    /// Whether it gave an output (rather than an error).
+    pub ok: bool,
+    /// How long it took, in milliseconds.
+    pub duration_ms: u64,
+}
+
 /// `workflow.execution.started`: an execution was created (it runs in the background).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionStartedData {
@@ -172,6 +191,9 @@ pub enum EventPayload {
     /// `agent.message.completed`: the agent's reply.
     #[serde(rename = "agent.message.completed")]
     AgentMessageCompleted(MessageCompletedData),
+    /// `agent.tool.called`: a tool an agent called during a chat.
+    #[serde(rename = "agent.tool.called")]
+    AgentToolCalled(ToolCalledData),
     /// `workflow.execution.started`.
     #[serde(rename = "workflow.execution.started")]
     WorkflowExecutionStarted(ExecutionStartedData),
@@ -223,6 +245,7 @@ impl EventPayload {
             Self::AgentUpdated { .. } => EventType::AgentUpdated,
             Self::AgentMessageCreated(_) => EventType::AgentMessageCreated,
             Self::AgentMessageCompleted(_) => EventType::AgentMessageCompleted,
+            Self::AgentToolCalled(_) => EventType::AgentToolCalled,
             Self::WorkflowExecutionStarted(_) => EventType::WorkflowExecutionStarted,
             Self::WorkflowExecutionCompleted(_) => EventType::WorkflowExecutionCompleted,
             Self::WorkflowExecutionFailed(_) => EventType::WorkflowExecutionFailed,
@@ -347,6 +370,14 @@ mod tests {
                 content: "hi".into(),
                 tokens_used: 12,
                 latency_ms: 3,
+            }),
+            EventPayload::AgentToolCalled(ToolCalledData {
+                agent_id: AgentId::from_string("agt_1"),
+                session_id: SessionId::from_string("s-1"),
+                tool: "memory_search".into(),
+                call_id: "call_1".into(),
+                ok: true,
+                duration_ms: 4,
             }),
             EventPayload::BillingPurchaseCompleted {
                 purchase_id: PurchaseId::from_string("pur_1"),

@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::steps::{Step, StepType};
-use crate::ids::{ExecutionId, IntegrationId, TenantId, TriggerId, WorkflowId};
+use crate::ids::{AgentId, ExecutionId, IntegrationId, TenantId, TriggerId, WorkflowId};
 
 /// A move a state machine refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -224,24 +224,28 @@ pub enum ExecutionOrigin {
     Trigger(TriggerId),
     /// An event at an integration's receiver.
     Integration(IntegrationId),
+    /// An agent's `run_workflow` tool, during a chat.
+    Agent(AgentId),
 }
 
 impl ExecutionOrigin {
-    /// The stored and shown kind: `api`, `trigger` or `integration`.
+    /// The stored and shown kind: `api`, `trigger`, `integration` or `agent`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Api => "api",
             Self::Trigger(_) => "trigger",
             Self::Integration(_) => "integration",
+            Self::Agent(_) => "agent",
         }
     }
 
-    /// The trigger's or integration's id.
+    /// The trigger's, integration's or agent's id.
     pub fn source_id(&self) -> Option<&str> {
         match self {
             Self::Api => None,
             Self::Trigger(id) => Some(id.as_str()),
             Self::Integration(id) => Some(id.as_str()),
+            Self::Agent(id) => Some(id.as_str()),
         }
     }
 
@@ -251,6 +255,7 @@ impl ExecutionOrigin {
             ("api", _) => Some(Self::Api),
             ("trigger", Some(id)) => Some(Self::Trigger(TriggerId::from_string(id))),
             ("integration", Some(id)) => Some(Self::Integration(IntegrationId::from_string(id))),
+            ("agent", Some(id)) => Some(Self::Agent(AgentId::from_string(id))),
             _ => None,
         }
     }

@@ -168,6 +168,20 @@ impl ExecutionService {
         workflow_id: &WorkflowId,
         input: Value,
     ) -> Result<Execution, ExecutionError> {
+        self.execute_from(caller, workflow_id, input, ExecutionOrigin::Api).await
+    }
+
+    /// [`ExecutionService::execute`], started from `origin` (an agent's `run_workflow` tool).
+    ///
+    /// # Errors
+    /// As [`ExecutionService::execute`].
+    pub async fn execute_from(
+        &self,
+        caller: &Principal,
+        workflow_id: &WorkflowId,
+        input: Value,
+        origin: ExecutionOrigin,
+    ) -> Result<Execution, ExecutionError> {
         caller.require(Permission::WorkflowsExecute)?;
         storable::check(&input, "input").map_err(ValidationErrors::one)?;
         let workflow = self
@@ -177,8 +191,17 @@ impl ExecutionService {
             .await?
             .ok_or(ExecutionError::WorkflowNotFound)?;
         let run_as = RunAs { user_id: caller.user_id.clone(), role: caller.role };
-        let started = self.start(&workflow, input, ExecutionOrigin::Api, run_as, None).await?;
+        let started = self.start(&workflow, input, origin, run_as, None).await?;
         Ok(started.execution().clone())
+    }
+
+    /// An execution as it is now, read again by its own tenant and id: for whoever started it
+    /// and waits for its end (no further permission asked).
+    ///
+    /// # Errors
+    /// [`ExecutionError::NotFound`] when it is gone (its workflow was deleted).
+    pub async fn reread(&self, started: &Execution) -> Result<Execution, ExecutionError> {
+        self.deps.executions.get(&started.tenant_id, &started.id).await?.ok_or(ExecutionError::NotFound)
     }
 
     /// Starts an execution of `workflow` (already found in its tenant) from `origin`: the

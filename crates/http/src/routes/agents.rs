@@ -2,8 +2,8 @@
 
 use actix_web::{HttpResponse, web};
 use agentry_domain::agents::{
-    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges, NewAgent,
-    description, memory_types,
+    Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentTool, AgentType, ConfigChanges, NewAgent,
+    description, memory_types, tools,
 };
 use agentry_domain::ids::AgentId;
 use agentry_domain::pagination::Page;
@@ -79,6 +79,12 @@ pub struct AgentConfigRequest {
     /// Longest reply in tokens, 1–32,000.
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 32000)]
     pub max_tokens: Option<JsonInt>,
+    /// The tools it may call (docs/agents.md).
+    #[schema(schema_with = crate::schemas::agent_tools_optional)]
+    pub tools: Option<serde_json::Value>,
+    /// Most rounds of tool calls per chat, 0–20 (default 5; 0 offers no tools).
+    #[schema(value_type = Option<i64>, minimum = 0, maximum = 20)]
+    pub max_tool_rounds: Option<JsonInt>,
 }
 
 /// A new agent.
@@ -119,6 +125,9 @@ impl CreateAgentRequest {
         let temperature = v.optional("config.temperature", c.temperature, AgentConfig::temperature);
         let system_prompt = v.optional("config.system_prompt", c.system_prompt, AgentConfig::system_prompt);
         let max_tokens = v.optional("config.max_tokens", c.max_tokens, |n| AgentConfig::max_tokens(n.0));
+        let tools = v.check_nested(c.tools.map(|t| AgentTool::parse_list(&t)).transpose());
+        let max_tool_rounds =
+            v.optional("config.max_tool_rounds", c.max_tool_rounds, |n| tools::max_tool_rounds(n.0));
         let (
             name,
             agent_type,
@@ -129,6 +138,8 @@ impl CreateAgentRequest {
             temperature,
             system_prompt,
             max_tokens,
+            tools,
+            max_tool_rounds,
         ) = v.finish((
             name,
             agent_type,
@@ -139,6 +150,8 @@ impl CreateAgentRequest {
             temperature,
             system_prompt,
             max_tokens,
+            tools,
+            max_tool_rounds,
         ))?;
         Ok(NewAgent {
             name,
@@ -146,7 +159,14 @@ impl CreateAgentRequest {
             status: status.unwrap_or(AgentStatus::Active),
             description: description.flatten(),
             memory_types: memory_types.unwrap_or_default(),
-            config: AgentConfig { model, temperature, system_prompt, max_tokens },
+            config: AgentConfig {
+                model,
+                temperature,
+                system_prompt,
+                max_tokens,
+                tools: tools.unwrap_or_default(),
+                max_tool_rounds,
+            },
         })
     }
 }
@@ -170,6 +190,14 @@ pub struct AgentConfigPatch {
     #[serde(default)]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 32000)]
     pub max_tokens: Patch<JsonInt>,
+    /// The tools, replacing the list; null removes them.
+    #[serde(default)]
+    #[schema(schema_with = crate::schemas::agent_tools_optional)]
+    pub tools: Patch<serde_json::Value>,
+    /// Most rounds of tool calls per chat, 0–20; null returns to the default (5).
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 0, maximum = 20)]
+    pub max_tool_rounds: Patch<JsonInt>,
 }
 
 /// A partial update: absent fields keep their value; null clears the fields that may be empty.
@@ -221,6 +249,13 @@ impl UpdateAgentRequest {
             nullable(&mut v, "config.system_prompt", keys.system_prompt, AgentConfig::system_prompt);
         let max_tokens =
             nullable(&mut v, "config.max_tokens", keys.max_tokens, |n| AgentConfig::max_tokens(n.0));
+        let tools = match keys.tools {
+            Patch::Absent => v.check_nested(Ok(Patch::Absent)),
+            Patch::Null => v.check_nested(Ok(Patch::Null)),
+            Patch::Value(t) => v.check_nested(AgentTool::parse_list(&t).map(Patch::Value)),
+        };
+        let max_tool_rounds =
+            nullable(&mut v, "config.max_tool_rounds", keys.max_tool_rounds, |n| tools::max_tool_rounds(n.0));
         let (
             name,
             agent_type,
@@ -231,6 +266,8 @@ impl UpdateAgentRequest {
             temperature,
             system_prompt,
             max_tokens,
+            tools,
+            max_tool_rounds,
         ) = v.finish((
             name,
             agent_type,
@@ -241,6 +278,8 @@ impl UpdateAgentRequest {
             temperature,
             system_prompt,
             max_tokens,
+            tools,
+            max_tool_rounds,
         ))?;
         Ok(AgentChanges {
             name,
@@ -253,7 +292,15 @@ impl UpdateAgentRequest {
                 Patch::Absent => Patch::Absent,
             },
             memory_types,
-            config: ConfigChanges { reset, model, temperature, system_prompt, max_tokens },
+            config: ConfigChanges {
+                reset,
+                model,
+                temperature,
+                system_prompt,
+                max_tokens,
+                tools,
+                max_tool_rounds,
+            },
         })
     }
 }
@@ -269,6 +316,11 @@ pub struct AgentConfigResponse {
     pub system_prompt: Option<String>,
     /// Longest reply in tokens.
     pub max_tokens: Option<u32>,
+    /// The tools it may call, as configured (defaults filled in).
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Vec<serde_json::Value>,
+    /// Most rounds of tool calls per chat; null for the default (5).
+    pub max_tool_rounds: Option<u8>,
 }
 
 /// An agent.
@@ -316,6 +368,8 @@ impl From<Agent> for AgentResponse {
                 temperature: a.config.temperature,
                 system_prompt: a.config.system_prompt,
                 max_tokens: a.config.max_tokens,
+                tools: a.config.tools.iter().map(AgentTool::to_json).collect(),
+                max_tool_rounds: a.config.max_tool_rounds,
             },
             created_at: a.created_at,
             updated_at: a.updated_at,

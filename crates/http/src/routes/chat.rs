@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use actix_web::{Either, HttpRequest, HttpResponse, web};
-use agentry_domain::agents::{ChatInput, ChatReply, DeltaSink, Message, chat_message};
+use agentry_domain::agents::{ChatInput, ChatReply, DeltaSink, Message, ToolCall, ToolResult, chat_message};
 use agentry_domain::ids::SessionId;
 use agentry_domain::validation::{ValidationErrors, Validator};
 use agentry_domain::workflows::outputs::ChatOutput;
@@ -120,8 +120,9 @@ impl From<ChatReply> for ChatResponse {
 /// pays.
 ///
 /// Streamed (`"stream": true` or `Accept: text/event-stream`), the answer is a stream of
-/// server-sent events: `message.delta` with each piece of the reply as it is generated, then
-/// `message.completed` with the body the unstreamed answer has, or `error`; a `: keep-alive`
+/// server-sent events: `message.delta` with each piece of the reply as it is generated,
+/// `tool.call` and `tool.result` around each tool the agent runs, then `message.completed`
+/// with the body the unstreamed answer has, or `error`; a `: keep-alive`
 /// comment every 15 s of silence. Refusals found before the reply starts (401, 402, 404, 409,
 /// 422, 429) are ordinary JSON answers. A client that leaves mid-stream ends the generation:
 /// what was generated is stored, marked `incomplete`, and charged.
@@ -178,6 +179,55 @@ impl DeltaSink for DeltaEvents {
     fn delta(&self, text: &str) -> bool {
         self.0.send(SseEvent::named("message.delta", &MessageDelta { content: text.to_owned() }))
     }
+
+    fn tool_call(&self, call: &ToolCall) -> bool {
+        self.0.send(SseEvent::named("tool.call", &ToolCallEvent::from(call)))
+    }
+
+    fn tool_result(&self, result: &ToolResult) {
+        let (output, error) = match &result.output {
+            Ok(output) => (Some(output.clone()), None),
+            Err(e) => (None, Some(e.clone())),
+        };
+        self.0.send(SseEvent::named(
+            "tool.result",
+            &ToolResultEvent { id: result.call_id.clone(), name: result.name.clone(), output, error },
+        ));
+    }
+}
+
+/// `tool.call`: the agent calls one of its tools (the call runs next). Also a stored
+/// assistant message's `tool_calls`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ToolCallEvent {
+    /// The call's id; its result names it.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments, as the model wrote them (JSON text).
+    pub arguments: String,
+}
+
+impl From<&ToolCall> for ToolCallEvent {
+    fn from(c: &ToolCall) -> Self {
+        Self { id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() }
+    }
+}
+
+/// `tool.result`: what a tool call gave, `output` or `error`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolResultEvent {
+    /// The call's id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// Its output, when it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub output: Option<serde_json::Value>,
+    /// Why it failed, when it did (the model reads this too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `message.delta`: the next piece of the reply.
@@ -197,12 +247,17 @@ pub struct StreamError {
 }
 
 /// The data of one event of a streamed reply, by its `event:` name: `message.delta`
-/// ([`MessageDelta`]), `message.completed` (the unstreamed answer's body) or `error`.
+/// ([`MessageDelta`]), `tool.call`, `tool.result`, `message.completed` (the unstreamed answer's
+/// body) or `error`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum ChatStreamEvent {
     /// `message.delta`.
     Delta(MessageDelta),
+    /// `tool.call`.
+    ToolCall(ToolCallEvent),
+    /// `tool.result`.
+    ToolResult(ToolResultEvent),
     /// `message.completed`.
     Completed(ChatResponse),
     /// `error`.
@@ -214,12 +269,22 @@ pub enum ChatStreamEvent {
 pub struct MessageResponse {
     /// Message id.
     pub id: String,
-    /// `user` or `assistant`.
+    /// `user`, `assistant` or `tool`.
     pub role: &'static str,
-    /// The text.
+    /// The text; for a `tool` message, the tool's result as JSON text.
     pub content: String,
-    /// For replies: the exchange's usage; null for user messages.
+    /// For replies: the exchange's usage (every model call of it, on its final message);
+    /// null for user and tool messages.
     pub usage: Option<Usage>,
+    /// On an assistant message that called tools: the calls (their results follow).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallEvent>,
+    /// On a `tool` message: the call it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// On a `tool` message: the tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Present (`true`) on a streamed reply whose client left before its end: it holds what
     /// was generated until then, which was charged.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -232,7 +297,10 @@ pub struct MessageResponse {
 
 impl From<Message> for MessageResponse {
     fn from(m: Message) -> Self {
-        let usage = (m.role == agentry_domain::agents::ChatRole::Assistant).then_some(Usage {
+        // A message that only called tools on the way to the reply carries no usage: the
+        // reply carries that of every model call.
+        let replied = m.tool_calls.is_empty() || m.prompt_tokens + m.completion_tokens > 0;
+        let usage = (m.role == agentry_domain::agents::ChatRole::Assistant && replied).then_some(Usage {
             prompt_tokens: m.prompt_tokens,
             completion_tokens: m.completion_tokens,
             total_tokens: m.prompt_tokens + m.completion_tokens,
@@ -242,6 +310,9 @@ impl From<Message> for MessageResponse {
             role: m.role.as_str(),
             content: m.content,
             usage,
+            tool_calls: m.tool_calls.iter().map(ToolCallEvent::from).collect(),
+            tool_call_id: m.tool_call_id,
+            name: m.tool_name,
             incomplete: m.incomplete,
             created_at: m.created_at,
         }

@@ -111,7 +111,7 @@ pub struct ExecutionResponse {
     pub workflow_id: String,
     /// `running`, `completed`, `failed` or `cancelled`.
     pub status: &'static str,
-    /// What started it: `api`, `trigger` or `integration`.
+    /// What started it: `api`, `trigger`, `integration` or `agent`.
     pub origin: &'static str,
     /// Its input.
     #[schema(value_type = Object)]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentry_domain::agents::{
     AgentConfig, ChatReply, ChatRole, ChatTurn, ClientConversation, DeltaSink, FinishReason,
-    MAX_MESSAGE_CHARS,
+    MAX_MESSAGE_CHARS, ToolCall, ToolSpec,
 };
 use agentry_domain::ids::SessionId;
 use agentry_domain::validation::{FieldError, FieldErrorKind, Validator, check_long_text};
@@ -45,15 +45,47 @@ const MAX_MESSAGES: usize = 500;
 /// A message of the conversation the client sends.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct InputMessage {
-    /// `system` (or `developer`), `user` or `assistant`.
-    #[schema(required = true, value_type = String, pattern = "^(system|developer|user|assistant)$", example = "user")]
+    /// `system` (or `developer`), `user`, `assistant` or `tool`.
+    #[schema(required = true, value_type = String, pattern = "^(system|developer|user|assistant|tool)$", example = "user")]
     pub role: Option<String>,
     /// The text (up to 32,000 characters; tabs and line breaks allowed, other control
     /// characters not). A list of `{"type": "text", "text": …}` parts is read as their texts
-    /// joined.
+    /// joined. May be null on an assistant message that calls tools.
     #[schema(required = true, value_type = String, max_length = 32000,
         extensions(("x-text" = json!("long-text"))), example = "Hello!")]
     pub content: Option<Value>,
+    /// On an assistant message: the tools it called.
+    #[schema(value_type = Option<Vec<OutputToolCall>>)]
+    pub tool_calls: Option<Vec<Value>>,
+    /// On a `tool` message: the call it answers.
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
+    pub tool_call_id: Option<String>,
+}
+
+/// A tool the client offers: `{"type": "function", "function": {name, description, parameters}}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct InputTool {
+    /// Always `function`.
+    #[schema(required = true, value_type = String, pattern = "^function$")]
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// The function.
+    #[schema(required = true, value_type = InputFunction)]
+    pub function: Option<InputFunction>,
+}
+
+/// A function the model may call.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct InputFunction {
+    /// `[A-Za-z0-9_-]{1,64}`.
+    #[schema(required = true, value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub name: Option<String>,
+    /// What it does.
+    #[schema(max_length = 1000, extensions(("x-text" = json!("long-text"))))]
+    pub description: Option<String>,
+    /// Its arguments, a JSON Schema object.
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<serde_json::Map<String, Value>>,
 }
 
 /// `stream_options`.
@@ -87,9 +119,15 @@ pub struct CompletionRequest {
     /// Sampling temperature, 0–2, in place of the agent's.
     #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<f64>,
-    /// Tools the client runs. Not available yet: a non-empty list is refused.
-    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
-    pub tools: Option<Vec<Value>>,
+    /// Tools the client runs: a call of one ends the completion with `tool_calls` (and
+    /// `finish_reason: "tool_calls"`) for the client to answer in its next request. The
+    /// agent's own tools run inside the call.
+    #[schema(value_type = Option<Vec<InputTool>>, max_items = 32)]
+    pub tools: Option<Vec<InputTool>>,
+    /// `none` offers the client's tools to nobody; anything else (`auto`, `required`, a
+    /// named function) lets the model choose.
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<Value>,
 }
 
 impl CompletionRequest {
@@ -122,16 +160,86 @@ impl CompletionRequest {
         let field = if self.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
         let max_tokens = v.optional(field, max_tokens, |n| AgentConfig::max_tokens(n.0));
         let temperature = v.optional("temperature", self.temperature, AgentConfig::temperature);
-        if self.tools.is_some_and(|t| !t.is_empty()) {
-            v.push(FieldError::new(
-                "tools",
+        let tools = v.check_nested(client_tools(self.tools.unwrap_or_default()));
+        let offer = !matches!(self.tool_choice.as_ref().and_then(Value::as_str), Some("none"));
+        let (model, turns, max_tokens, temperature, tools) =
+            v.finish((model, turns, max_tokens, temperature, tools))?;
+        let tools = if offer { tools } else { Vec::new() };
+        Ok((model, ClientConversation { turns, session_id, max_tokens, temperature, tools }))
+    }
+}
+
+/// Most tools a client offers.
+const MAX_CLIENT_TOOLS: usize = 32;
+
+/// The client's tools as the model is told about them; fields named `tools[i].function.name`.
+fn client_tools(tools: Vec<InputTool>) -> Result<Vec<ToolSpec>, FieldError> {
+    if tools.len() > MAX_CLIENT_TOOLS {
+        return Err(FieldError::new(
+            "tools",
+            FieldErrorKind::InvalidValue,
+            format!("tools holds at most {MAX_CLIENT_TOOLS} tools"),
+        ));
+    }
+    let mut specs: Vec<ToolSpec> = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.into_iter().enumerate() {
+        let at = |f: &str| format!("tools[{i}].{f}");
+        if tool.kind.as_deref() != Some("function") {
+            return Err(FieldError::new(
+                at("type"),
                 FieldErrorKind::InvalidValue,
-                "client-side tools are not available yet; give the agent its own tools instead",
+                "only tools of type function are understood",
             ));
         }
-        let (model, turns, max_tokens, temperature) = v.finish((model, turns, max_tokens, temperature))?;
-        Ok((model, ClientConversation { turns, session_id, max_tokens, temperature }))
+        let function = tool.function.ok_or_else(|| FieldError::missing(at("function")))?;
+        let name = function.name.ok_or_else(|| FieldError::missing(at("function.name")))?;
+        let valid = (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(FieldError::new(
+                at("function.name"),
+                FieldErrorKind::InvalidValue,
+                "a function's name is 1–64 letters, digits, _ or -",
+            ));
+        }
+        if specs.iter().any(|s| s.name == name) {
+            return Err(FieldError::new(
+                at("function.name"),
+                FieldErrorKind::InvalidValue,
+                format!("two tools are named {name:?}"),
+            ));
+        }
+        let description = function.description.unwrap_or_default();
+        check_long_text(&description, 0, 1000, &at("function.description"))?;
+        let parameters = function
+            .parameters
+            .map_or_else(|| serde_json::json!({"type": "object", "properties": {}}), Value::Object);
+        agentry_domain::validation::check_json_text(&parameters, &at("function.parameters"))?;
+        specs.push(ToolSpec { name, description, parameters });
     }
+    Ok(specs)
+}
+
+/// A tool call in a client's assistant message: `{id, type: "function", function: {name, arguments}}`.
+fn client_call(raw: &Value, at: &str) -> Result<ToolCall, FieldError> {
+    let text = |v: Option<&Value>, f: &str| {
+        v.and_then(Value::as_str).map(str::to_owned).ok_or_else(|| {
+            FieldError::new(
+                format!("{at}.{f}"),
+                FieldErrorKind::InvalidValue,
+                format!("{at}.{f} must be a string"),
+            )
+        })
+    };
+    let function = raw.get("function");
+    let call = ToolCall {
+        id: text(raw.get("id"), "id")?,
+        name: text(function.and_then(|f| f.get("name")), "function.name")?,
+        arguments: text(function.and_then(|f| f.get("arguments")), "function.arguments")?,
+    };
+    check_long_text(&call.arguments, 0, MAX_MESSAGE_CHARS, &format!("{at}.function.arguments"))?;
+    check_long_text(&call.id, 1, 200, &format!("{at}.id"))?;
+    Ok(call)
 }
 
 /// One message as a turn of the domain's conversation; its field is `messages[i]`.
@@ -144,10 +252,11 @@ fn turn(i: usize, message: InputMessage) -> Result<ChatTurn, FieldError> {
         Some("system" | "developer") => ChatRole::System,
         Some("user") => ChatRole::User,
         Some("assistant") => ChatRole::Assistant,
+        Some("tool") => ChatRole::Tool,
         Some(other) => {
             return Err(invalid(
                 "role",
-                format!("role {other:?} is not one of system, developer, user, assistant"),
+                format!("role {other:?} is not one of system, developer, user, assistant, tool"),
             ));
         }
         None => return Err(FieldError::missing(format!("{field}.role"))),
@@ -169,7 +278,23 @@ fn turn(i: usize, message: InputMessage) -> Result<ChatTurn, FieldError> {
         _ => return Err(invalid("content", "content must be a string or a list of text parts".into())),
     };
     check_long_text(&content, 0, MAX_MESSAGE_CHARS, &format!("{field}.content"))?;
-    Ok(ChatTurn { role, content })
+    let mut turn = ChatTurn::new(role, content);
+    if let Some(calls) = message.tool_calls {
+        if role != ChatRole::Assistant {
+            return Err(invalid("tool_calls", "only an assistant message calls tools".into()));
+        }
+        turn.tool_calls = calls
+            .iter()
+            .enumerate()
+            .map(|(j, c)| client_call(c, &format!("{field}.tool_calls[{j}]")))
+            .collect::<Result<_, _>>()?;
+    }
+    if role == ChatRole::Tool {
+        let id = message.tool_call_id.ok_or_else(|| FieldError::missing(format!("{field}.tool_call_id")))?;
+        check_long_text(&id, 1, 200, &format!("{field}.tool_call_id"))?;
+        turn.tool_call_id = Some(id);
+    }
+    Ok(turn)
 }
 
 /// Token usage, as OpenAI reports it.
@@ -183,13 +308,48 @@ pub struct CompletionUsage {
     pub total_tokens: u64,
 }
 
+/// A tool call of the reply, for the client to run.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OutputToolCall {
+    /// The call's id; answer it with a `tool` message naming it.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String)]
+    pub kind: String,
+    /// The function and its arguments.
+    pub function: OutputFunction,
+}
+
+/// A called function.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OutputFunction {
+    /// Its name.
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+}
+
+impl From<&ToolCall> for OutputToolCall {
+    fn from(c: &ToolCall) -> Self {
+        Self {
+            id: c.id.clone(),
+            kind: "function".into(),
+            function: OutputFunction { name: c.name.clone(), arguments: c.arguments.clone() },
+        }
+    }
+}
+
 /// The reply.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AssistantMessage {
     /// Always `assistant`.
     pub role: &'static str,
-    /// The text.
-    pub content: String,
+    /// The text; null when the reply only calls tools.
+    pub content: Option<String>,
+    /// The client's tools the model calls.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<OutputToolCall>,
 }
 
 /// The one choice of a completion.
@@ -229,6 +389,19 @@ pub struct ChunkDelta {
     /// The next piece of the reply.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The client's tools the model calls (each whole, with its `index`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ChunkToolCall>,
+}
+
+/// A tool call in a chunk: OpenAI's streamed shape, with its position.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChunkToolCall {
+    /// Its position among the reply's calls.
+    pub index: u32,
+    /// The call.
+    #[serde(flatten)]
+    pub call: OutputToolCall,
 }
 
 /// The choice of a chunk.
@@ -264,6 +437,7 @@ pub struct ChatCompletionChunk {
 fn finish_reason(finish: FinishReason) -> &'static str {
     match finish {
         FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
         FinishReason::Stop | FinishReason::Cancelled => "stop",
     }
 }
@@ -340,16 +514,31 @@ pub async fn completions(
             choices: vec![Choice {
                 index: 0,
                 finish_reason: finish_reason(reply.finish),
-                message: AssistantMessage { role: "assistant", content: reply.message.content },
+                message: AssistantMessage {
+                    role: "assistant",
+                    tool_calls: reply.message.tool_calls.iter().map(OutputToolCall::from).collect(),
+                    content: Some(reply.message.content)
+                        .filter(|c| !(c.is_empty() && !reply.message.tool_calls.is_empty())),
+                },
             }],
         }));
     }
     let (events, response) = sse::channel(sse::KEEP_ALIVE);
-    events.send(meta.chunk(ChunkDelta { role: Some("assistant"), content: Some(String::new()) }, None));
+    events.send(meta.chunk(
+        ChunkDelta { role: Some("assistant"), content: Some(String::new()), ..ChunkDelta::default() },
+        None,
+    ));
     actix_web::rt::spawn(async move {
         let deltas = Arc::new(ChunkDeltas { events: events.clone(), meta: meta.clone() });
         match prepared.answer(Some(deltas)).await {
             Ok(reply) => {
+                if !reply.message.tool_calls.is_empty() {
+                    let tool_calls = (0..)
+                        .zip(&reply.message.tool_calls)
+                        .map(|(index, c)| ChunkToolCall { index, call: OutputToolCall::from(c) })
+                        .collect();
+                    events.send(meta.chunk(ChunkDelta { tool_calls, ..ChunkDelta::default() }, None));
+                }
                 events.send(meta.chunk(ChunkDelta::default(), Some(finish_reason(reply.finish))));
                 if include_usage {
                     events.send(SseEvent::data(&ChatCompletionChunk {
@@ -406,7 +595,9 @@ struct ChunkDeltas {
 
 impl DeltaSink for ChunkDeltas {
     fn delta(&self, text: &str) -> bool {
-        self.events.send(self.meta.chunk(ChunkDelta { role: None, content: Some(text.to_owned()) }, None))
+        self.events.send(
+            self.meta.chunk(ChunkDelta { content: Some(text.to_owned()), ..ChunkDelta::default() }, None),
+        )
     }
 }
 

@@ -23,6 +23,7 @@ mod recovery;
 mod scale_out;
 mod sessions;
 mod streaming;
+mod tools;
 mod triggers;
 mod webhooks;
 mod workflows;

@@ -32,6 +32,12 @@ pub fn agent(id: &str, tenant: &str) -> Agent {
             temperature: Some(0.25),
             system_prompt: None,
             max_tokens: Some(256),
+            tools: agentry_domain::agents::AgentTool::parse_list(&serde_json::json!([
+                {"type": "memory_search"},
+                {"type": "http_request", "name": "weather", "description": "The weather", "allowed_hosts": ["127.0.0.1"]}
+            ]))
+            .unwrap(),
+            max_tool_rounds: Some(3),
         },
         created_at: t0(),
         updated_at: t0(),

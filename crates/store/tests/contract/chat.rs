@@ -1,5 +1,5 @@
 use agentry_domain::agents::{
-    AgentRepository, ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message,
+    AgentRepository, ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message, ToolCall,
 };
 use agentry_domain::billing::{
     CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement,
@@ -21,6 +21,7 @@ crate::contract!(
     the_low_credit_event_is_written_once_at_the_crossing_only,
     deleting_an_agent_deletes_its_conversations,
     an_episodic_memory_is_stored_with_its_exchange,
+    tool_calls_and_results_are_stored_in_order_between_the_two_messages,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -51,6 +52,9 @@ fn message(id: &str, agent: &str, session_id: &str, role: ChatRole, content: &st
         completion_tokens: if role == ChatRole::Assistant { 12 } else { 0 },
         created_at: t0(),
         incomplete: false,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        tool_name: None,
     }
 }
 
@@ -58,6 +62,7 @@ fn exchange_in(n: u32, agent: &str, session_id: &str, hold_id: &str, cost: i64, 
     Exchange {
         session_id: session(session_id),
         user_message: message(&format!("msg_{n}a"), agent, session_id, ChatRole::User, "hello"),
+        steps: Vec::new(),
         reply: message(&format!("msg_{n}b"), agent, session_id, ChatRole::Assistant, "hi there"),
         settlement: Settlement {
             hold: CreditHold {
@@ -306,4 +311,34 @@ async fn an_episodic_memory_is_stored_with_its_exchange(db: Database) {
     x.memory = Some(episode("mem_ep2"));
     assert!(conversations.record_exchange(&x).await.is_err());
     assert_eq!(memories.get(&tenant(), &MemoryId::from_string("mem_ep2")).await.unwrap(), None);
+}
+
+async fn tool_calls_and_results_are_stored_in_order_between_the_two_messages(db: Database) {
+    let (conversations, credits) = setup(&db).await;
+    hold(&credits, "hld_1").await;
+    let mut x = exchange(1, "hld_1", 3, 100);
+    let mut call = message("msg_1a1", "agt_1", "ses_1", ChatRole::Assistant, "");
+    call.tool_calls = vec![ToolCall {
+        id: "call_1".into(),
+        name: "memory_search".into(),
+        arguments: r#"{"query": "colour"}"#.into(),
+    }];
+    let mut result = message("msg_1a2", "agt_1", "ses_1", ChatRole::Tool, r#"{"results": []}"#);
+    result.tool_call_id = Some("call_1".into());
+    result.tool_name = Some("memory_search".into());
+    x.steps = vec![call.clone(), result.clone()];
+    conversations.record_exchange(&x).await.unwrap();
+    let (messages, total) = conversations
+        .page(&tenant(), &agent_id("agt_1"), &session("ses_1"), Page::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(total, 4);
+    assert_eq!(
+        messages.iter().map(|m| m.role).collect::<Vec<_>>(),
+        [ChatRole::User, ChatRole::Assistant, ChatRole::Tool, ChatRole::Assistant]
+    );
+    assert_eq!(messages[1], call, "the calls read back as written");
+    assert_eq!(messages[2], result);
+    assert!(messages[3].tool_calls.is_empty());
 }

@@ -12,6 +12,7 @@ crate::contract!(
     a_hold_takes_the_last_credits_down_to_its_minimum,
     concurrent_holds_never_take_the_balance_below_zero,
     released_and_stale_holds_return_their_credits,
+    a_hold_grows_by_what_the_balance_pays_or_not_at_all,
     a_purchase_adds_credits_ledger_and_event,
     plans_can_be_changed,
 );
@@ -97,6 +98,26 @@ async fn released_and_stale_holds_return_their_credits(db: Database) {
     assert_eq!(repo.release_stale(t0()).await.unwrap(), 0, "not older than the cut-off");
     assert_eq!(repo.release_stale(t0() + Duration::minutes(1)).await.unwrap(), 1);
     assert_eq!(balance(&repo).await, 1000);
+}
+
+async fn a_hold_grows_by_what_the_balance_pays_or_not_at_all(db: Database) {
+    let repo = setup(&db).await;
+    let hold = repo.hold(&hold("hld_1", 900)).await.unwrap().unwrap();
+    assert_eq!(repo.extend_hold(&hold, 50, 10).await.unwrap(), Some(50));
+    assert_eq!(balance(&repo).await, 50);
+    assert_eq!(repo.extend_hold(&hold, 80, 60).await.unwrap(), None, "50 left: below the minimum");
+    assert_eq!(balance(&repo).await, 50, "a refused extension changes nothing");
+    assert_eq!(
+        repo.extend_hold(&hold, 80, 20).await.unwrap(),
+        Some(50),
+        "the last credits, down to the minimum"
+    );
+    assert_eq!(balance(&repo).await, 0);
+    // The hold now holds 1000: releasing it returns all of it.
+    repo.release(&hold.id).await.unwrap();
+    assert_eq!(balance(&repo).await, 1000);
+    assert_eq!(repo.extend_hold(&hold, 10, 1).await.unwrap(), None, "a released hold does not grow");
+    assert_eq!(balance(&repo).await, 1000, "and takes nothing");
 }
 
 async fn a_purchase_adds_credits_ledger_and_event(db: Database) {

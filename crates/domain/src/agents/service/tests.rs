@@ -7,12 +7,14 @@ use crate::agents::chat::{Completion, FinishReason};
 use crate::agents::model::{AgentConfig, AgentName, AgentType};
 use crate::agents::ports::{MockAgentRepository, MockChatModel, MockConversationRepository};
 use crate::agents::recall::NoRecall;
+use crate::agents::tools::{AgentTool, MockToolRunner, ToolAction};
 use crate::billing::MockCreditRepository;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
 use crate::memory::MemoryType;
 use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
 use crate::tokens::MockTokenCounter;
+use crate::workflows::StepAction;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
@@ -52,6 +54,7 @@ struct Mocks {
     conversations: MockConversationRepository,
     credits: MockCreditRepository,
     model: MockChatModel,
+    tools: MockToolRunner,
 }
 
 impl Mocks {
@@ -61,6 +64,7 @@ impl Mocks {
             conversations: MockConversationRepository::new(),
             credits: MockCreditRepository::new(),
             model: MockChatModel::new(),
+            tools: MockToolRunner::new(),
         }
     }
 
@@ -81,6 +85,7 @@ impl Mocks {
                 model: Arc::new(self.model),
                 tokens: Arc::new(tokens),
                 memory: Arc::new(NoRecall),
+                tools: Arc::new(self.tools),
                 ids: Arc::new(ids),
                 clock: Arc::new(clock),
             },
@@ -133,6 +138,7 @@ async fn the_last_credits_buy_a_reply_capped_at_what_they_pay() {
             prompt_tokens: PROMPT,
             completion_tokens: 980,
             finish: FinishReason::Stop,
+            tool_calls: Vec::new(),
         })
     });
     m.conversations
@@ -176,6 +182,7 @@ async fn an_agent_deleted_while_it_answered_is_not_found_and_costs_nothing() {
             prompt_tokens: 5,
             completion_tokens: 1,
             finish: FinishReason::Stop,
+            tool_calls: Vec::new(),
         })
     });
     m.conversations.expect_record_exchange().returning(|_| Ok(ExchangeOutcome::AgentGone));
@@ -205,6 +212,7 @@ async fn an_answer_is_recorded_with_its_charge_and_both_events() {
                 prompt_tokens: 1200,
                 completion_tokens: 300,
                 finish: FinishReason::Stop,
+                tool_calls: Vec::new(),
             })
         });
     m.conversations
@@ -279,6 +287,9 @@ async fn a_client_session_id_continues_its_conversation_or_starts_it() {
                 completion_tokens: 0,
                 created_at: t0(),
                 incomplete: false,
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+                tool_name: None,
             };
             Ok(vec![msg(ChatRole::User, "my name is Ada"), msg(ChatRole::Assistant, "hello Ada")])
         });
@@ -292,6 +303,7 @@ async fn a_client_session_id_continues_its_conversation_or_starts_it() {
                 prompt_tokens: 10,
                 completion_tokens: 1,
                 finish: FinishReason::Stop,
+                tool_calls: Vec::new(),
             })
         });
     m.conversations
@@ -374,6 +386,7 @@ async fn a_streamed_reply_whose_client_left_is_stored_incomplete_and_charged_onc
             prompt_tokens: PROMPT,
             completion_tokens: 1,
             finish: FinishReason::Cancelled,
+            tool_calls: Vec::new(),
         })
     });
     m.conversations
@@ -396,4 +409,147 @@ async fn a_streamed_reply_whose_client_left_is_stored_incomplete_and_charged_onc
     let reply = prepared.answer(Some(Arc::new(Gone))).await.unwrap();
     assert!(reply.message.incomplete);
     assert_eq!((reply.charged, reply.remaining), (1, 99));
+}
+
+/// An agent with a `memory_search` tool and at most `rounds` rounds of tool calls.
+fn agent_with_tools(rounds: Option<u8>) -> Agent {
+    let mut agent = agent(AgentStatus::Active);
+    agent.config.tools = AgentTool::parse_list(&serde_json::json!([{"type": "memory_search"}])).unwrap();
+    agent.config.max_tool_rounds = rounds;
+    agent
+}
+
+fn calls_memory_search(prompt_tokens: u64) -> Completion {
+    Completion {
+        content: String::new(),
+        prompt_tokens,
+        completion_tokens: 1500,
+        finish: FinishReason::ToolCalls,
+        tool_calls: vec![ToolCall {
+            id: "call_1".into(),
+            name: "memory_search".into(),
+            arguments: r#"{"query": "favourite colour"}"#.into(),
+        }],
+    }
+}
+
+#[tokio::test]
+async fn a_tool_round_runs_the_tool_on_the_agents_memory_and_charges_each_model_call() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(None))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
+    // The second call's prompt is longer (the call and its result): the hold grows for it.
+    m.credits.expect_extend_hold().times(1).returning(|_, wanted, _| Ok(Some(wanted)));
+    let calls = AtomicU64::new(0);
+    m.model.expect_complete().times(2).returning(move |r| {
+        assert_eq!(r.tools.len(), 1, "the agent's tool is offered");
+        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Ok(calls_memory_search(PROMPT));
+        }
+        let last = r.messages.last().unwrap();
+        assert_eq!((last.role, last.tool_call_id.as_deref()), (ChatRole::Tool, Some("call_1")));
+        assert_eq!(last.content, r#"{"results":["teal"]}"#, "the tool's output reaches the model");
+        Ok(Completion {
+            content: "Teal.".into(),
+            prompt_tokens: 600,
+            completion_tokens: 2,
+            finish: FinishReason::Stop,
+            tool_calls: Vec::new(),
+        })
+    });
+    m.tools
+        .expect_run()
+        .withf(|caller, agent, action, _| {
+            caller.role == Role::Owner
+                && agent.as_str() == "agt_1"
+                && matches!(action, ToolAction::Step(StepAction::MemorySearch { agent_id: Some(a), query, .. })
+                    if a.as_str() == "agt_1" && query == "favourite colour")
+        })
+        .times(1)
+        .returning(|_, _, _, _| Ok(serde_json::json!({"results": ["teal"]})));
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| {
+            let roles: Vec<ChatRole> = x.steps.iter().map(|s| s.role).collect();
+            let tool_events = x.events.iter().filter(|e| matches!(e.payload, EventPayload::AgentToolCalled(ref d) if d.ok && d.tool == "memory_search")).count();
+            // 21 + 1,500 tokens cost 2 credits, 600 + 2 cost 1: one entry of 3.
+            roles == [ChatRole::Assistant, ChatRole::Tool]
+                && x.steps[0].tool_calls.len() == 1
+                && x.reply.content == "Teal."
+                && x.reply.tool_calls.is_empty()
+                && (x.reply.prompt_tokens, x.reply.completion_tokens) == (PROMPT + 600, 1502)
+                && x.settlement.entry.delta == -3
+                && tool_events == 1
+                && x.user_message.id < x.steps[0].id
+                && x.steps[1].id < x.reply.id
+        })
+        .times(1)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 7 }));
+    let reply =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+    assert_eq!(reply.charged, 3);
+    assert_eq!(reply.finish, FinishReason::Stop);
+}
+
+#[tokio::test]
+async fn the_most_rounds_stop_the_chat_with_a_message_saying_so() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(Some(1)))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 100))));
+    m.credits.expect_extend_hold().never();
+    // The model asks for the tool every time; the second ask is past the one round allowed.
+    m.model.expect_complete().times(2).returning(|_| Ok(calls_memory_search(PROMPT)));
+    m.tools.expect_run().times(1).returning(|_, _, _, _| Ok(serde_json::json!({"results": []})));
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| {
+            x.reply.content.contains("max_tool_rounds")
+                && x.reply.tool_calls.is_empty()
+                && x.steps.len() == 2
+                && x.settlement.entry.delta == -4
+        })
+        .times(1)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 7 }));
+    let reply =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+    assert_eq!(reply.finish, FinishReason::Length);
+}
+
+#[tokio::test]
+async fn a_round_the_balance_cannot_pay_ends_the_chat_with_what_was_paid_for() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(None))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 2))));
+    m.credits.expect_extend_hold().times(1).returning(|_, _, _| Ok(None));
+    m.model.expect_complete().times(1).returning(|_| Ok(calls_memory_search(PROMPT)));
+    m.tools.expect_run().times(1).returning(|_, _, _, _| Err("the memory is empty".into()));
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| {
+            x.reply.content.contains("credits")
+                && x.settlement.entry.delta == -2
+                && x.events.iter().any(|e| matches!(e.payload, EventPayload::AgentToolCalled(ref d) if !d.ok))
+                && x.steps[1].content == r#"{"error":"the memory is empty"}"#
+        })
+        .times(1)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 0 }));
+    m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+}
+
+#[tokio::test]
+async fn no_rounds_allowed_offers_no_tools() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(Some(0)))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
+    m.model.expect_complete().withf(|r| r.tools.is_empty()).times(1).returning(|_| {
+        Ok(Completion {
+            content: "hi".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            finish: FinishReason::Stop,
+            tool_calls: Vec::new(),
+        })
+    });
+    m.conversations.expect_record_exchange().returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 7 }));
+    m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
 }

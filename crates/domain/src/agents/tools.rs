@@ -1,0 +1,613 @@
+//! The tools an agent may call (`config.tools`): what each is, how it is checked when an agent
+//! is saved, how it is described to a model, and how a model's call becomes an action of the
+//! service. Tools act through the same services as workflow steps (memory, the guarded outbound
+//! client) and executions (`run_workflow`), as the caller of the chat: a tool can reach only what
+//! its caller's tenant, role and scopes can.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use super::chat::{ToolCall, ToolSpec};
+use crate::ids::{AgentId, WorkflowId};
+use crate::memory::MemoryType;
+use crate::tenancy::Principal;
+use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_long_text, check_text};
+use crate::workflows::{HttpMethod, StepAction};
+
+/// Most tools of one agent.
+pub const MAX_TOOLS: usize = 32;
+/// Most hosts of an `http_request` tool's allow-list.
+pub const MAX_ALLOWED_HOSTS: usize = 32;
+/// Most characters of a tool's description.
+pub const MAX_TOOL_DESCRIPTION_CHARS: usize = 1_000;
+/// Longest a `run_workflow` tool may wait, in seconds.
+pub const MAX_TOOL_TIMEOUT_SECONDS: u32 = 300;
+/// How long a `run_workflow` tool waits when it does not say.
+pub const DEFAULT_TOOL_TIMEOUT_SECONDS: u32 = 30;
+/// How long the other tools may take.
+pub const BUILTIN_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most rounds of tool calls in one chat.
+pub const MAX_TOOL_ROUNDS: u8 = 20;
+/// Rounds of tool calls when an agent does not say.
+pub const DEFAULT_TOOL_ROUNDS: u8 = 5;
+/// Most results a `memory_search` call returns.
+const MAX_SEARCH_RESULTS: u64 = 20;
+
+/// What a tool does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolKind {
+    /// Searches the agent's own memory.
+    MemorySearch,
+    /// Adds to the agent's own (semantic) memory.
+    MemoryAdd,
+    /// Runs a workflow of the tenant on the model's arguments and waits for its output.
+    RunWorkflow {
+        /// The workflow.
+        workflow_id: WorkflowId,
+        /// Its input, as a JSON Schema object (told to the model).
+        input_schema: Value,
+        /// Longest wait for the output, 1–300 s.
+        timeout_seconds: u32,
+    },
+    /// Calls a URL on one of the allowed hosts.
+    HttpRequest {
+        /// Hosts the URL may name (lowercase; exact match).
+        allowed_hosts: Vec<String>,
+        /// `GET` or `POST`.
+        method: HttpMethod,
+    },
+}
+
+impl ToolKind {
+    /// The `type` as configured.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::MemorySearch => "memory_search",
+            Self::MemoryAdd => "memory_add",
+            Self::RunWorkflow { .. } => "run_workflow",
+            Self::HttpRequest { .. } => "http_request",
+        }
+    }
+}
+
+/// One tool of an agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentTool {
+    /// Its name as the model calls it, unique per agent.
+    pub name: String,
+    /// What it does, for the model; a default per kind when absent.
+    pub description: Option<String>,
+    /// What it does.
+    pub kind: ToolKind,
+}
+
+/// What a tool call becomes: a step the workflow steps' performer runs, or a workflow run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolAction {
+    /// A step (memory search or add, an HTTP request), run as a workflow step is.
+    Step(StepAction),
+    /// An execution of a workflow, started with origin `agent`.
+    Workflow {
+        /// The workflow.
+        workflow_id: WorkflowId,
+        /// The model's arguments.
+        input: Value,
+    },
+}
+
+/// Runs tool actions for chat, against the rest of the service.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ToolRunner: Send + Sync {
+    /// Performs `action` for `agent` as `caller`, within `timeout`: its output, or why it
+    /// failed (given to the model as the call's result). A workflow still running at the
+    /// timeout answers `{execution_id, status}`.
+    async fn run(
+        &self,
+        caller: &Principal,
+        agent: &AgentId,
+        action: ToolAction,
+        timeout: Duration,
+    ) -> Result<Value, String>;
+}
+
+/// Runs no tool: chat without the rest of the service (tests, tools not wired in).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTools;
+
+#[async_trait]
+impl ToolRunner for NoTools {
+    async fn run(&self, _: &Principal, _: &AgentId, _: ToolAction, _: Duration) -> Result<Value, String> {
+        Err("tools are not available here".into())
+    }
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> FieldError {
+    FieldError::new(field, FieldErrorKind::InvalidValue, message)
+}
+
+/// Checks a tool's or host's name: `[A-Za-z0-9_-]{1,64}`.
+fn tool_name(raw: &str, field: &str) -> Result<String, FieldError> {
+    let ok = (1..=64).contains(&raw.len())
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err(invalid(field, format!("{field} must be 1–64 letters, digits, _ or -")))
+    }
+}
+
+/// Checks a host of an allow-list: a DNS name or an IPv4 address (letters, digits, `.` and
+/// `-`, 1–253 of them), no scheme, port or path.
+fn host(raw: &str, field: &str) -> Result<String, FieldError> {
+    let ok = (1..=253).contains(&raw.len())
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    if ok {
+        Ok(raw.to_ascii_lowercase())
+    } else {
+        Err(invalid(
+            field,
+            format!("{field} must be a host name or an IPv4 address (no scheme, port or path)"),
+        ))
+    }
+}
+
+fn text_field<'a>(
+    tool: &'a Map<String, Value>,
+    key: &str,
+    field: &str,
+) -> Result<Option<&'a str>, FieldError> {
+    match tool.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(invalid(field, format!("{field} must be a string"))),
+    }
+}
+
+impl AgentTool {
+    /// Reads `config.tools`: a list of at most [`MAX_TOOLS`] tool objects with unique names.
+    /// Fields are named by their path (`config.tools[1].allowed_hosts[0]`).
+    ///
+    /// # Errors
+    /// The first refused field.
+    pub fn parse_list(raw: &Value) -> Result<Vec<Self>, FieldError> {
+        let field = "config.tools";
+        let Value::Array(items) = raw else {
+            return Err(invalid(field, "config.tools must be a list of tools"));
+        };
+        if items.len() > MAX_TOOLS {
+            return Err(invalid(field, format!("an agent has at most {MAX_TOOLS} tools")));
+        }
+        let mut tools: Vec<Self> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let tool = Self::parse(item, &format!("{field}[{i}]"))?;
+            if tools.iter().any(|t| t.name == tool.name) {
+                return Err(invalid(
+                    &format!("{field}[{i}].name"),
+                    format!("two tools are named {:?}; give one a name of its own", tool.name),
+                ));
+            }
+            tools.push(tool);
+        }
+        Ok(tools)
+    }
+
+    fn parse(raw: &Value, at: &str) -> Result<Self, FieldError> {
+        let Value::Object(tool) = raw else {
+            return Err(invalid(at, format!("{at} must be an object")));
+        };
+        let f = |key: &str| format!("{at}.{key}");
+        let kind_name =
+            text_field(tool, "type", &f("type"))?.ok_or_else(|| FieldError::missing(f("type")))?;
+        let allowed: &[&str] = match kind_name {
+            "memory_search" | "memory_add" => &["type", "name", "description"],
+            "run_workflow" => {
+                &["type", "name", "description", "workflow_id", "input_schema", "timeout_seconds"]
+            }
+            "http_request" => &["type", "name", "description", "allowed_hosts", "method"],
+            other => {
+                return Err(invalid(
+                    &f("type"),
+                    format!(
+                        "tool type {other:?} is not one of memory_search, memory_add, run_workflow, http_request"
+                    ),
+                ));
+            }
+        };
+        if let Some(unknown) = tool.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(invalid(&f(unknown), format!("a {kind_name} tool has no field {unknown:?}")));
+        }
+        let description = match text_field(tool, "description", &f("description"))? {
+            Some(d) => {
+                check_long_text(d, 1, MAX_TOOL_DESCRIPTION_CHARS, &f("description"))?;
+                Some(d.to_owned())
+            }
+            None => None,
+        };
+        let name = text_field(tool, "name", &f("name"))?.map(|n| tool_name(n, &f("name"))).transpose()?;
+        let (kind, default_name) = match kind_name {
+            "memory_search" => (ToolKind::MemorySearch, Some("memory_search")),
+            "memory_add" => (ToolKind::MemoryAdd, Some("memory_add")),
+            "run_workflow" => {
+                let id = text_field(tool, "workflow_id", &f("workflow_id"))?
+                    .ok_or_else(|| FieldError::missing(f("workflow_id")))?;
+                check_text(id, &f("workflow_id"), TextKind::SingleLine)?;
+                check_length(id, 1, 100, &f("workflow_id"))?;
+                let schema = match tool.get("input_schema") {
+                    Some(Value::Object(schema)) => {
+                        if schema.get("type").is_some_and(|t| t != "object") {
+                            return Err(invalid(
+                                &f("input_schema.type"),
+                                "input_schema describes the workflow's input object: its type is \"object\"",
+                            ));
+                        }
+                        let mut schema = schema.clone();
+                        schema.entry("type").or_insert_with(|| json!("object"));
+                        Value::Object(schema)
+                    }
+                    None => return Err(FieldError::missing(f("input_schema"))),
+                    Some(_) => {
+                        return Err(invalid(&f("input_schema"), "input_schema must be a JSON Schema object"));
+                    }
+                };
+                if schema.to_string().len() > 16_000 {
+                    return Err(invalid(
+                        &f("input_schema"),
+                        "input_schema is at most 16,000 characters of JSON",
+                    ));
+                }
+                let timeout_seconds = match tool.get("timeout_seconds") {
+                    None | Some(Value::Null) => DEFAULT_TOOL_TIMEOUT_SECONDS,
+                    // A whole number, also when written as one with a fraction of zero (`30.0`).
+                    Some(v) => v
+                        .as_u64()
+                        .or_else(|| {
+                            v.as_f64()
+                                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e9)
+                                .map(|f| f as u64)
+                        })
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| (1..=MAX_TOOL_TIMEOUT_SECONDS).contains(n))
+                        .ok_or_else(|| {
+                            FieldError::new(
+                                f("timeout_seconds"),
+                                FieldErrorKind::OutOfRange,
+                                format!(
+                                    "{} must be a whole number from 1 to {MAX_TOOL_TIMEOUT_SECONDS}",
+                                    f("timeout_seconds")
+                                ),
+                            )
+                        })?,
+                };
+                let kind = ToolKind::RunWorkflow {
+                    workflow_id: WorkflowId::from_string(id),
+                    input_schema: schema,
+                    timeout_seconds,
+                };
+                (kind, None)
+            }
+            _ => {
+                let hosts = match tool.get("allowed_hosts") {
+                    Some(Value::Array(hosts)) if !hosts.is_empty() && hosts.len() <= MAX_ALLOWED_HOSTS => {
+                        hosts
+                    }
+                    None => return Err(FieldError::missing(f("allowed_hosts"))),
+                    Some(_) => {
+                        return Err(invalid(
+                            &f("allowed_hosts"),
+                            format!("allowed_hosts must list 1 to {MAX_ALLOWED_HOSTS} hosts"),
+                        ));
+                    }
+                };
+                let allowed_hosts = hosts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        let at = format!("{}[{i}]", f("allowed_hosts"));
+                        h.as_str()
+                            .ok_or_else(|| invalid(&at, format!("{at} must be a string")))
+                            .and_then(|h| host(h, &at))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let method = match text_field(tool, "method", &f("method"))? {
+                    None => HttpMethod::Get,
+                    Some("GET") => HttpMethod::Get,
+                    Some("POST") => HttpMethod::Post,
+                    Some(_) => return Err(invalid(&f("method"), "method must be GET or POST")),
+                };
+                if description.is_none() {
+                    return Err(FieldError::missing(f("description")));
+                }
+                (ToolKind::HttpRequest { allowed_hosts, method }, None)
+            }
+        };
+        let name = match (name, default_name) {
+            (Some(name), _) => name,
+            (None, Some(default)) => default.to_owned(),
+            (None, None) => return Err(FieldError::missing(f("name"))),
+        };
+        Ok(Self { name, description, kind })
+    }
+
+    /// The tool as configured and shown.
+    pub fn to_json(&self) -> Value {
+        let mut out = json!({"type": self.kind.type_name(), "name": self.name});
+        if let Some(d) = &self.description {
+            out["description"] = json!(d);
+        }
+        match &self.kind {
+            ToolKind::MemorySearch | ToolKind::MemoryAdd => {}
+            ToolKind::RunWorkflow { workflow_id, input_schema, timeout_seconds } => {
+                out["workflow_id"] = json!(workflow_id.as_str());
+                out["input_schema"] = input_schema.clone();
+                out["timeout_seconds"] = json!(timeout_seconds);
+            }
+            ToolKind::HttpRequest { allowed_hosts, method } => {
+                out["allowed_hosts"] = json!(allowed_hosts);
+                out["method"] = json!(method.as_str());
+            }
+        }
+        out
+    }
+
+    /// The tool as a model is told about it.
+    pub fn spec(&self) -> ToolSpec {
+        let (default_description, parameters) = match &self.kind {
+            ToolKind::MemorySearch => (
+                "Search your long-term memory for facts that may help. Returns the most relevant memories."
+                    .to_owned(),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "What to look for"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS, "description": "Most results (default 5)"}
+                    },
+                    "required": ["query"]
+                }),
+            ),
+            ToolKind::MemoryAdd => (
+                "Remember a fact for later conversations (adds it to your long-term memory).".to_owned(),
+                json!({
+                    "type": "object",
+                    "properties": {"content": {"type": "string", "description": "The fact to remember"}},
+                    "required": ["content"]
+                }),
+            ),
+            ToolKind::RunWorkflow { workflow_id, input_schema, .. } => {
+                (format!("Run the workflow {workflow_id} and get its output."), input_schema.clone())
+            }
+            ToolKind::HttpRequest { allowed_hosts, method } => {
+                let mut properties = json!({
+                    "url": {"type": "string", "description": format!("An http(s) URL on one of: {}", allowed_hosts.join(", "))}
+                });
+                if *method == HttpMethod::Post {
+                    properties["body"] = json!({"description": "The request body (JSON)"});
+                }
+                (String::new(), json!({"type": "object", "properties": properties, "required": ["url"]}))
+            }
+        };
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone().unwrap_or(default_description),
+            parameters,
+        }
+    }
+
+    /// How long a call may take.
+    pub fn timeout(&self) -> Duration {
+        match &self.kind {
+            ToolKind::RunWorkflow { timeout_seconds, .. } => Duration::from_secs(u64::from(*timeout_seconds)),
+            _ => BUILTIN_TOOL_TIMEOUT,
+        }
+    }
+
+    /// What a model's call of this tool (for `agent`) asks the service to do.
+    ///
+    /// # Errors
+    /// Why the call cannot be made (arguments that are not JSON, a missing argument, a host
+    /// not on the allow-list): given to the model as the call's result.
+    pub fn action(&self, agent: &AgentId, call: &ToolCall) -> Result<ToolAction, String> {
+        let arguments: Value = if call.arguments.trim().is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(&call.arguments).map_err(|e| format!("the arguments are not JSON: {e}"))?
+        };
+        let Value::Object(args) = arguments else {
+            return Err("the arguments must be a JSON object".into());
+        };
+        let text = |key: &str| -> Result<String, String> {
+            args.get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| format!("the argument {key:?} (text) is required"))
+        };
+        Ok(match &self.kind {
+            ToolKind::MemorySearch => {
+                let limit = args.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, MAX_SEARCH_RESULTS));
+                ToolAction::Step(StepAction::MemorySearch {
+                    query: text("query")?,
+                    agent_id: Some(agent.clone()),
+                    memory_type: None,
+                    top_k: limit.and_then(|n| u32::try_from(n).ok()),
+                })
+            }
+            ToolKind::MemoryAdd => ToolAction::Step(StepAction::MemoryAdd {
+                content: text("content")?,
+                memory_type: MemoryType::Semantic,
+                agent_id: Some(agent.clone()),
+                metadata: Map::from_iter([("source".to_owned(), json!("agent_tool"))]),
+            }),
+            ToolKind::RunWorkflow { workflow_id, input_schema, .. } => {
+                let missing: Vec<&str> = input_schema
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .filter(|k| !args.contains_key(*k))
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(format!("the input lacks the required field(s): {}", missing.join(", ")));
+                }
+                ToolAction::Workflow { workflow_id: workflow_id.clone(), input: Value::Object(args) }
+            }
+            ToolKind::HttpRequest { allowed_hosts, method } => {
+                let raw = text("url")?;
+                let url = url::Url::parse(raw.trim())
+                    .map_err(|e| format!("the url is not an absolute URL: {e}"))?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err("the url must be http or https".into());
+                }
+                let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']).to_ascii_lowercase();
+                if !allowed_hosts.contains(&host) {
+                    return Err(format!(
+                        "the host {host:?} is not one this tool may call (allowed: {})",
+                        allowed_hosts.join(", ")
+                    ));
+                }
+                let body = if *method == HttpMethod::Post { args.get("body").cloned() } else { None };
+                ToolAction::Step(StepAction::HttpRequest {
+                    method: *method,
+                    url: url.to_string(),
+                    headers: Default::default(),
+                    body,
+                })
+            }
+        })
+    }
+}
+
+/// Checks `config.max_tool_rounds`: 0–20.
+///
+/// # Errors
+/// A [`FieldError`] naming `config.max_tool_rounds`.
+pub fn max_tool_rounds(raw: i64) -> Result<u8, FieldError> {
+    u8::try_from(raw).ok().filter(|n| *n <= MAX_TOOL_ROUNDS).ok_or_else(|| {
+        FieldError::new(
+            "config.max_tool_rounds",
+            FieldErrorKind::OutOfRange,
+            format!("config.max_tool_rounds must be between 0 and {MAX_TOOL_ROUNDS}"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall { id: "call_1".into(), name: name.into(), arguments: arguments.into() }
+    }
+
+    #[test]
+    fn tools_are_read_with_defaults_and_refused_by_path() {
+        let tools = AgentTool::parse_list(&json!([
+            {"type": "memory_search"},
+            {"type": "memory_add", "name": "remember"},
+            {"type": "run_workflow", "workflow_id": "wf_1", "name": "summarise", "input_schema": {"properties": {"text": {"type": "string"}}, "required": ["text"]}},
+            {"type": "http_request", "name": "weather", "description": "Weather", "allowed_hosts": ["API.example.com"], "method": "POST"}
+        ]))
+        .unwrap();
+        assert_eq!(
+            tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["memory_search", "remember", "summarise", "weather"]
+        );
+        assert_eq!(tools[2].timeout(), Duration::from_secs(30));
+        assert_eq!(tools[2].spec().parameters["type"], "object", "a schema is an object's");
+        assert_eq!(
+            tools[3].kind,
+            ToolKind::HttpRequest { allowed_hosts: vec!["api.example.com".into()], method: HttpMethod::Post }
+        );
+        assert_eq!(
+            AgentTool::parse_list(&Value::Array(tools.iter().map(AgentTool::to_json).collect())).unwrap(),
+            tools,
+            "shown as read"
+        );
+
+        let refused = |raw: Value| AgentTool::parse_list(&raw).unwrap_err().field;
+        assert_eq!(
+            refused(json!([{"type": "memory_search"}, {"type": "memory_search"}])),
+            "config.tools[1].name"
+        );
+        assert_eq!(refused(json!([{"type": "shell"}])), "config.tools[0].type");
+        assert_eq!(refused(json!([{"type": "memory_add", "name": "has space"}])), "config.tools[0].name");
+        assert_eq!(
+            refused(
+                json!([{"type": "run_workflow", "name": "x", "workflow_id": "wf", "input_schema": {}, "timeout_seconds": 301}])
+            ),
+            "config.tools[0].timeout_seconds"
+        );
+        assert_eq!(
+            refused(json!([{"type": "run_workflow", "name": "x", "workflow_id": "wf"}])),
+            "config.tools[0].input_schema"
+        );
+        assert_eq!(
+            refused(
+                json!([{"type": "run_workflow", "name": "x", "workflow_id": "wf", "input_schema": {"type": "array"}}])
+            ),
+            "config.tools[0].input_schema.type"
+        );
+        assert_eq!(
+            refused(
+                json!([{"type": "http_request", "name": "h", "description": "d", "allowed_hosts": ["https://x.com/"]}])
+            ),
+            "config.tools[0].allowed_hosts[0]"
+        );
+        assert_eq!(
+            refused(
+                json!([{"type": "http_request", "name": "h", "description": "d", "allowed_hosts": ["x.com"], "method": "DELETE"}])
+            ),
+            "config.tools[0].method"
+        );
+        assert_eq!(refused(json!([{"type": "memory_add", "url": "x"}])), "config.tools[0].url");
+        assert_eq!(refused(json!({"type": "memory_add"})), "config.tools");
+    }
+
+    #[test]
+    fn a_call_becomes_an_action_on_the_agents_own_memory_or_an_allowed_host() {
+        let agent = AgentId::from_string("agt_1");
+        let tools = AgentTool::parse_list(&json!([
+            {"type": "memory_search"},
+            {"type": "http_request", "name": "weather", "description": "Weather", "allowed_hosts": ["127.0.0.1"]},
+            {"type": "run_workflow", "workflow_id": "wf_1", "name": "summarise", "input_schema": {"required": ["text"]}}
+        ]))
+        .unwrap();
+        match tools[0].action(&agent, &call("memory_search", r#"{"query": "colour", "limit": 99}"#)).unwrap()
+        {
+            ToolAction::Step(StepAction::MemorySearch { agent_id, top_k, .. }) => {
+                assert_eq!(agent_id, Some(agent.clone()), "only the agent's own memory");
+                assert_eq!(top_k, Some(20));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(tools[0].action(&agent, &call("memory_search", "{}")).unwrap_err().contains("query"));
+        assert!(
+            tools[0].action(&agent, &call("memory_search", "not json")).unwrap_err().contains("not JSON")
+        );
+        assert!(tools[1].action(&agent, &call("weather", r#"{"url": "http://127.0.0.1:8080/w"}"#)).is_ok());
+        let refused = tools[1]
+            .action(&agent, &call("weather", r#"{"url": "http://169.254.169.254/latest"}"#))
+            .unwrap_err();
+        assert!(refused.contains("not one this tool may call"), "{refused}");
+        assert!(tools[1].action(&agent, &call("weather", r#"{"url": "file:///etc/passwd"}"#)).is_err());
+        assert!(tools[2].action(&agent, &call("summarise", "{}")).unwrap_err().contains("text"));
+        assert_eq!(
+            tools[2].action(&agent, &call("summarise", r#"{"text": "hi"}"#)).unwrap(),
+            ToolAction::Workflow {
+                workflow_id: WorkflowId::from_string("wf_1"),
+                input: json!({"text": "hi"})
+            }
+        );
+    }
+
+    #[test]
+    fn rounds_are_bounded() {
+        assert_eq!(max_tool_rounds(0).unwrap(), 0);
+        assert_eq!(max_tool_rounds(20).unwrap(), 20);
+        assert!(max_tool_rounds(21).is_err());
+        assert!(max_tool_rounds(-1).is_err());
+    }
+}

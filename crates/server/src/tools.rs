@@ -1,0 +1,132 @@
+//! The [`ToolRunner`] of chat: an agent's tools over the services that already do their work.
+//! Memory searches and additions and HTTP requests run as the workflow steps of the same kind
+//! do (the steps' performer: the same memory service, the same guarded outbound client);
+//! `run_workflow` starts an execution (origin `agent`) as `POST /workflows/{id}/execute` does
+//! and waits for its end. Everything runs as the chat's caller.
+//!
+//! Chat is built before workflows (their `agent_chat` steps chat), and tools run workflows:
+//! the runner is handed to chat empty and filled in once the executions exist
+//! ([`LateTools::set`]). Chat holds it weakly: chat → tools → executions → steps → chat would
+//! otherwise be a cycle of strong references that outlives the application (its database pools
+//! with it); the application's state holds the tools.
+
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use agentry_domain::agents::{ToolAction, ToolRunner};
+use agentry_domain::ids::AgentId;
+use agentry_domain::tenancy::Principal;
+use agentry_domain::workflows::{ExecutionOrigin, ExecutionService, ExecutionStatus, StepPerformer};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+/// Runs agents' tools with the steps' performer and the executions.
+#[derive(Clone)]
+pub struct ServiceTools {
+    steps: Arc<dyn StepPerformer>,
+    executions: ExecutionService,
+}
+
+impl std::fmt::Debug for ServiceTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceTools").finish_non_exhaustive()
+    }
+}
+
+impl ServiceTools {
+    /// Tools over these services.
+    pub fn new(steps: Arc<dyn StepPerformer>, executions: ExecutionService) -> Self {
+        Self { steps, executions }
+    }
+
+    /// Starts the workflow and waits up to `timeout` for its end: its output, its failure, or
+    /// (still running) its id and status, which the model may report.
+    async fn run_workflow(
+        &self,
+        caller: &Principal,
+        agent: &AgentId,
+        workflow_id: &agentry_domain::ids::WorkflowId,
+        input: Value,
+        timeout: Duration,
+    ) -> Result<Value, String> {
+        let started = self
+            .executions
+            .execute_from(caller, workflow_id, input, ExecutionOrigin::Agent(agent.clone()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        // The worker runs the execution; its end is read back, soon at first, then less often.
+        let mut wait = Duration::from_millis(20);
+        loop {
+            let now = self.executions.reread(&started).await.map_err(|e| e.to_string())?;
+            match now.status() {
+                ExecutionStatus::Completed => {
+                    return Ok(
+                        json!({"execution_id": now.id, "status": "completed", "output": now.output()}),
+                    );
+                }
+                ExecutionStatus::Failed | ExecutionStatus::Cancelled => {
+                    return Err(format!(
+                        "the workflow's execution {} ended {}: {}",
+                        now.id,
+                        now.status(),
+                        now.error().unwrap_or("no reason given")
+                    ));
+                }
+                _ => {}
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(json!({"execution_id": now.id, "status": now.status().as_str()}));
+            }
+            tokio::time::sleep(wait.min(left)).await;
+            wait = (wait * 2).min(Duration::from_millis(250));
+        }
+    }
+}
+
+#[async_trait]
+impl ToolRunner for ServiceTools {
+    async fn run(
+        &self,
+        caller: &Principal,
+        agent: &AgentId,
+        action: ToolAction,
+        timeout: Duration,
+    ) -> Result<Value, String> {
+        match action {
+            ToolAction::Step(step) => self.steps.perform(caller, step, timeout).await.map_err(|e| e.0),
+            ToolAction::Workflow { workflow_id, input } => {
+                self.run_workflow(caller, agent, &workflow_id, input, timeout).await
+            }
+        }
+    }
+}
+
+/// A [`ToolRunner`] set after it is handed out, and held weakly (see the module's
+/// documentation).
+#[derive(Debug, Clone, Default)]
+pub struct LateTools(Arc<OnceLock<Weak<ServiceTools>>>);
+
+impl LateTools {
+    /// Fills the runner in; later calls change nothing. Whoever passes `tools` keeps it.
+    pub fn set(&self, tools: &Arc<ServiceTools>) {
+        let _ = self.0.set(Arc::downgrade(tools));
+    }
+}
+
+#[async_trait]
+impl ToolRunner for LateTools {
+    async fn run(
+        &self,
+        caller: &Principal,
+        agent: &AgentId,
+        action: ToolAction,
+        timeout: Duration,
+    ) -> Result<Value, String> {
+        match self.0.get().and_then(Weak::upgrade) {
+            Some(tools) => tools.run(caller, agent, action, timeout).await,
+            None => Err("tools are not available: the service is starting or stopping".into()),
+        }
+    }
+}
