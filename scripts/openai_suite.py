@@ -63,6 +63,44 @@ check("streamed pieces", len(pieces) > 3, pieces)
 check("streamed finish", finish == "stop", finish)
 check("streamed usage", usage is not None and usage.completion_tokens > 0, usage)
 
+# A client tool round trip: the model calls the client's function (the built-in responder calls
+# a tool its message names, with the message's JSON as arguments), the client runs it and
+# sends the result back; the agent answers with it. Then the same call, streamed.
+weather = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+asked = [{"role": "user", "content": 'Use get_weather with {"city": "Paris"} please'}]
+called = client.chat.completions.create(model=cfg["agent"], messages=asked, tools=[weather])
+choice = called.choices[0]
+check("tool call finish", choice.finish_reason == "tool_calls", called)
+calls = choice.message.tool_calls or []
+check("tool call", len(calls) == 1 and calls[0].function.name == "get_weather", called)
+check("tool call arguments", json.loads(calls[0].function.arguments) == {"city": "Paris"}, calls)
+answered = client.chat.completions.create(
+    model=cfg["agent"],
+    tools=[weather],
+    messages=asked
+    + [
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": calls[0].id, "content": json.dumps({"temperature_c": 21})},
+    ],
+)
+reply = answered.choices[0].message.content
+check("tool result answered", answered.choices[0].finish_reason == "stop" and "21" in reply, answered)
+check("tool result named", "get_weather" in reply, reply)
+streamed_calls, finish = [], None
+for chunk in client.chat.completions.create(model=cfg["agent"], messages=asked, tools=[weather], stream=True):
+    for c in chunk.choices:
+        streamed_calls += c.delta.tool_calls or []
+        finish = c.finish_reason or finish
+check("streamed tool call", finish == "tool_calls" and [c.function.name for c in streamed_calls] == ["get_weather"], streamed_calls)
+check("streamed tool call arguments", json.loads(streamed_calls[0].function.arguments) == {"city": "Paris"}, streamed_calls)
+
 # 401: a wrong key.
 try:
     openai.OpenAI(base_url=cfg["base_url"], api_key="agk_wrong", max_retries=0).models.list()

@@ -217,7 +217,7 @@ mod tests {
 
         assert_eq!(names(&AgentType::ALL, AgentType::as_str), ["assistant", "support", "custom"]);
         assert_eq!(names(&AgentStatus::ALL, AgentStatus::as_str), ["active", "paused"]);
-        assert_eq!(names(&ChatRole::ALL, ChatRole::as_str), ["system", "user", "assistant"]);
+        assert_eq!(names(&ChatRole::ALL, ChatRole::as_str), ["system", "user", "assistant", "tool"]);
         assert_eq!(names(&MemoryType::ALL, MemoryType::as_str), ["semantic", "episodic", "procedural"]);
         assert_eq!(
             names(&LedgerReason::ALL, LedgerReason::as_str),
@@ -254,6 +254,7 @@ mod tests {
                 "agent.message.completed",
                 "agent.created",
                 "agent.updated",
+                "agent.tool.called",
                 "workflow.execution.started",
                 "workflow.execution.completed",
                 "workflow.execution.failed",

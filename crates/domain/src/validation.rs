@@ -106,6 +106,13 @@ pub trait CheckedValues {
     fn open(self) -> Option<Self::Values>;
 }
 
+impl<T> Checked<T> {
+    /// The value changed by `f`, if it passed.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Checked<U> {
+        Checked(self.0.map(f))
+    }
+}
+
 impl<T> CheckedValues for Checked<T> {
     type Values = T;
     fn open(self) -> Option<T> {

@@ -114,7 +114,7 @@ pub fn build_services(
         ids.clone(),
         clock.clone(),
     )?;
-    let (workflows, executions, triggers, integrations, steps) =
+    let WorkflowServices { workflows, executions, triggers, integrations, steps } =
         workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
     let agent_tools = Arc::new(ServiceTools::new(steps, executions.clone()));
     late_tools.set(&agent_tools);
@@ -287,6 +287,16 @@ fn agents_and_billing(
     Ok((agents, chat, billing))
 }
 
+/// What [`workflows`] builds.
+struct WorkflowServices {
+    workflows: WorkflowService,
+    executions: ExecutionService,
+    triggers: TriggerService,
+    integrations: IntegrationService,
+    /// The steps' performer, which agents' tools use too.
+    steps: Arc<dyn StepPerformer>,
+}
+
 /// Workflows, their executions (whose steps chat, search memory and call out through the
 /// guarded client), triggers and integrations.
 fn workflows(
@@ -297,13 +307,7 @@ fn workflows(
     memory: &MemoryService,
     limiter: &RateLimiter,
     plans: PlanTable,
-) -> anyhow::Result<(
-    WorkflowService,
-    ExecutionService,
-    TriggerService,
-    IntegrationService,
-    Arc<dyn StepPerformer>,
-)> {
+) -> anyhow::Result<WorkflowServices> {
     let Shared { db, clock, ids, secrets, cipher } = shared.clone();
     let workflow_store = Arc::new(WorkflowStore::new(db.clone()));
     let workflows = WorkflowService::new(WorkflowServiceDeps {
@@ -357,7 +361,7 @@ fn workflows(
         ids,
         clock,
     });
-    Ok((workflows, executions, triggers, integrations, steps))
+    Ok(WorkflowServices { workflows, executions, triggers, integrations, steps })
 }
 
 /// The mail jobs, run by recovery.

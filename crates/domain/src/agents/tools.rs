@@ -252,6 +252,7 @@ impl AgentTool {
                         return Err(invalid(&f("input_schema"), "input_schema must be a JSON Schema object"));
                     }
                 };
+                crate::validation::check_json_text(&schema, &f("input_schema"))?;
                 if schema.to_string().len() > 16_000 {
                     return Err(invalid(
                         &f("input_schema"),

@@ -160,6 +160,15 @@ impl CompletionRequest {
         let field = if self.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
         let max_tokens = v.optional(field, max_tokens, |n| AgentConfig::max_tokens(n.0));
         let temperature = v.optional("temperature", self.temperature, AgentConfig::temperature);
+        // A tool message names only its call: its tool is the call's.
+        let turns = turns.map(|mut turns: Vec<ChatTurn>| {
+            let calls: Vec<ToolCall> = turns.iter().flat_map(|t| t.tool_calls.clone()).collect();
+            for t in turns.iter_mut().filter(|t| t.role == ChatRole::Tool) {
+                t.name =
+                    calls.iter().find(|c| Some(&c.id) == t.tool_call_id.as_ref()).map(|c| c.name.clone());
+            }
+            turns
+        });
         let tools = v.check_nested(client_tools(self.tools.unwrap_or_default()));
         let offer = !matches!(self.tool_choice.as_ref().and_then(Value::as_str), Some("none"));
         let (model, turns, max_tokens, temperature, tools) =
@@ -518,7 +527,7 @@ pub async fn completions(
                     role: "assistant",
                     tool_calls: reply.message.tool_calls.iter().map(OutputToolCall::from).collect(),
                     content: Some(reply.message.content)
-                        .filter(|c| !(c.is_empty() && !reply.message.tool_calls.is_empty())),
+                        .filter(|c| !c.is_empty() || reply.message.tool_calls.is_empty()),
                 },
             }],
         }));

@@ -132,7 +132,20 @@ async fn errors_have_openai_shape_with_our_statuses() {
         ),
         (
             json!({"model": "agent:x", "messages": [{"role": "user", "content": "hi"}], "tools": [{}]}),
-            "tools",
+            "tools[0].type",
+        ),
+        (
+            json!({"model": "agent:x", "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": "function", "function": {"name": "has space"}}]}),
+            "tools[0].function.name",
+        ),
+        (
+            json!({"model": "agent:x", "messages": [{"role": "tool", "content": "{}"}]}),
+            "messages[0].tool_call_id",
+        ),
+        (
+            json!({"model": "agent:x", "messages": [{"role": "user", "content": "hi", "tool_calls": []}]}),
+            "messages[0].tool_calls",
         ),
     ] {
         let e = error(&json_with_status(complete(&app, &key, body, None).await, 422).await);
@@ -155,8 +168,9 @@ async fn errors_have_openai_shape_with_our_statuses() {
     assert_eq!(json_with_status(r, 404).await["error"], "not_found");
 }
 
-/// The real `openai` Python package: plain, streamed, 401, 404, 402, and a 429 whose
-/// `Retry-After` it honours; then docs/agents.md's example as written.
+/// The real `openai` Python package: plain, streamed, a client tool round trip (plain and
+/// streamed), 401, 404, 402, and a 429 whose `Retry-After` it honours; then docs/agents.md's
+/// example as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_python_client_works_unchanged() {
     let Some((root, python)) = crate::helpers::python_tools("the openai client suite") else { return };
