@@ -329,3 +329,11 @@ pub fn agent_tools_optional() -> impl Into<RefOr<Schema>> {
              `http_request`; names unique.",
         ))
 }
+
+/// OpenAI's `tool_choice`: `none`, `auto`, `required`, or an object naming a function.
+pub fn tool_choice() -> impl Into<RefOr<Schema>> {
+    OneOfBuilder::new()
+        .item(string_enum(["none", "auto", "required"], false))
+        .item(ObjectBuilder::new().schema_type(Type::Object))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+}

@@ -124,9 +124,9 @@ pub struct CompletionRequest {
     /// agent's own tools run inside the call.
     #[schema(value_type = Option<Vec<InputTool>>, max_items = 32)]
     pub tools: Option<Vec<InputTool>>,
-    /// `none` offers the client's tools to nobody; anything else (`auto`, `required`, a
-    /// named function) lets the model choose.
-    #[schema(value_type = Option<Object>)]
+    /// `none` offers the client's tools to nobody; `auto`, `required` or a named function
+    /// (`{"type": "function", "function": {"name": …}}`) let the model choose.
+    #[schema(schema_with = crate::schemas::tool_choice)]
     pub tool_choice: Option<Value>,
 }
 
@@ -170,7 +170,19 @@ impl CompletionRequest {
             turns
         });
         let tools = v.check_nested(client_tools(self.tools.unwrap_or_default()));
-        let offer = !matches!(self.tool_choice.as_ref().and_then(Value::as_str), Some("none"));
+        let offer = match self.tool_choice {
+            None | Some(Value::Null) | Some(Value::Object(_)) => true,
+            Some(Value::String(c)) if matches!(c.as_str(), "auto" | "required") => true,
+            Some(Value::String(c)) if c == "none" => false,
+            Some(_) => {
+                v.push(FieldError::new(
+                    "tool_choice",
+                    FieldErrorKind::InvalidValue,
+                    "tool_choice is none, auto, required or a function object",
+                ));
+                true
+            }
+        };
         let (model, turns, max_tokens, temperature, tools) =
             v.finish((model, turns, max_tokens, temperature, tools))?;
         let tools = if offer { tools } else { Vec::new() };
@@ -298,9 +310,11 @@ fn turn(i: usize, message: InputMessage) -> Result<ChatTurn, FieldError> {
             .map(|(j, c)| client_call(c, &format!("{field}.tool_calls[{j}]")))
             .collect::<Result<_, _>>()?;
     }
+    if let Some(id) = &message.tool_call_id {
+        check_long_text(id, 1, 200, &format!("{field}.tool_call_id"))?;
+    }
     if role == ChatRole::Tool {
         let id = message.tool_call_id.ok_or_else(|| FieldError::missing(format!("{field}.tool_call_id")))?;
-        check_long_text(&id, 1, 200, &format!("{field}.tool_call_id"))?;
         turn.tool_call_id = Some(id);
     }
     Ok(turn)

@@ -144,6 +144,14 @@ async fn errors_have_openai_shape_with_our_statuses() {
             "messages[0].tool_call_id",
         ),
         (
+            json!({"model": "agent:x", "messages": [{"role": "user", "content": "hi", "tool_call_id": ""}]}),
+            "messages[0].tool_call_id",
+        ),
+        (
+            json!({"model": "agent:x", "messages": [{"role": "user", "content": "hi"}], "tool_choice": 5}),
+            "tool_choice",
+        ),
+        (
             json!({"model": "agent:x", "messages": [{"role": "user", "content": "hi", "tool_calls": []}]}),
             "messages[0].tool_calls",
         ),
