@@ -64,6 +64,8 @@ struct Loaded {
     im_start: u32,
     im_end: u32,
     eos: u32,
+    /// Bytes of the weights as held in memory (f32), all read once per generated token.
+    weight_bytes: u64,
 }
 
 impl std::fmt::Debug for SmolLmModel {
@@ -91,10 +93,16 @@ impl SmolLmModel {
             Some(v) => v.to_u32()?,
             None => im_end,
         };
-        let weights = ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
+        let weight_bytes = content.tensor_infos.values().map(|t| t.shape.elem_count() as u64 * 4).sum();
+        let mut unpacked = std::io::Cursor::new(
+            dequantized(&content, &mut file)
+                .with_context(|| format!("unpacking the weights of {}", path.display()))?,
+        );
+        let content = gguf_file::Content::read(&mut unpacked)?;
+        let weights = ModelWeights::from_gguf(content, &mut unpacked, &Device::Cpu)
             .with_context(|| format!("loading the weights of {}", path.display()))?;
         Ok(Self {
-            inner: Arc::new(Loaded { weights, tokenizer, im_start, im_end, eos }),
+            inner: Arc::new(Loaded { weights, tokenizer, im_start, im_end, eos, weight_bytes }),
             gate: Arc::new(Gate {
                 running: Semaphore::new(settings.concurrency.max(1)),
                 waiting: AtomicUsize::new(0),
@@ -102,6 +110,12 @@ impl SmolLmModel {
             }),
             timeout: settings.timeout,
         })
+    }
+
+    /// Bytes of the weights as held in memory (unpacked to f32): what generating one token
+    /// reads.
+    pub fn weight_bytes(&self) -> u64 {
+        self.inner.weight_bytes
     }
 
     /// The token ids of a ChatML prompt ending with the opening of the assistant's turn.
@@ -353,6 +367,28 @@ impl DeltaSink for Relay {
     fn delta(&self, text: &str) -> bool {
         self.listening.load(Ordering::Relaxed) && self.pieces.send(text.to_owned()).is_ok()
     }
+}
+
+/// The model file with every weight unpacked from 4 bits to f32 (98 MB become 540 MB in
+/// memory). candle's 4-bit matrix product takes a prompt's rows one at a time, so a 45-token
+/// prompt cost as much as 45 generated tokens (2.6–3.0 s here); over f32 weights the prompt is
+/// one matrix multiplication per layer (213 ms), and generation is no slower (14.6 against 13.5
+/// tokens/s: on two cores the 4-bit dot products were compute-bound). See
+/// docs/performance.md.
+fn dequantized(content: &gguf_file::Content, file: &mut std::fs::File) -> anyhow::Result<Vec<u8>> {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let mut tensors: Vec<(&str, QTensor)> = Vec::with_capacity(content.tensor_infos.len());
+    for name in content.tensor_infos.keys() {
+        let packed = content.tensor(file, name, &Device::Cpu)?;
+        let unpacked = packed.dequantize(&Device::Cpu)?;
+        tensors.push((name.as_str(), QTensor::quantize(&unpacked, GgmlDType::F32)?));
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> =
+        content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    let mut out = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut out, &metadata, &tensors)?;
+    Ok(out.into_inner())
 }
 
 /// The byte-level BPE tokenizer the GGUF file carries as metadata.
