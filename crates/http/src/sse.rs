@@ -66,6 +66,11 @@ impl SseSender {
     pub fn send(&self, event: SseEvent) -> bool {
         self.0.send(event).is_ok()
     }
+
+    /// Whether the client is still there, without sending anything.
+    pub fn is_open(&self) -> bool {
+        !self.0.is_closed()
+    }
 }
 
 /// A sender and the `200 text/event-stream` response that writes what it sends, with a comment

@@ -61,8 +61,12 @@ pub(crate) fn start_background_work(
         .filter_map(|(source, cadence)| work.start(source, cadence, clock.clone(), running.clone()))
         .collect();
     if let Some(stop) = running {
+        // A live chat refreshes its hold before each model call and each tool call: between two
+        // refreshes it waits at most two model calls' timeouts or one tool's (a workflow may
+        // take up to its tool's 300 s).
+        let tool = i64::from(agentry_domain::agents::tools::MAX_TOOL_TIMEOUT_SECONDS);
         let max_age =
-            chrono::Duration::seconds(i64::try_from(config.llm_timeout_secs).unwrap_or(60) * 2 + 120);
+            chrono::Duration::seconds(i64::try_from(config.llm_timeout_secs).unwrap_or(60) * 2 + tool + 120);
         let sweep = HoldSweep { billing: services.state.billing.clone(), max_age };
         let every_minute = Cadence { poll: Duration::from_secs(60), wake: None, wake_delay: Duration::ZERO };
         tasks.push(spawn_loop(Arc::new(sweep), every_minute, clock, stop));

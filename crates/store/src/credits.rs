@@ -141,7 +141,13 @@ impl CreditRepository for CreditStore {
         }))
     }
 
-    async fn extend_hold(&self, hold: &CreditHold, wanted: i64, minimum: i64) -> anyhow::Result<Option<i64>> {
+    async fn extend_hold(
+        &self,
+        hold: &CreditHold,
+        wanted: i64,
+        minimum: i64,
+        at: DateTime<Utc>,
+    ) -> anyhow::Result<Option<i64>> {
         let hold = hold.clone();
         let added = transaction!(self.db, conn => {
             let balance: Option<i64> = tenants::table
@@ -167,7 +173,7 @@ impl CreditRepository for CreditStore {
                 return Ok(None);
             }
             let grown = diesel::update(credit_holds::table.filter(credit_holds::id.eq(hold.id.as_str())))
-                .set(credit_holds::amount.eq(credit_holds::amount + amount))
+                .set((credit_holds::amount.eq(credit_holds::amount + amount), credit_holds::created_at.eq(DbTime(at))))
                 .execute(conn)
                 .await?;
             if grown == 0 {

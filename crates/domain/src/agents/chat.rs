@@ -161,6 +161,19 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
 }
 
+impl Completion {
+    /// No answer at all (the chat ended before a model call answered), for `finish`.
+    pub fn nothing(finish: FinishReason) -> Self {
+        Self {
+            content: String::new(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            finish,
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
 crate::string_enum! {
     /// Why a model stopped generating.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -293,7 +306,92 @@ pub fn build_prompt(
     // A tool result whose call was cut off would be refused by providers: the kept history
     // starts at a user or assistant turn.
     let start = kept.iter().position(|t| t.role != ChatRole::Tool).unwrap_or(kept.len());
-    turns.extend(kept.drain(start..));
+    let mut kept = kept.split_off(start);
+    // And every call the history keeps has its result, every result its call: a call answered
+    // elsewhere (a client's own tool, stored with the session on the OpenAI-compatible
+    // endpoint) is left out, as is a result whose call is not kept.
+    let called: Vec<String> = kept.iter().flat_map(|t| t.tool_calls.iter().map(|c| c.id.clone())).collect();
+    let answered: Vec<String> = kept.iter().filter_map(|t| t.tool_call_id.clone()).collect();
+    for t in &mut kept {
+        t.tool_calls.retain(|c| answered.contains(&c.id));
+    }
+    kept.retain(|t| {
+        t.role != ChatRole::Tool || t.tool_call_id.as_ref().is_some_and(|id| called.contains(id))
+    });
+    turns.extend(kept);
     turns.push(ChatTurn::new(ChatRole::User, message));
     turns
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::agents::model::{AgentConfig, AgentName, AgentStatus, AgentType};
+
+    struct Words;
+    impl TokenCounter for Words {
+        fn count(&self, text: &str) -> u64 {
+            text.split_whitespace().count() as u64
+        }
+    }
+
+    #[test]
+    fn the_history_sent_pairs_every_call_with_its_result() {
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
+        let agent = Agent {
+            id: AgentId::from_string("agt_1"),
+            tenant_id: TenantId::from_string("ten_1"),
+            name: AgentName::new("Helper").unwrap(),
+            agent_type: AgentType::Assistant,
+            status: AgentStatus::Active,
+            description: None,
+            memory_types: Vec::new(),
+            config: AgentConfig::default(),
+            created_at: t0,
+            updated_at: t0,
+        };
+        let message = |role, content: &str| Message {
+            id: MessageId::from_string("msg"),
+            tenant_id: agent.tenant_id.clone(),
+            agent_id: agent.id.clone(),
+            session_id: SessionId::from_string("s"),
+            role,
+            content: content.into(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            created_at: t0,
+            incomplete: false,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+        };
+        let call = |id: &str| ToolCall { id: id.into(), name: "get_weather".into(), arguments: "{}".into() };
+        let result = |id: &str| Message { tool_call_id: Some(id.into()), ..message(ChatRole::Tool, "{}") };
+        let history = vec![
+            // A result whose call is not in the history.
+            result("orphan"),
+            message(ChatRole::User, "weather?"),
+            // Two calls, one answered here, one by a client elsewhere.
+            Message { tool_calls: vec![call("a"), call("client")], ..message(ChatRole::Assistant, "") },
+            result("a"),
+            message(ChatRole::Assistant, "Sunny."),
+        ];
+        let turns = build_prompt(&agent, &[], &history, "thanks", &Words, 10_000);
+        let roles: Vec<ChatRole> = turns.iter().map(|t| t.role).collect();
+        assert_eq!(
+            roles,
+            [
+                ChatRole::System,
+                ChatRole::User,
+                ChatRole::Assistant,
+                ChatRole::Tool,
+                ChatRole::Assistant,
+                ChatRole::User
+            ]
+        );
+        assert_eq!(turns[2].tool_calls, [call("a")], "the call answered elsewhere is left out");
+        assert_eq!(turns[3].tool_call_id.as_deref(), Some("a"));
+    }
 }

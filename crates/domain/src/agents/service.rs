@@ -713,6 +713,13 @@ impl PreparedChat {
         let asked_at = d.clock.now();
         let user_message = service.message(&caller, &agent, &session_id, ChatRole::User, message, asked_at);
         let max_rounds = agent.config.max_tool_rounds.unwrap_or(DEFAULT_TOOL_ROUNDS);
+        // The client's own tools (OpenAI's protocol): every offered tool that is not the agent's.
+        let client_tools: Vec<String> = request
+            .tools
+            .iter()
+            .filter(|t| !agent.config.tools.iter().any(|own| own.name == t.name))
+            .map(|t| t.name.clone())
+            .collect();
         let mut rounds = Rounds::default();
         let (last, note) = loop {
             let answered = match &sink {
@@ -722,19 +729,25 @@ impl PreparedChat {
             let completion = match answered {
                 // A model's answer is remote text: stored alike on both databases.
                 Ok(c) => Completion { content: crate::storable::text(c.content), ..c },
-                Err(e) => return Err((e.into(), Some(hold))),
+                // Nothing answered yet: nothing is charged or stored.
+                Err(e) if rounds.cost == 0 => return Err((e.into(), Some(hold))),
+                // The calls before it answered, and the tools ran: those calls are charged and
+                // the rounds kept, with the failure said in the reply.
+                Err(e) => {
+                    let note =
+                        format!("I stopped before answering: the model failed after the tools ran ({e}).");
+                    break (Completion::nothing(FinishReason::Length), Some(note));
+                }
             };
             rounds.count(&completion);
             if completion.tool_calls.is_empty() || completion.finish == FinishReason::Cancelled {
                 break (Completion { tool_calls: Vec::new(), ..completion }, None);
             }
             // A call of a tool the client runs ends the answer: the client runs it and asks
-            // again with its result (OpenAI's protocol).
-            let (own, clients): (Vec<ToolCall>, Vec<ToolCall>) = completion
-                .tool_calls
-                .iter()
-                .cloned()
-                .partition(|c| agent.config.tools.iter().any(|t| t.name == c.name));
+            // again with its result (OpenAI's protocol). A call of a tool nobody offered is the
+            // agent's to answer (with an error the model reads).
+            let (clients, own): (Vec<ToolCall>, Vec<ToolCall>) =
+                completion.tool_calls.iter().cloned().partition(|c| client_tools.contains(&c.name));
             if !clients.is_empty() {
                 break (
                     Completion { tool_calls: clients, finish: FinishReason::ToolCalls, ..completion },
@@ -763,26 +776,26 @@ impl PreparedChat {
             step.tool_calls = own.clone();
             request.messages.push(ChatTurn::of_message(&step));
             rounds.steps.push(step);
-            for call in &own {
+            for (ran, call) in own.iter().enumerate() {
                 if let Some(sink) = &sink
                     && !sink.tool_call(call)
                 {
-                    // The client left: nothing more runs; what was said is the reply.
-                    let cancelled = Completion {
-                        content: String::new(),
-                        prompt_tokens: 0,
-                        completion_tokens: 0,
-                        finish: FinishReason::Cancelled,
-                        tool_calls: Vec::new(),
-                    };
+                    // The client left: nothing more runs. The calls kept are those that ran,
+                    // each followed by its result, as providers require of a history.
+                    rounds.keep_calls_that_ran(ran);
                     return service
                         .finish(
                             Finished { caller, agent, keep_conversation, remember, user_message, rounds },
-                            cancelled,
+                            Completion::nothing(FinishReason::Cancelled),
                             None,
                             hold,
                         )
                         .await;
+                }
+                // A hold still working is no stale hold: the sweeper must not return it while a
+                // tool (a workflow may take minutes) runs.
+                if let Err(e) = d.credits.extend_hold(&hold, 0, 0, d.clock.now()).await {
+                    tracing::warn!(error = ?e, hold_id = %hold.id, "refreshing a chat's credit hold failed");
                 }
                 let result = service.call_tool(&caller, &agent, &session_id, call, &mut rounds).await;
                 if let Some(sink) = &sink {
@@ -798,20 +811,17 @@ impl PreparedChat {
             let (most, least) =
                 (spent + chat_cost(prompt + u64::from(max_tokens)), spent + chat_cost(prompt + 1));
             if hold.amount < most {
-                match d.credits.extend_hold(&hold, most - hold.amount, least - hold.amount).await {
+                match d
+                    .credits
+                    .extend_hold(&hold, most - hold.amount, least - hold.amount, d.clock.now())
+                    .await
+                {
                     Ok(Some(added)) => hold.amount += added,
                     Ok(None) => {
                         let note = "I stopped before answering: the credits left do not pay for another \
                                     model call with the tools' results."
                             .to_owned();
-                        let empty = Completion {
-                            content: String::new(),
-                            prompt_tokens: 0,
-                            completion_tokens: 0,
-                            finish: FinishReason::Length,
-                            tool_calls: Vec::new(),
-                        };
-                        break (empty, Some(note));
+                        break (Completion::nothing(FinishReason::Length), Some(note));
                     }
                     Err(e) => return Err((e.into(), Some(hold))),
                 }
@@ -847,6 +857,17 @@ struct Rounds {
 }
 
 impl Rounds {
+    /// After a client left before the call at `ran` of the last round ran: that round's
+    /// assistant message keeps only the calls that ran (it goes when none did and it said
+    /// nothing).
+    fn keep_calls_that_ran(&mut self, ran: usize) {
+        let Some(at) = self.steps.iter().rposition(|m| m.role == ChatRole::Assistant) else { return };
+        self.steps[at].tool_calls.truncate(ran);
+        if ran == 0 && self.steps[at].content.is_empty() {
+            self.steps.remove(at);
+        }
+    }
+
     fn count(&mut self, c: &Completion) {
         self.prompt_tokens += c.prompt_tokens;
         self.completion_tokens += c.completion_tokens;

@@ -20,10 +20,18 @@ pub trait CreditRepository: Send + Sync {
     async fn hold(&self, request: &HoldRequest) -> anyhow::Result<Option<CreditHold>>;
 
     /// Grows a hold by `min(wanted, balance)` credits taken from the balance, atomically, if
-    /// that is at least `minimum` (a chat that calls tools holds for each further model call);
-    /// returns the credits added, or `None` (changing nothing) when the balance is below
-    /// `minimum` or the hold no longer exists. MUST never let the balance go below zero.
-    async fn extend_hold(&self, hold: &CreditHold, wanted: i64, minimum: i64) -> anyhow::Result<Option<i64>>;
+    /// that is at least `minimum` (a chat that calls tools holds for each further model call),
+    /// and marks it taken `at`, so that the stale-hold sweeper leaves a chat that is still
+    /// working alone (`wanted` 0 only does that); returns the credits added, or `None`
+    /// (changing nothing) when the balance is below `minimum` or the hold no longer exists.
+    /// MUST never let the balance go below zero.
+    async fn extend_hold(
+        &self,
+        hold: &CreditHold,
+        wanted: i64,
+        minimum: i64,
+        at: DateTime<Utc>,
+    ) -> anyhow::Result<Option<i64>>;
 
     /// Returns a hold's credits to the balance (the chat failed). Idempotent.
     async fn release(&self, hold: &CreditHoldId) -> anyhow::Result<()>;

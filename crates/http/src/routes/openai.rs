@@ -617,6 +617,11 @@ struct ChunkDeltas {
 }
 
 impl DeltaSink for ChunkDeltas {
+    /// The agent's own tools are not shown to the client; a client that left stops them.
+    fn tool_call(&self, _call: &agentry_domain::agents::ToolCall) -> bool {
+        self.events.is_open()
+    }
+
     fn delta(&self, text: &str) -> bool {
         self.events.send(
             self.meta.chunk(ChunkDelta { content: Some(text.to_owned()), ..ChunkDelta::default() }, None),

@@ -103,12 +103,12 @@ async fn released_and_stale_holds_return_their_credits(db: Database) {
 async fn a_hold_grows_by_what_the_balance_pays_or_not_at_all(db: Database) {
     let repo = setup(&db).await;
     let hold = repo.hold(&hold("hld_1", 900)).await.unwrap().unwrap();
-    assert_eq!(repo.extend_hold(&hold, 50, 10).await.unwrap(), Some(50));
+    assert_eq!(repo.extend_hold(&hold, 50, 10, t0()).await.unwrap(), Some(50));
     assert_eq!(balance(&repo).await, 50);
-    assert_eq!(repo.extend_hold(&hold, 80, 60).await.unwrap(), None, "50 left: below the minimum");
+    assert_eq!(repo.extend_hold(&hold, 80, 60, t0()).await.unwrap(), None, "50 left: below the minimum");
     assert_eq!(balance(&repo).await, 50, "a refused extension changes nothing");
     assert_eq!(
-        repo.extend_hold(&hold, 80, 20).await.unwrap(),
+        repo.extend_hold(&hold, 80, 20, t0()).await.unwrap(),
         Some(50),
         "the last credits, down to the minimum"
     );
@@ -116,8 +116,16 @@ async fn a_hold_grows_by_what_the_balance_pays_or_not_at_all(db: Database) {
     // The hold now holds 1000: releasing it returns all of it.
     repo.release(&hold.id).await.unwrap();
     assert_eq!(balance(&repo).await, 1000);
-    assert_eq!(repo.extend_hold(&hold, 10, 1).await.unwrap(), None, "a released hold does not grow");
+    assert_eq!(repo.extend_hold(&hold, 10, 1, t0()).await.unwrap(), None, "a released hold does not grow");
     assert_eq!(balance(&repo).await, 1000, "and takes nothing");
+
+    // A hold that is still working is refreshed, so the stale-hold sweeper leaves it alone.
+    let hold = repo.hold(&hold_between("hld_2", 1, 10)).await.unwrap().unwrap();
+    let later = t0() + Duration::minutes(30);
+    assert_eq!(repo.extend_hold(&hold, 0, 0, later).await.unwrap(), Some(0));
+    assert_eq!(repo.release_stale(t0() + Duration::minutes(1)).await.unwrap(), 0, "refreshed");
+    assert_eq!(repo.release_stale(later + Duration::minutes(1)).await.unwrap(), 1);
+    assert_eq!(balance(&repo).await, 1000);
 }
 
 async fn a_purchase_adds_credits_ledger_and_event(db: Database) {

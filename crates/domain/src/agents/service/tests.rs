@@ -439,7 +439,8 @@ async fn a_tool_round_runs_the_tool_on_the_agents_memory_and_charges_each_model_
     m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(None))));
     m.credits.expect_hold().returning(|r| Ok(Some(granted(r, r.wanted))));
     // The second call's prompt is longer (the call and its result): the hold grows for it.
-    m.credits.expect_extend_hold().times(1).returning(|_, wanted, _| Ok(Some(wanted)));
+    // Refreshed before the tool runs, grown before the second call.
+    m.credits.expect_extend_hold().times(2).returning(|_, wanted, _, _| Ok(Some(wanted)));
     let calls = AtomicU64::new(0);
     m.model.expect_complete().times(2).returning(move |r| {
         assert_eq!(r.tools.len(), 1, "the agent's tool is offered");
@@ -496,7 +497,12 @@ async fn the_most_rounds_stop_the_chat_with_a_message_saying_so() {
     let mut m = Mocks::new();
     m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(Some(1)))));
     m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 100))));
-    m.credits.expect_extend_hold().never();
+    // Refreshed before its one tool call; never grown (100 credits cover every call).
+    m.credits
+        .expect_extend_hold()
+        .withf(|_, wanted, _, _| *wanted == 0)
+        .times(1)
+        .returning(|_, _, _, _| Ok(Some(0)));
     // The model asks for the tool every time; the second ask is past the one round allowed.
     m.model.expect_complete().times(2).returning(|_| Ok(calls_memory_search(PROMPT)));
     m.tools.expect_run().times(1).returning(|_, _, _, _| Ok(serde_json::json!({"results": []})));
@@ -520,7 +526,10 @@ async fn a_round_the_balance_cannot_pay_ends_the_chat_with_what_was_paid_for() {
     let mut m = Mocks::new();
     m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(None))));
     m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 2))));
-    m.credits.expect_extend_hold().times(1).returning(|_, _, _| Ok(None));
+    m.credits
+        .expect_extend_hold()
+        .times(2)
+        .returning(|_, wanted, _, _| Ok(if wanted == 0 { Some(0) } else { None }));
     m.model.expect_complete().times(1).returning(|_| Ok(calls_memory_search(PROMPT)));
     m.tools.expect_run().times(1).returning(|_, _, _, _| Err("the memory is empty".into()));
     m.conversations
@@ -552,4 +561,91 @@ async fn no_rounds_allowed_offers_no_tools() {
     });
     m.conversations.expect_record_exchange().returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 7 }));
     m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_model_failing_after_the_tools_ran_charges_the_calls_that_answered() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(None))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 100))));
+    m.credits.expect_extend_hold().returning(|_, _, _, _| Ok(Some(0)));
+    m.credits.expect_release().never();
+    let calls = AtomicU64::new(0);
+    m.model.expect_complete().times(2).returning(move |_| {
+        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            Ok(calls_memory_search(PROMPT))
+        } else {
+            Err(ModelError::Upstream("context too long".into()))
+        }
+    });
+    m.tools.expect_run().times(1).returning(|_, _, _, _| Ok(serde_json::json!({"results": []})));
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| {
+            x.settlement.entry.delta == -2
+                && x.reply.content.contains("context too long")
+                && x.steps.len() == 2
+        })
+        .times(1)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 7 }));
+    let reply =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+    assert_eq!(reply.charged, 2, "the first call answered and is paid for");
+}
+
+#[tokio::test]
+async fn a_tool_nobody_offered_is_answered_with_an_error_not_handed_to_the_client() {
+    let mut m = Mocks::new();
+    m.agents.expect_get().returning(|_, _| Ok(Some(agent_with_tools(None))));
+    m.credits.expect_hold().returning(|r| Ok(Some(granted(r, 100))));
+    m.credits.expect_extend_hold().returning(|_, _, _, _| Ok(Some(0)));
+    let calls = AtomicU64::new(0);
+    m.model.expect_complete().times(2).returning(move |r| {
+        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            let mut c = calls_memory_search(PROMPT);
+            c.tool_calls[0].name = "delete_everything".into();
+            return Ok(c);
+        }
+        assert!(r.messages.last().unwrap().content.contains("no tool named"), "{:?}", r.messages.last());
+        Ok(Completion::nothing(FinishReason::Stop))
+    });
+    m.tools.expect_run().never();
+    m.conversations
+        .expect_record_exchange()
+        .withf(|x| x.reply.tool_calls.is_empty() && x.steps.len() == 2)
+        .returning(|_| Ok(ExchangeOutcome::Recorded { remaining: 7 }));
+    let reply =
+        m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
+    assert_eq!(reply.finish, FinishReason::Stop);
+}
+
+#[test]
+fn a_client_that_left_keeps_only_the_calls_that_ran() {
+    let message = |role, content: &str, calls: &[&str]| Message {
+        id: MessageId::from_string("msg_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        agent_id: AgentId::from_string("agt_1"),
+        session_id: SessionId::from_string("s"),
+        role,
+        content: content.into(),
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        created_at: t0(),
+        incomplete: false,
+        tool_calls: calls
+            .iter()
+            .map(|id| ToolCall { id: (*id).into(), name: "memory_search".into(), arguments: "{}".into() })
+            .collect(),
+        tool_call_id: None,
+        tool_name: None,
+    };
+    let mut rounds = Rounds {
+        steps: vec![message(ChatRole::Assistant, "", &["a", "b"]), message(ChatRole::Tool, "{}", &[])],
+        ..Rounds::default()
+    };
+    rounds.keep_calls_that_ran(1);
+    assert_eq!(rounds.steps[0].tool_calls.len(), 1);
+    rounds.steps = vec![message(ChatRole::Assistant, "", &["a"])];
+    rounds.keep_calls_that_ran(0);
+    assert!(rounds.steps.is_empty(), "a message that said nothing and called nothing goes");
 }
