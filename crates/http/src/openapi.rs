@@ -48,7 +48,7 @@ use crate::settings::{Envelope, HttpSettings};
         memory::store_get, memory::store_delete,
         billing::overview, billing::ledger, billing::purchase,
         webhooks::list, webhooks::create, webhooks::get, webhooks::update, webhooks::delete,
-        webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
+        webhooks::secret, webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
         workflows::list, workflows::create, workflows::get, workflows::update, workflows::delete,
         executions::execute, executions::list, executions::get, executions::cancel,
         triggers::list, triggers::create, triggers::delete,

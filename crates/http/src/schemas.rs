@@ -7,7 +7,6 @@
 //! at least one character that is not white space where a value is trimmed.
 
 use agentry_domain::agents::{AgentStatus, AgentType};
-use agentry_domain::events::EventType;
 use agentry_domain::memory::MemoryType;
 use agentry_domain::tenancy::Scope;
 use agentry_domain::webhooks::EventSelector;
@@ -181,9 +180,9 @@ pub fn webhook_status_patch() -> impl Into<RefOr<Schema>> {
         .description(Some("`active` resumes a failed or disabled subscription; `disabled` pauses it."))
 }
 
-/// One event type of the catalogue.
-pub fn event_type() -> impl Into<RefOr<Schema>> {
-    string_enum(EventType::ALL.iter().map(|t| t.as_str()), false)
+/// One name a subscription may list: an event type, an alias or `*`.
+pub fn event_selector() -> impl Into<RefOr<Schema>> {
+    string_enum(EventSelector::names(), false)
 }
 
 /// One step of a workflow of type `step_type`: `id`, `type`, `timeout_seconds` and the

@@ -77,6 +77,17 @@ impl EventSelector {
             .or_else(|| EventType::parse(name).map(Self::Exactly))
     }
 
+    /// The event type a test send of this name sends a sample of: the type itself, the last of
+    /// an alias's types (`agent.message` → `agent.message.completed`), `agent.created` for `*`.
+    pub fn sample(self) -> EventType {
+        match self {
+            Self::All => EventType::AgentCreated,
+            Self::AgentMessage => EventType::AgentMessageCompleted,
+            Self::WorkflowCompleted => EventType::WorkflowExecutionCompleted,
+            Self::Exactly(t) => t,
+        }
+    }
+
     /// Whether events of type `t` are selected.
     pub fn matches(self, t: EventType) -> bool {
         match self {
@@ -357,6 +368,15 @@ pub fn check_secret(value: &str) -> Result<String, FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_listed_name_has_a_sample_it_selects() {
+        for name in EventSelector::names() {
+            let selector = EventSelector::parse(name).unwrap();
+            assert!(selector.matches(selector.sample()), "{name}");
+        }
+        assert_eq!(EventSelector::parse("agent.message").unwrap().sample(), EventType::AgentMessageCompleted);
+    }
 
     #[test]
     fn aliases_and_star_select_what_product_md_says() {

@@ -191,8 +191,8 @@ impl WebhookService {
         Ok(raw.to_owned())
     }
 
-    /// Subscribes; returns the subscription and its signing secret in clear (shown once here,
-    /// and in the subscription's own answers as the spec's `signing_secret`).
+    /// Subscribes; returns the subscription and its signing secret in clear (shown here, and
+    /// afterwards only by [`WebhookService::secret`]).
     ///
     /// # Errors
     /// [`WebhookError::Forbidden`], [`WebhookError::Invalid`] (the URL's target refused).
@@ -239,12 +239,22 @@ impl WebhookService {
         self.find(caller, id).await
     }
 
-    /// The signing secret of a subscription, in clear (for its owners' answers).
+    /// A subscription with its signing secret in clear. Only a caller who may change the
+    /// subscription may read it: whoever holds the secret can sign deliveries, so a reader must
+    /// not (PRODUCT.md §8).
     ///
     /// # Errors
-    /// When the secret does not open (the secret key changed).
-    pub fn secret_of(&self, subscription: &Subscription) -> Result<String, WebhookError> {
-        Ok(self.deps.cipher.open(subscription.id().as_str(), subscription.secret())?)
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`]; unexpected when the secret does
+    /// not open (the secret key changed).
+    pub async fn secret(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+    ) -> Result<(Subscription, String), WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        let subscription = self.find(caller, id).await?;
+        let secret = self.deps.cipher.open(subscription.id().as_str(), subscription.secret())?;
+        Ok((subscription, secret))
     }
 
     async fn find(&self, caller: &Principal, id: &WebhookId) -> Result<Subscription, WebhookError> {

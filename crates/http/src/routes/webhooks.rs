@@ -6,11 +6,11 @@
 //! segments are registered before this module's, so they are never taken for a subscription id.
 
 use actix_web::web;
-use agentry_domain::events::EventType;
 use agentry_domain::ids::{DeliveryId, WebhookId};
 use agentry_domain::memory::model as memory_model;
 use agentry_domain::patch::Patch;
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id};
+use agentry_domain::webhooks::EventSelector;
 use agentry_domain::webhooks::model::{check_description, check_events, check_secret};
 use agentry_domain::webhooks::{
     Attempt, Delivery, NewSubscription, Subscription, SubscriptionPatch, SubscriptionStatus,
@@ -37,6 +37,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::delete().to(delete)),
         )
         .service(web::resource("/webhooks/{webhook_id}/test").route(web::post().to(test)))
+        .service(web::resource("/webhooks/{webhook_id}/secret").route(web::get().to(secret)))
         .service(web::resource("/webhooks/{webhook_id}/rotate-secret").route(web::post().to(rotate_secret)))
         .service(web::resource("/webhooks/{webhook_id}/deliveries").route(web::get().to(deliveries)))
         .service(
@@ -154,8 +155,10 @@ pub struct WebhookResponse {
     /// `active`, `failed` (a delivery failed every attempt) or `disabled` (the receiver answered
     /// 410, or you paused it).
     pub status: &'static str,
-    /// The signing secret.
-    pub signing_secret: String,
+    /// The signing secret: only in the answers of creation, rotation and
+    /// `GET /webhooks/{id}/secret`, never in lists or reads (whoever holds it can sign).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
     /// Until when the secret before the last rotation still signs alongside, if it does.
     #[serde(serialize_with = "timestamp::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -174,14 +177,10 @@ pub struct WebhookResponse {
     pub updated_at: DateTime<Utc>,
 }
 
-fn response(state: &AppState, s: Subscription, secret: Option<String>) -> Result<WebhookResponse, ApiError> {
-    let signing_secret = match secret {
-        Some(secret) => secret,
-        None => state.webhooks.secret_of(&s)?,
-    };
+fn response(state: &AppState, s: Subscription, signing_secret: Option<String>) -> WebhookResponse {
     let now = state.clock.now();
     let d = s.details();
-    Ok(WebhookResponse {
+    WebhookResponse {
         id: s.id().to_string(),
         url: d.url.clone(),
         events: d.events.names(),
@@ -192,7 +191,7 @@ fn response(state: &AppState, s: Subscription, secret: Option<String>) -> Result
         metadata: d.metadata.clone(),
         created_at: s.created_at(),
         updated_at: s.updated_at(),
-    })
+    }
 }
 
 /// The tenant's subscriptions.
@@ -220,7 +219,7 @@ fn delivery_id(raw: String) -> Result<DeliveryId, ApiError> {
 )]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<Reply<WebhookList>, ApiError> {
     let subscriptions = state.webhooks.list(&caller).await?;
-    let items = subscriptions.into_iter().map(|s| response(&state, s, None)).collect::<Result<_, _>>()?;
+    let items = subscriptions.into_iter().map(|s| response(&state, s, None)).collect();
     Ok(Reply::ok(WebhookList { items }))
 }
 
@@ -238,7 +237,7 @@ pub async fn create(
 ) -> Result<Reply<WebhookResponse>, ApiError> {
     let new = body.0.try_into_domain()?;
     let (subscription, secret) = state.webhooks.create(&caller, new).await?;
-    Ok(Reply::created(response(&state, subscription, Some(secret))?))
+    Ok(Reply::created(response(&state, subscription, Some(secret))))
 }
 
 /// One subscription.
@@ -246,7 +245,7 @@ pub async fn create(
     get, path = "/api/v1/webhooks/{webhook_id}", tag = "webhooks", operation_id = "getWebhook",
     security(("bearer" = [])),
     params(("webhook_id" = String, Path, description = "Subscription id")),
-    responses((status = 200, description = "The subscription", body = WebhookResponse))
+    responses((status = 200, description = "The subscription (without its secret)", body = WebhookResponse))
 )]
 pub async fn get(
     state: web::Data<AppState>,
@@ -254,7 +253,24 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<Reply<WebhookResponse>, ApiError> {
     let subscription = state.webhooks.get(&caller, &webhook_id(path.into_inner())?).await?;
-    Ok(Reply::ok(response(&state, subscription, None)?))
+    Ok(Reply::ok(response(&state, subscription, None)))
+}
+
+/// A subscription with its signing secret. Needs `webhooks:write`: whoever holds the secret can
+/// sign deliveries, so a reader may not see it.
+#[utoipa::path(
+    get, path = "/api/v1/webhooks/{webhook_id}/secret", tag = "webhooks", operation_id = "getWebhookSecret",
+    security(("bearer" = [])),
+    params(("webhook_id" = String, Path, description = "Subscription id")),
+    responses((status = 200, description = "The subscription with its `signing_secret`", body = WebhookResponse))
+)]
+pub async fn secret(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<Reply<WebhookResponse>, ApiError> {
+    let (subscription, secret) = state.webhooks.secret(&caller, &webhook_id(path.into_inner())?).await?;
+    Ok(Reply::ok(response(&state, subscription, Some(secret))))
 }
 
 /// Change a subscription; `status: active` resumes a failed or disabled one.
@@ -274,7 +290,7 @@ pub async fn update(
     let id = webhook_id(path.into_inner())?;
     let patch = body.0.try_into_domain()?;
     let subscription = state.webhooks.update(&caller, &id, patch).await?;
-    Ok(Reply::ok(response(&state, subscription, None)?))
+    Ok(Reply::ok(response(&state, subscription, None)))
 }
 
 /// Delete a subscription and its delivery log.
@@ -307,14 +323,15 @@ pub async fn rotate_secret(
 ) -> Result<Reply<WebhookResponse>, ApiError> {
     let (subscription, secret) =
         state.webhooks.rotate_secret(&caller, &webhook_id(path.into_inner())?).await?;
-    Ok(Reply::ok(response(&state, subscription, Some(secret))?))
+    Ok(Reply::ok(response(&state, subscription, Some(secret))))
 }
 
 /// A test send.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct TestWebhookRequest {
-    /// The event type to send a sample of.
-    #[schema(required = true, schema_with = crate::schemas::event_type)]
+    /// The event type to send a sample of, or any name a subscription lists: an alias sends its
+    /// last type (`agent.message` → `agent.message.completed`), `*` sends `agent.created`.
+    #[schema(required = true, schema_with = crate::schemas::event_selector)]
     pub event_type: Option<String>,
 }
 
@@ -350,12 +367,11 @@ pub async fn test(
     let id = webhook_id(path.into_inner())?;
     let mut v = Validator::new();
     let event_type = v.required("event_type", body.0.event_type, |t| {
-        EventType::parse(&t).ok_or_else(|| {
-            let known: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+        EventSelector::parse(&t).map(EventSelector::sample).ok_or_else(|| {
             FieldError::new(
                 "event_type",
                 FieldErrorKind::InvalidValue,
-                format!("unknown event type; expected one of: {}", known.join(", ")),
+                format!("unknown event type; expected one of: {}", EventSelector::names().join(", ")),
             )
         })
     });

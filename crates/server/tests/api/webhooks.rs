@@ -288,12 +288,15 @@ async fn a_test_send_reports_the_receivers_answer_and_rotation_signs_with_both_s
         .post_json_with_token(
             &format!("/api/v1/webhooks/{id}/test"),
             &token,
-            &json!({"event_type": "agent.created"}),
+            // The test send takes every name a subscription takes: an alias sends its last type.
+            &json!({"event_type": "agent.message"}),
         )
         .await;
     json_with_status(r, 200).await;
     let requests = received_until(&server, |r| r.len() == 2).await;
     let last = &requests[1];
+    let sample: Value = serde_json::from_slice(&last.body).unwrap();
+    assert_eq!(sample["type"], "agent.message.completed");
     let signature = header(last, "X-Service-Signature");
     assert_eq!(signature.matches("v1=").count(), 2);
     assert!(service_signature_valid(&new, &last.body, &signature));
@@ -408,4 +411,57 @@ async fn another_tenants_subscriptions_and_deliveries_are_not_found() {
     app.drain().await;
     let requests = server.received_requests().await.unwrap();
     assert!(requests.iter().all(|r| !String::from_utf8_lossy(&r.body).contains("Bobs")));
+}
+
+#[tokio::test]
+async fn only_a_caller_who_may_sign_reads_the_signing_secret() {
+    on_both_databases(loopback, |app| async move {
+        let token = app.access_token("ada@example.com").await;
+        let server = receiver(200).await;
+        let hook = subscribe(&app, &token, &format!("{}/hook", server.uri()), json!(["agent.created"])).await;
+        let id = hook["id"].as_str().unwrap();
+        let secret = hook["signing_secret"].as_str().unwrap();
+        let key = |scopes: Value| {
+            let app = &app;
+            let token = &token;
+            async move {
+                let r = app
+                    .post_json_with_token(
+                        "/api/v1/auth/api-keys",
+                        token,
+                        &json!({"name": "k", "scopes": scopes}),
+                    )
+                    .await;
+                json_with_status(r, 201).await["key"].as_str().unwrap().to_owned()
+            }
+        };
+        let reader = key(json!(["webhooks:read"])).await;
+        let writer = key(json!(["webhooks:read", "webhooks:write"])).await;
+        // Neither a list nor a read carries it, for any caller.
+        for caller in [&token, &reader, &writer] {
+            let listed = json_with_status(app.get_with_token("/api/v1/webhooks", caller).await, 200).await;
+            assert!(!listed.to_string().contains(secret), "{listed}");
+            assert!(listed["items"][0].get("signing_secret").is_none(), "{listed}");
+            let one =
+                json_with_status(app.get_with_token(&format!("/api/v1/webhooks/{id}"), caller).await, 200)
+                    .await;
+            assert!(one.get("signing_secret").is_none() && !one.to_string().contains(secret), "{one}");
+        }
+        let r = app.get_with_token(&format!("/api/v1/webhooks/{id}/secret"), &reader).await;
+        assert_eq!(json_with_status(r, 403).await["error"], "forbidden");
+        for caller in [&token, &writer] {
+            let r = app.get_with_token(&format!("/api/v1/webhooks/{id}/secret"), caller).await;
+            let shown = json_with_status(r, 200).await;
+            assert_eq!((shown["id"].as_str(), shown["signing_secret"].as_str()), (Some(id), Some(secret)));
+        }
+        // An update answers without it; another tenant's caller finds nothing.
+        let r = app
+            .patch_json_with_token(&format!("/api/v1/webhooks/{id}"), &token, &json!({"description": "x"}))
+            .await;
+        assert!(json_with_status(r, 200).await.get("signing_secret").is_none());
+        let eve = app.access_token("eve@example.com").await;
+        let r = app.get_with_token(&format!("/api/v1/webhooks/{id}/secret"), &eve).await;
+        assert_eq!(json_with_status(r, 404).await["error"], "not_found");
+    })
+    .await;
 }
