@@ -263,14 +263,14 @@ bench_workflows() { # name url
     AGENTRY_WORKFLOW_POLL_INTERVAL_MS=50 start_server "$2"
     local token healthz wf_api wf_trigger trigger_url trigger_secret
     read -r token _ < <(new_tenant "$2" 0)
-    new_workflow() { # $1 = where the input's fields are (input or input.body)
+    new_workflow() { # one workflow for both entry points: a trigger call's JSON body is its input
         curl -fs -X POST "$base/api/v1/workflows" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
-            -d "{\"name\": \"bench\", \"steps\": [{\"id\": \"a\", \"type\": \"transform\", \"output\": {\"n\": \"{{ $1.n }}\", \"hi\": \"hello {{ $1.name }}\"}},
+            -d "{\"name\": \"bench\", \"steps\": [{\"id\": \"a\", \"type\": \"transform\", \"output\": {\"n\": \"{{ input.n }}\", \"hi\": \"hello {{ input.name }}\"}},
                  {\"id\": \"b\", \"type\": \"transform\", \"output\": \"{{ steps.a.output.hi | upper }} #{{ steps.a.output.n }}\"}]}" |
             json_field '["id"]'
     }
-    wf_api=$(new_workflow input)
-    wf_trigger=$(new_workflow input.body)
+    wf_api=$(new_workflow)
+    wf_trigger=$(new_workflow)
     read -r trigger_url trigger_secret < <(curl -fs -X POST "$base/api/v1/workflows/$wf_trigger/webhooks" \
         -H "Authorization: Bearer $token" -H 'content-type: application/json' -d '{"name": "bench"}' |
         python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["url"], d["secret"])')

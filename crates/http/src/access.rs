@@ -243,12 +243,41 @@ impl ClientIp {
     }
 }
 
-/// Counts a request to an unauthenticated auth route against its client address's budget
-/// (`AGENTRY_AUTH_RATE_PER_MINUTE`), refusing it with 429 when spent.
-#[derive(Debug, Clone, Copy)]
-pub struct AuthThrottle(pub RateStatus);
+/// One of the budgets the unauthenticated auth routes count against, each its own per client
+/// address, so that people behind one address (an office, a NAT) who sign in do not spend the
+/// budget of one who recovers an account, and the other way round. Refreshes count per token
+/// family instead (see [`count_refresh`]).
+pub trait AuthBudget: 'static {
+    /// The counter's key prefix.
+    const KEY: &'static str;
+    /// The budget's label in `/metrics` (`agentry_rate_limit_rejections_total{limit}`).
+    const LIMIT: &'static str;
+}
 
-impl FromRequest for AuthThrottle {
+/// Registration and sign-in with a password.
+#[derive(Debug, Clone, Copy)]
+pub struct SignIn;
+
+impl AuthBudget for SignIn {
+    const KEY: &'static str = "ip";
+    const LIMIT: &'static str = "auth_per_ip";
+}
+
+/// Account recovery: password reset and magic-link requests, and their redemptions.
+#[derive(Debug, Clone, Copy)]
+pub struct Recovery;
+
+impl AuthBudget for Recovery {
+    const KEY: &'static str = "recovery-ip";
+    const LIMIT: &'static str = "recovery_per_ip";
+}
+
+/// Counts a request to an unauthenticated auth route against its client address's budget `B`
+/// (`AGENTRY_AUTH_RATE_PER_MINUTE` each), refusing it with 429 when spent.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthThrottle<B: AuthBudget = SignIn>(pub RateStatus, std::marker::PhantomData<B>);
+
+impl<B: AuthBudget> FromRequest for AuthThrottle<B> {
     type Error = ApiError;
     type Future = LocalFuture<Self>;
 
@@ -257,12 +286,42 @@ impl FromRequest for AuthThrottle {
         Box::pin(async move {
             let state = state(&req)?;
             let ip = client_address(&req, &state.limits.trusted_proxies);
-            let status = state.limiter.check(&format!("ip:{ip}"), state.limits.auth_per_ip).await?;
-            req.extensions_mut().insert(status);
-            match status.retry_after {
-                Some(retry_after) => Err(rate_limited("auth_per_ip", retry_after)),
-                None => Ok(Self(status)),
-            }
+            let status = count(&req, &state, &format!("{}:{ip}", B::KEY), B::LIMIT).await?;
+            Ok(Self(status, std::marker::PhantomData))
         })
     }
+}
+
+/// Counts a request against the budget `key` (`AGENTRY_AUTH_RATE_PER_MINUTE`), records the
+/// status for the `X-RateLimit-*` headers, and refuses the request with 429 when spent.
+async fn count(
+    req: &HttpRequest,
+    state: &AppState,
+    key: &str,
+    limit: &'static str,
+) -> Result<RateStatus, ApiError> {
+    let status = state.limiter.check(key, state.limits.auth_per_ip).await?;
+    req.extensions_mut().insert(status);
+    match status.retry_after {
+        Some(retry_after) => Err(rate_limited(limit, retry_after)),
+        None => Ok(status),
+    }
+}
+
+/// Counts a refresh against its token family's budget (`AGENTRY_AUTH_RATE_PER_MINUTE`): a
+/// session refreshes on its own, whoever shares its address. A token the service does not know
+/// has no family and counts against its client address instead, so guessing stays throttled.
+///
+/// # Errors
+/// 429 when the budget is spent; a storage failure.
+pub async fn count_refresh(
+    req: &HttpRequest,
+    state: &AppState,
+    presented: &str,
+) -> Result<RateStatus, ApiError> {
+    let key = match state.accounts.refresh_family(presented).await? {
+        Some(family) => format!("family:{family}"),
+        None => format!("refresh-ip:{}", client_address(req, &state.limits.trusted_proxies)),
+    };
+    count(req, state, &key, "refresh_per_family").await
 }

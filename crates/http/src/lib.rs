@@ -42,7 +42,22 @@ pub use settings::{Envelope, HttpSettings};
 #[async_trait]
 pub trait Readiness: Send + Sync {
     /// `Ok` when the service can do its work.
-    async fn check(&self) -> anyhow::Result<()>;
+    async fn check(&self) -> Result<(), NotReady>;
+}
+
+/// Why the service is not ready.
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    /// The database does not answer (the cause is logged, not shown).
+    #[error("the database is not reachable")]
+    Unreachable(#[source] anyhow::Error),
+    /// Another live instance on this database was started with different values of these
+    /// settings (by name): tokens or secrets of one would be refused by the other.
+    #[error(
+        "instances on this database disagree on {}: start every instance with the same value",
+        .0.join(", ")
+    )]
+    Disagreement(Vec<String>),
 }
 
 /// Renders the service's metrics in the Prometheus text format (`GET /metrics`).

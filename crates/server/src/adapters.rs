@@ -15,10 +15,10 @@ use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettin
 use agentry_embed::{
     HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
 };
-use agentry_http::{MetricsExport, Readiness};
+use agentry_http::{MetricsExport, NotReady, Readiness};
 use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings, SmolLmModel, SmolLmSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
-use agentry_store::{AgentStore, Database, DatabaseSettings, MemoryStore, WebhookStore};
+use agentry_store::{AgentStore, Database, DatabaseSettings, InstanceStore, MemoryStore, WebhookStore};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use secrecy::ExposeSecret as _;
@@ -43,7 +43,12 @@ pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
     Database::connect(&settings).await
 }
 
-pub(crate) struct DatabaseReadiness(pub(crate) Database);
+/// `/readyz`: the database answers, and the live instances on it agree on the settings they
+/// must share (see [`crate::keys::setting_fingerprints`]).
+pub(crate) struct DatabaseReadiness {
+    pub(crate) db: Database,
+    pub(crate) instances: InstanceStore,
+}
 
 /// `/metrics` of the HTTP layer, served from the Prometheus recorder.
 #[async_trait]
@@ -55,8 +60,10 @@ impl MetricsExport for PrometheusMetrics {
 
 #[async_trait]
 impl Readiness for DatabaseReadiness {
-    async fn check(&self) -> anyhow::Result<()> {
-        self.0.ping().await
+    async fn check(&self) -> Result<(), NotReady> {
+        self.db.ping().await.map_err(NotReady::Unreachable)?;
+        let differing = self.instances.disagreements().await.map_err(NotReady::Unreachable)?;
+        if differing.is_empty() { Ok(()) } else { Err(NotReady::Disagreement(differing)) }
     }
 }
 

@@ -158,7 +158,8 @@ impl Application {
             instance.clone(),
             chrono::Duration::seconds(i64::try_from(config.instance_timeout_secs).unwrap_or(10)),
         );
-        let instance_store = InstanceStore::new(db.clone());
+        let instance_store =
+            InstanceStore::new(db.clone()).with_fingerprints(keys::setting_fingerprints(config)?);
         if db.backend() == Backend::Sqlite {
             // One process uses an SQLite file: whatever is held was held by a process now gone.
             let freed =
@@ -170,9 +171,9 @@ impl Application {
         let listener = TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
         let addr = listener.local_addr()?;
         let public_url = config.public_url_for(addr);
-        let services = build_services(config, &db, &public_url, overrides)?;
+        let services = build_services(config, &db, &public_url, &instance_store, overrides)?;
         let heartbeat = Heartbeat::start(
-            Arc::new(instance_store),
+            Arc::new(instance_store.clone()),
             instance,
             // Wall-clock time, whatever clock the services read: whether a process is alive
             // is not a matter of the domain's time (tests move that at will).
@@ -184,6 +185,17 @@ impl Application {
         )
         .await
         .context("registering this instance")?;
+        // Tokens this instance signs would be refused by an instance with another key, silently:
+        // say so now, and /readyz fails until every instance agrees.
+        let differing =
+            instance_store.disagreements().await.context("comparing settings with other instances")?;
+        if !differing.is_empty() {
+            tracing::error!(
+                settings = %differing.join(", "),
+                "another instance on this database was started with a different value of these settings; \
+                 /readyz fails until every instance uses the same"
+            );
+        }
         let (stop, stopped) = watch::channel(false);
         let stopped_metrics = stopped.clone();
         let (work, mut workers) = start_background_work(config, &db, &services, &stopped);

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
 use figment::providers::{Env, Format as _, Serialized, Toml};
+use figment::value::{Dict, Value};
+use figment::{Figment, Metadata, Profile, Provider};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
@@ -383,9 +384,11 @@ impl Config {
     pub fn load(file: &Path) -> anyhow::Result<Self> {
         let config: Self = Figment::from(Serialized::defaults(Self::default()))
             .merge(Toml::file(file))
-            // Secrets and URLs stay strings even when they look like numbers.
-            .merge(Env::prefixed("AGENTRY_").ignore(&["config"]).map(|k| k.as_str().to_lowercase().into()))
-            .extract()
+            .merge(EnvAsWritten(
+                Env::prefixed("AGENTRY_").ignore(&["config"]).map(|k| k.as_str().to_lowercase().into()),
+            ))
+            // Numbers and booleans are read from the environment's text where a setting is one.
+            .extract_lossy()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         config.validate()?;
         Ok(config)
@@ -582,8 +585,27 @@ impl Config {
     }
 }
 
-/// A setting that is text but may be written as one number (`AGENTRY_WEBHOOK_RETRY_SCHEDULE=5`,
-/// which the environment provider reads as a number).
+/// The environment as written: every value stays the text it is. Figment's own `Env` parses
+/// values, so `AGENTRY_REDIS_KEY_PREFIX=2026` became a number that a text setting refused, and a
+/// secret of digits lost its leading zeros; [`Config::load`] reads numbers and booleans back
+/// from this text only where the setting is one (PRODUCT.md §10: every setting is read as
+/// written).
+struct EnvAsWritten(Env);
+
+impl Provider for EnvAsWritten {
+    fn metadata(&self) -> Metadata {
+        self.0.metadata()
+    }
+
+    fn data(&self) -> Result<figment::value::Map<Profile, Dict>, figment::Error> {
+        let dict: Dict =
+            self.0.iter().map(|(key, value)| (key.as_str().to_owned(), Value::from(value))).collect();
+        Ok(self.0.profile.collect(dict))
+    }
+}
+
+/// A setting that is text but may be written as one number in the TOML file
+/// (`webhook_retry_schedule = 5`).
 fn text_or_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -604,6 +626,8 @@ fn text_or_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<S
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment::Jail's closures return its large error type.
 mod tests {
+    use secrecy::ExposeSecret as _;
+
     use super::*;
 
     #[test]
@@ -673,6 +697,30 @@ mod tests {
             assert_eq!(c.webhook_schedule().map_err(|e| e.to_string())?.max_attempts(), 1);
             assert_eq!(c.work_max_claims, 3);
             c.validate().map_err(|e| e.to_string())?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn settings_are_read_as_written() {
+        figment::Jail::expect_with(|jail| {
+            let digits = "0123456789".repeat(7)[..64].to_owned();
+            jail.set_env("AGENTRY_REDIS_KEY_PREFIX", "2026");
+            jail.set_env("AGENTRY_SECRET_KEY", &digits);
+            jail.set_env("AGENTRY_JWT_SECRET", &digits);
+            jail.set_env("AGENTRY_LLM_MODEL", "007");
+            jail.set_env("AGENTRY_WELCOME_CREDITS", "0042");
+            jail.set_env("AGENTRY_WEBHOOK_ALLOW_INSECURE", "true");
+            let c = Config::load(Path::new("none.toml")).map_err(|e| e.to_string())?;
+            assert_eq!(c.redis_key_prefix, "2026");
+            assert_eq!(c.secret_key.as_ref().map(|k| k.expose_secret().to_owned()), Some(digits.clone()));
+            assert_eq!(c.jwt_secret.as_ref().map(|k| k.expose_secret().to_owned()), Some(digits));
+            assert_eq!(c.llm_model.as_deref(), Some("007"), "leading zeros kept");
+            assert_eq!(c.welcome_credits, 42);
+            assert!(c.webhook_allow_insecure);
+            jail.set_env("AGENTRY_WELCOME_CREDITS", "many");
+            let err = Config::load(Path::new("none.toml")).unwrap_err().to_string();
+            assert!(err.contains("WELCOME_CREDITS") && err.contains("AGENTRY_"), "{err}");
             Ok(())
         });
     }

@@ -1,6 +1,7 @@
 //! The service's keys — the JWT signing key and the key that seals stored secrets — from
 //! configuration, or generated once and kept in the data directory so they survive a restart.
 
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write as _};
 use std::path::Path;
@@ -10,6 +11,8 @@ use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
+
+use crate::Config;
 
 const KEY_FILE: &str = "jwt-secret";
 const SECRET_KEY_FILE: &str = "secret-key";
@@ -55,6 +58,30 @@ pub fn secret_key(configured: Option<&SecretString>, data_dir: &Path) -> anyhow:
     let key = generated_key(data_dir, SECRET_KEY_FILE, 32, 32)?;
     anyhow::ensure!(key.expose_secret().len() == 32, "{SECRET_KEY_FILE} must hold exactly 32 bytes");
     Ok(key)
+}
+
+/// Fingerprints of the settings every instance on one database must share, by setting name:
+/// the JWT key (tokens one instance signs, the others check), the secret key (secrets one
+/// seals, the others open) and the public URL (the tokens' issuer). A fingerprint is the first
+/// 8 bytes of HMAC-SHA256 keyed with the value over a fixed label, in hex: equal values give
+/// equal fingerprints, and a fingerprint tells nothing of its key.
+///
+/// # Errors
+/// As [`jwt_key`] and [`secret_key`].
+pub fn setting_fingerprints(config: &Config) -> anyhow::Result<BTreeMap<String, String>> {
+    let jwt = jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?;
+    let sealing = secret_key(config.secret_key.as_ref(), &config.data_dir)?;
+    Ok(BTreeMap::from([
+        ("AGENTRY_JWT_SECRET".to_owned(), fingerprint(jwt.expose_secret())),
+        ("AGENTRY_SECRET_KEY".to_owned(), fingerprint(sealing.expose_secret())),
+        ("AGENTRY_PUBLIC_URL".to_owned(), fingerprint(config.jwt_issuer().as_bytes())),
+    ]))
+}
+
+fn fingerprint(value: &[u8]) -> String {
+    use agentry_domain::webhooks::Hmac as _;
+    let mac = agentry_crypto::RingHmac.sha256(value, b"agentry setting fingerprint");
+    mac[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
@@ -134,6 +161,21 @@ mod tests {
             let mode = std::fs::metadata(dir).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o700, "the data directory is created private");
         }
+    }
+
+    #[test]
+    fn fingerprints_follow_the_values_and_never_show_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
+        config.jwt_secret = Some(SecretString::from("j".repeat(32)));
+        let first = setting_fingerprints(&config).unwrap();
+        assert_eq!(setting_fingerprints(&config).unwrap(), first, "the generated secret key is kept");
+        assert!(first.values().all(|f| f.len() == 16 && !f.contains("jjjj")));
+        config.jwt_secret = Some(SecretString::from("k".repeat(32)));
+        config.public_url = Some("https://agentry.example.com".into());
+        let second = setting_fingerprints(&config).unwrap();
+        let differing: Vec<&String> = first.keys().filter(|k| first[*k] != second[*k]).collect();
+        assert_eq!(differing, ["AGENTRY_JWT_SECRET", "AGENTRY_PUBLIC_URL"]);
     }
 
     #[test]

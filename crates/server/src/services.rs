@@ -26,8 +26,8 @@ use agentry_http::{AppState, RateLimits};
 use agentry_llm::Cl100kTokens;
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DbRateCounter,
-    ExecutionStore, IntegrationStore, JobStore, OneTimeTokenStore, RefreshTokenStore, TriggerStore,
-    WebhookStore, WorkflowStore,
+    ExecutionStore, InstanceStore, IntegrationStore, JobStore, OneTimeTokenStore, RefreshTokenStore,
+    TriggerStore, WebhookStore, WorkflowStore,
 };
 use anyhow::Context as _;
 use secrecy::ExposeSecret as _;
@@ -80,6 +80,7 @@ pub fn build_services(
     config: &Config,
     db: &Database,
     public_url: &str,
+    instances: &InstanceStore,
     overrides: Overrides,
 ) -> anyhow::Result<Services> {
     let shared = Shared {
@@ -138,7 +139,7 @@ pub fn build_services(
         integrations,
         limiter,
         limits,
-        readiness: Arc::new(DatabaseReadiness(db.clone())),
+        readiness: Arc::new(DatabaseReadiness { db: db.clone(), instances: instances.clone() }),
         chat_model: agentry_http::routes::health::ChatModelStatus {
             provider: config.llm().as_str().into(),
             model: config.default_model(),

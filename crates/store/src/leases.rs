@@ -12,6 +12,8 @@
 //! worker claimed between the two is re-checked and skipped. SQLite runs one write transaction
 //! at a time, so the same statement is enough there.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::ExpressionMethods as _;
@@ -135,15 +137,56 @@ fn free_sql(now: &str, stale_before: &str) -> String {
 /// from the host's): hosts whose clocks disagree by more than the instance timeout would
 /// otherwise see each other as dead and take over each other's work. SQLite has one process,
 /// and its own clock.
+///
+/// Each beat also records the instance's setting fingerprints (see
+/// [`InstanceStore::with_fingerprints`]), which [`InstanceStore::disagreements`] compares.
 #[derive(Debug, Clone)]
 pub struct InstanceStore {
     db: Database,
+    /// This instance's fingerprints, by setting name.
+    fingerprints: BTreeMap<String, String>,
 }
 
 impl InstanceStore {
     /// A registry over `db`.
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self { db, fingerprints: BTreeMap::new() }
+    }
+
+    /// The registry of an instance whose settings that must agree across instances have these
+    /// fingerprints (by setting name; never the values themselves).
+    #[must_use]
+    pub fn with_fingerprints(mut self, fingerprints: BTreeMap<String, String>) -> Self {
+        self.fingerprints = fingerprints;
+        self
+    }
+
+    /// The settings on which a live instance of this database (heartbeat within the instance
+    /// timeout) disagrees with this one, by name, sorted: an instance that recorded no
+    /// fingerprint of a setting does not disagree on it.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn disagreements(&self) -> anyhow::Result<Vec<String>> {
+        let (own, live_since) = self.db.lease_owner();
+        let others: Vec<String> = transaction!(self.db, conn => Ok::<_, crate::database::StoreError>(
+            instances::table
+                .filter(instances::heartbeat_at.ge(DbTime(live_since)))
+                .filter(instances::id.ne(own.clone().unwrap_or_default()))
+                .select(instances::fingerprints)
+                .load(conn)
+                .await?
+        ))?;
+        let mut differing = std::collections::BTreeSet::new();
+        for recorded in others {
+            let theirs: BTreeMap<String, String> = serde_json::from_str(&recorded).unwrap_or_default();
+            for (setting, fingerprint) in &self.fingerprints {
+                if theirs.get(setting).is_some_and(|f| f != fingerprint) {
+                    differing.insert(setting.clone());
+                }
+            }
+        }
+        Ok(differing.into_iter().collect())
     }
 
     /// Frees every lease of every queue; how many. Only for a database one process uses
@@ -193,6 +236,7 @@ impl InstanceRegistry for InstanceStore {
     ) -> anyhow::Result<Vec<String>> {
         let id = id.to_owned();
         let backend = self.db.backend();
+        let fingerprints = serde_json::to_string(&self.fingerprints)?;
         let silent = transaction!(self.db, conn => {
             // The database's clock where instances share it: `now` and `silent_before`, read
             // from this host's clock, move by how far that is from the database's.
@@ -206,10 +250,15 @@ impl InstanceRegistry for InstanceStore {
             let at = DbTime(now + skew);
             let (forget_before, silent_before) = (DbTime(at.0 - FORGET_AFTER), DbTime(silent_before + skew));
             diesel::insert_into(instances::table)
-                .values((instances::id.eq(&id), instances::started_at.eq(at), instances::heartbeat_at.eq(at)))
+                .values((
+                    instances::id.eq(&id),
+                    instances::started_at.eq(at),
+                    instances::heartbeat_at.eq(at),
+                    instances::fingerprints.eq(&fingerprints),
+                ))
                 .on_conflict(instances::id)
                 .do_update()
-                .set(instances::heartbeat_at.eq(at))
+                .set((instances::heartbeat_at.eq(at), instances::fingerprints.eq(&fingerprints)))
                 .execute(conn)
                 .await?;
             diesel::delete(instances::table.filter(instances::heartbeat_at.lt(forget_before))).execute(conn).await?;

@@ -288,6 +288,7 @@ diesel::table! {
         id -> Text,
         started_at -> UtcTime,
         heartbeat_at -> UtcTime,
+        fingerprints -> Text,
     }
 }
 
@@ -412,6 +413,7 @@ diesel::table! {
         finished_at -> Nullable<UtcTime>,
         updated_at -> UtcTime,
         claims -> BigInt,
+        trigger_details -> Nullable<Json>,
     }
 }
 

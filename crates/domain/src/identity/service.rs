@@ -283,6 +283,16 @@ impl AccountService {
         Ok(TokenPair { access, refresh_token: secret })
     }
 
+    /// The family a presented refresh token belongs to (whatever its state), or `None` for a
+    /// token the service never issued: what a refresh's rate limit is counted by.
+    ///
+    /// # Errors
+    /// Only when storage fails.
+    pub async fn refresh_family(&self, presented: &str) -> anyhow::Result<Option<TokenFamilyId>> {
+        let digest = self.deps.secrets.digest(presented);
+        Ok(self.deps.refresh_tokens.find_by_digest(&digest).await?.map(|t| t.family_id))
+    }
+
     /// Exchanges a refresh token for a new pair, rotating it. A token presented a second time
     /// revokes its whole family.
     ///

@@ -177,6 +177,9 @@ pub struct Execution {
     pub input: Value,
     /// What started it.
     pub origin: ExecutionOrigin,
+    /// The details of the call, event or tick that started it, which templates read as
+    /// `trigger.*` (see [`Execution::with_trigger`]); null when started by the API or an agent.
+    pub trigger: Value,
     /// When it started.
     pub started_at: DateTime<Utc>,
     status: ExecutionStatus,
@@ -206,6 +209,8 @@ pub struct ExecutionRecord {
     pub error: Option<String>,
     /// What started it.
     pub origin: ExecutionOrigin,
+    /// The details of what started it (null when none).
+    pub trigger: Value,
     /// When it started.
     pub started_at: DateTime<Utc>,
     /// When it finished.
@@ -278,6 +283,7 @@ impl Execution {
             workflow_id,
             input,
             origin,
+            trigger: Value::Null,
             started_at,
             status: ExecutionStatus::Running,
             output: None,
@@ -285,6 +291,15 @@ impl Execution {
             finished_at: None,
             steps: steps.iter().map(StepResult::pending).collect(),
         }
+    }
+
+    /// The execution with the details of what started it: a trigger call's `{method, query,
+    /// headers, body}`, an integration event's `{kind, delivery_id, headers}`. Its input stays
+    /// what the workflow reads alike from every entry point.
+    #[must_use]
+    pub fn with_trigger(mut self, trigger: Value) -> Self {
+        self.trigger = trigger;
+        self
     }
 
     /// An execution as it was stored.
@@ -320,6 +335,7 @@ impl Execution {
             workflow_id: record.workflow_id,
             input: record.input,
             origin: record.origin,
+            trigger: record.trigger,
             started_at: record.started_at,
             status,
             output: record.output,
@@ -340,6 +356,7 @@ impl Execution {
             output: self.output,
             error: self.error,
             origin: self.origin,
+            trigger: self.trigger,
             started_at: self.started_at,
             finished_at: self.finished_at,
             steps: self.steps.into_iter().map(StepResult::into_record).collect(),

@@ -191,7 +191,7 @@ impl ExecutionService {
             .await?
             .ok_or(ExecutionError::WorkflowNotFound)?;
         let run_as = RunAs { user_id: caller.user_id.clone(), role: caller.role };
-        let started = self.start(&workflow, input, origin, run_as, None).await?;
+        let started = self.start(&workflow, input, Value::Null, origin, run_as, None).await?;
         Ok(started.execution().clone())
     }
 
@@ -213,6 +213,7 @@ impl ExecutionService {
         &self,
         workflow: &Workflow,
         input: Value,
+        trigger: Value,
         origin: ExecutionOrigin,
         run_as: RunAs,
         dedup_key: Option<String>,
@@ -230,7 +231,8 @@ impl ExecutionService {
             origin,
             now,
             &workflow.steps,
-        );
+        )
+        .with_trigger(trigger);
         let started_event = Event::new(
             d.ids.as_ref(),
             &workflow.tenant_id,
@@ -326,7 +328,8 @@ impl ExecutionService {
             role: run_as.role,
             credential: Credential::AccessToken,
         };
-        let mut context = TemplateContext::new(execution.input.clone());
+        let mut context =
+            TemplateContext::new(execution.input.clone()).with_trigger(execution.trigger.clone());
         for (position, step) in steps.iter().enumerate() {
             let status = execution.steps().get(position).map_or(StepStatus::Pending, StepResult::status);
             match status {

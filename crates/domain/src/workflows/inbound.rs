@@ -116,6 +116,17 @@ pub fn parse_body(media: Option<&str>, body: &[u8]) -> Result<Value, InboundErro
     }
 }
 
+/// The input an execution gets from a parsed body: the body itself when it is an object (a
+/// JSON object or a form), `{}` when there was none, else `{"body": <the body>}` — so a
+/// workflow reads `input.*` alike whether it is executed by the API or called at a URL.
+pub fn input_of(body: &Value) -> Value {
+    match body {
+        Value::Object(_) => body.clone(),
+        Value::Null => Value::Object(Map::new()),
+        other => serde_json::json!({ "body": other }),
+    }
+}
+
 /// Request headers as an object: names lower-cased, the values of a repeated name joined with
 /// `, ` (as HTTP allows), without the credential headers and those named in `also_drop`
 /// (lower case).

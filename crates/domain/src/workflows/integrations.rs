@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use super::execution_state::{Execution, ExecutionOrigin};
 use super::executions::ExecutionService;
 use super::inbound::{
-    InboundError, check_storable, count_against_plan, header_object, media_type, parse_body,
+    self, InboundError, check_storable, count_against_plan, header_object, media_type, parse_body,
 };
 use super::model::{Integration, IntegrationKind, RunAs, check_name};
 use super::ports::{IntegrationRepository, WorkflowRepository};
@@ -297,13 +297,16 @@ impl IntegrationService {
             return Ok(Received::Challenge(challenge));
         }
         let delivery_id = delivery_id(kind, &headers, &delivery.body);
-        let input = json!({
+        // The provider's payload is the input (`{"body": …}` when it is not an object); what
+        // delivered it is `trigger.*`.
+        let input = inbound::input_of(&event(kind, media_type(&headers).as_deref(), &delivery.body)?);
+        let details = json!({
             "kind": kind.as_str(),
             "delivery_id": delivery_id,
-            "event": event(kind, media_type(&headers).as_deref(), &delivery.body)?,
             "headers": header_object(headers, &[]),
         });
         check_storable(&input)?;
+        check_storable(&details)?;
         let workflow = &target.workflow;
         if !workflow.is_active {
             return Err(InboundError::Inactive);
@@ -312,7 +315,7 @@ impl IntegrationService {
         let origin = ExecutionOrigin::Integration(integration.id.clone());
         let started = d
             .executions
-            .start(workflow, input, origin, integration.run_as.clone(), delivery_id.clone())
+            .start(workflow, input, details, origin, integration.run_as.clone(), delivery_id.clone())
             .await?;
         Ok(Received::Started(Box::new(IntegrationStarted {
             integration_id: integration.id.clone(),

@@ -44,7 +44,7 @@ use super::outputs::MAX_STEP_OUTPUT_BYTES;
 
 /// The variables a template may name at its top level (besides MiniJinja's global functions
 /// `range`, `dict` and `namespace`).
-pub const TEMPLATE_ROOTS: [&str; 2] = ["input", "steps"];
+pub const TEMPLATE_ROOTS: [&str; 3] = ["input", "steps", "trigger"];
 
 /// The attribute of `steps.<id>` that a template may read.
 pub const STEP_OUTPUT_FIELD: &str = "output";
@@ -101,19 +101,28 @@ fn engine<'s>() -> &'static Environment<'s> {
 pub struct TemplateContext {
     input: Value,
     steps: Map<String, Value>,
+    trigger: Value,
 }
 
-/// The context as templates see it: `{input, steps: {<id>: {output}}}`.
+/// The context as templates see it: `{input, steps: {<id>: {output}}, trigger}`.
 #[derive(Serialize)]
 struct ContextView<'a> {
     input: &'a Value,
     steps: &'a Map<String, Value>,
+    trigger: &'a Value,
 }
 
 impl TemplateContext {
     /// A context with the execution's input and no step done yet.
     pub fn new(input: Value) -> Self {
-        Self { input, steps: Map::new() }
+        Self { input, steps: Map::new(), trigger: Value::Null }
+    }
+
+    /// The context with the details of what started the execution, read as `trigger.*`.
+    #[must_use]
+    pub fn with_trigger(mut self, trigger: Value) -> Self {
+        self.trigger = trigger;
+        self
     }
 
     /// Records the output of a finished step, visible to later templates as
@@ -134,13 +143,13 @@ impl TemplateContext {
         self.steps.get(step_id).and_then(|s| s.get(STEP_OUTPUT_FIELD))
     }
 
-    /// The context as one JSON object, `{input, steps}`.
+    /// The context as one JSON object, `{input, steps, trigger}`.
     pub fn to_json(&self) -> Value {
-        serde_json::json!({ "input": self.input, "steps": self.steps })
+        serde_json::json!({ "input": self.input, "steps": self.steps, "trigger": self.trigger })
     }
 
     fn view(&self) -> ContextView<'_> {
-        ContextView { input: &self.input, steps: &self.steps }
+        ContextView { input: &self.input, steps: &self.steps, trigger: &self.trigger }
     }
 
     /// The first part of `var` (a dotted path such as `input.user.name`) that names nothing, and
@@ -150,6 +159,7 @@ impl TemplateContext {
         let segments: Vec<&str> = var.split('.').collect();
         let (mut current, start) = match segments.as_slice() {
             ["input", ..] => (&self.input, 1),
+            ["trigger", ..] => (&self.trigger, 1),
             ["steps"] => return None,
             ["steps", id, ..] => match self.steps.get(*id) {
                 Some(step) => (step, 2),

@@ -284,7 +284,7 @@ impl TriggerService {
         )
         .map_err(InboundError::Unauthorized)?;
         let key = idempotency_key(headers.header(IDEMPOTENCY_KEY_HEADER))?;
-        let input = call_input(&call)?;
+        let (input, details) = call_input(&call)?;
         let workflow = &target.workflow;
         if !workflow.is_active {
             return Err(InboundError::Inactive);
@@ -292,7 +292,14 @@ impl TriggerService {
         let rate = count_against_plan(&d.limiter, d.plans, &workflow.tenant_id, target.plan).await?;
         let started = d
             .executions
-            .start(workflow, input, ExecutionOrigin::Trigger(trigger.id.clone()), trigger.run_as.clone(), key)
+            .start(
+                workflow,
+                input,
+                details,
+                ExecutionOrigin::Trigger(trigger.id.clone()),
+                trigger.run_as.clone(),
+                key,
+            )
             .await?;
         if started.is_new() {
             // The execution is stored: a failure to count it must not make the caller send the
@@ -325,26 +332,30 @@ pub fn idempotency_key(value: Option<&str>) -> Result<Option<String>, InboundErr
     }
 }
 
-/// The input of an execution a call starts: `{method, query, headers, body}`. `query` is an
-/// object of the query parameters (a repeated one becomes an array); `headers` an object of
-/// the headers with lower-case names, without the trigger's proof (`X-Webhook-Secret`,
-/// `X-Service-Signature`) and other credentials; `body` parsed by content type (see
-/// [`parse_body`]).
+/// The input and the trigger details of an execution a call starts.
+///
+/// The input is what the workflow reads alike from every entry point: the body parsed by its
+/// content type (see [`parse_body`]) when that is an object (JSON object or form), `{}` for an
+/// empty body, else `{"body": <the body>}`. The details, read as `trigger.*`, are `{method,
+/// query, headers, body}`: `query` an object of the query parameters (a repeated one becomes an
+/// array), `headers` the headers with lower-case names, without the trigger's proof
+/// (`X-Webhook-Secret`, `X-Service-Signature`) and other credentials.
 ///
 /// # Errors
 /// [`InboundError::Invalid`] or [`InboundError::UnsupportedBody`] for a body that cannot be
 /// read as its content type says, or any text holding U+0000.
-pub fn call_input(call: &TriggerCall) -> Result<Value, InboundError> {
+pub fn call_input(call: &TriggerCall) -> Result<(Value, Value), InboundError> {
     let headers = call.headers.as_slice();
     let body = parse_body(media_type(&headers).as_deref(), &call.body)?;
-    let input = json!({
+    let input = inbound::input_of(&body);
+    let trigger = json!({
         "method": call.method,
         "query": inbound::form_object(call.query.as_bytes()),
         "headers": header_object(headers, &["x-webhook-secret", "x-service-signature"]),
         "body": body,
     });
-    check_storable(&input)?;
-    Ok(input)
+    check_storable(&trigger)?;
+    Ok((input, trigger))
 }
 
 #[cfg(test)]

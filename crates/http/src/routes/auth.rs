@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
-use crate::access::{AuthThrottle, Caller};
+use crate::access::{AuthThrottle, Caller, count_refresh};
 use crate::error::ApiError;
 use crate::extract::{FormBody, JsonBody};
 use crate::reply::{Reply, expose, timestamp};
@@ -263,18 +263,19 @@ impl RefreshRequest {
 #[utoipa::path(
     post, path = "/api/v1/auth/refresh", tag = "auth", operation_id = "refreshToken",
     request_body = RefreshRequest,
-    extensions(("x-rate-limit" = json!("client address"))),
+    extensions(("x-rate-limit" = json!("the token's family (a token the service does not know: the client address)"))),
     responses(
         (status = 200, description = "A new token pair", body = TokenResponse),
         (status = 401, description = "`unauthorized`: the refresh token is unknown, expired, revoked or reused"),
     )
 )]
 pub async fn refresh(
+    req: actix_web::HttpRequest,
     state: web::Data<AppState>,
-    _throttle: AuthThrottle,
     body: JsonBody<RefreshRequest>,
 ) -> Result<Reply<TokenResponse>, ApiError> {
     let token = body.0.try_into_domain()?;
+    count_refresh(&req, &state, token.expose_secret()).await?;
     let pair = state.accounts.refresh(token.expose_secret()).await?;
     Ok(Reply::ok(pair.into()))
 }

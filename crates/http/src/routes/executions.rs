@@ -113,9 +113,15 @@ pub struct ExecutionResponse {
     pub status: &'static str,
     /// What started it: `api`, `trigger`, `integration` or `agent`.
     pub origin: &'static str,
-    /// Its input.
+    /// Its input: the `/execute` body's `input`, a trigger call's parsed body, an integration
+    /// event's payload.
     #[schema(value_type = Object)]
     pub input: Value,
+    /// What started it, as templates read `trigger.*`: a trigger call's `{method, query,
+    /// headers, body}`, an integration event's `{kind, delivery_id, headers}`; null for the API
+    /// and agents.
+    #[schema(schema_with = crate::schemas::any_json)]
+    pub trigger: Value,
     /// The last step's output, once completed.
     #[schema(schema_with = crate::schemas::any_json)]
     pub output: Option<Value>,
@@ -142,6 +148,7 @@ impl From<Execution> for ExecutionResponse {
             status: e.status.as_str(),
             origin: e.origin.kind(),
             input: e.input,
+            trigger: e.trigger,
             output: e.output,
             error: e.error,
             started_at: e.started_at,

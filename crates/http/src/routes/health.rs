@@ -5,9 +5,9 @@ use actix_web::web;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::reply::Reply;
+use crate::{AppState, NotReady};
 
 /// Registers the routes of this module at the root.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -59,13 +59,14 @@ pub async fn healthz() -> Reply<Health> {
     Reply::ok(Health { status: "ok", embedding: None, chat_model: None })
 }
 
-/// Readiness: answers 200 only when the database answers; says which embedding model memory
+/// Readiness: answers 200 only when the database answers and every live instance on it was
+/// started with the same JWT key, secret key and public URL as this one; says which embedding model memory
 /// uses and which language model agents answer with.
 #[utoipa::path(
     get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
         (status = 200, description = "The database answers", body = Health),
-        (status = 503, description = "`unavailable`: the database does not answer"),
+        (status = 503, description = "`unavailable`: the database does not answer, or another instance on this database was started with a different JWT key, secret key or public URL (the message names the setting)"),
     )
 )]
 pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiError> {
@@ -83,8 +84,13 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<Reply<Health>, ApiErro
             }))
         }
         Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            Err(ApiError::new(ErrorCode::Unavailable, "the database is not reachable").with_retry_after(5))
+            match &e {
+                NotReady::Unreachable(cause) => tracing::warn!(error = ?cause, "readiness check failed"),
+                NotReady::Disagreement(settings) => {
+                    tracing::error!(settings = %settings.join(", "), "{e}");
+                }
+            }
+            Err(ApiError::new(ErrorCode::Unavailable, e.to_string()).with_retry_after(5))
         }
     }
 }

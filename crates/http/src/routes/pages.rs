@@ -13,7 +13,7 @@ use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::access::AuthThrottle;
+use crate::access::{AuthThrottle, Recovery};
 use crate::error::ApiError;
 use crate::routes::recovery::{PASSWORD_CHANGED, ResetPasswordRequest, magic_link_token};
 
@@ -110,7 +110,11 @@ struct ResetForm {
     confirm_password: Option<SecretString>,
 }
 
-async fn reset_submit(state: web::Data<AppState>, _throttle: AuthThrottle, body: web::Bytes) -> HttpResponse {
+async fn reset_submit(
+    state: web::Data<AppState>,
+    _throttle: AuthThrottle<Recovery>,
+    body: web::Bytes,
+) -> HttpResponse {
     const TITLE: &str = "Choose a new password";
     let Ok(form) = serde_urlencoded::from_bytes::<ResetForm>(&body) else {
         return incomplete_link(TITLE);
@@ -202,7 +206,7 @@ struct MagicLinkForm {
 
 async fn magic_link_submit(
     state: web::Data<AppState>,
-    _throttle: AuthThrottle,
+    _throttle: AuthThrottle<Recovery>,
     body: web::Bytes,
 ) -> HttpResponse {
     const TITLE: &str = "Sign in to Agentry";

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
-use crate::access::{AuthThrottle, run_to_completion};
+use crate::access::{AuthThrottle, Recovery, run_to_completion};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 use crate::reply::Reply;
@@ -61,7 +61,7 @@ const SENT_IF_KNOWN: &str =
 )]
 pub async fn forgot_password(
     state: web::Data<AppState>,
-    _throttle: AuthThrottle,
+    _throttle: AuthThrottle<Recovery>,
     body: JsonBody<EmailRequest>,
 ) -> Result<Reply<Accepted>, ApiError> {
     let email = body.0.try_into_domain()?;
@@ -116,7 +116,7 @@ impl ResetPasswordRequest {
 )]
 pub async fn reset_password(
     state: web::Data<AppState>,
-    _throttle: AuthThrottle,
+    _throttle: AuthThrottle<Recovery>,
     body: JsonBody<ResetPasswordRequest>,
 ) -> Result<Reply<Accepted>, ApiError> {
     let (token, password) = body.0.try_into_domain()?;
@@ -138,7 +138,7 @@ pub const PASSWORD_CHANGED: &str =
 )]
 pub async fn request_magic_link(
     state: web::Data<AppState>,
-    _throttle: AuthThrottle,
+    _throttle: AuthThrottle<Recovery>,
     body: JsonBody<EmailRequest>,
 ) -> Result<Reply<Accepted>, ApiError> {
     let email = body.0.try_into_domain()?;
@@ -167,7 +167,7 @@ pub fn magic_link_token(raw: &str) -> Result<(), ApiError> {
 )]
 pub async fn exchange_magic_link(
     state: web::Data<AppState>,
-    _throttle: AuthThrottle,
+    _throttle: AuthThrottle<Recovery>,
     token: web::Path<String>,
 ) -> Result<Reply<TokenResponse>, ApiError> {
     magic_link_token(&token)?;

@@ -315,7 +315,7 @@ macro_rules! trigger_call {
     };
     ($name:ident, $method:ident, $operation:literal, body) => {
         trigger_call!($name, $method, $operation,
-            "Present the trigger's secret as `X-Webhook-Secret`, or sign the raw body as outbound webhooks are signed: `X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>` (within 5 minutes). The execution's input is `{method, query, headers, body}`; a JSON or form body is parsed, other text kept as text. The call counts against the workflow's tenant's plan limit.",
+            "Present the trigger's secret as `X-Webhook-Secret`, or sign the raw body as outbound webhooks are signed: `X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>` (within 5 minutes). The execution's input is the body when it is a JSON object or a form (else `{\"body\": <the body>}`), so the workflow reads `input.*` as through `/execute`; the call itself is the template root `trigger` = `{method, query, headers, body}`. The call counts against the workflow's tenant's plan limit.",
             "`t=<unix seconds>,v1=<hex>`: the body signed with the secret",
             request_body(description = "Any body: JSON and forms are parsed, other UTF-8 text kept as text (at most 1 MiB)",
                 content((serde_json::Value = "application/json"), (String = "application/x-www-form-urlencoded"), (String = "text/plain")))
@@ -323,7 +323,7 @@ macro_rules! trigger_call {
     };
     ($name:ident, $method:ident, $operation:literal) => {
         trigger_call!($name, $method, $operation,
-            "As the POST call, without a body (`body` is null in the execution's input).",
+            "As the POST call, without a body: the input is `{}`, `trigger.body` null.",
             "`t=<unix seconds>,v1=<hex>`: the (empty) body signed with the secret",
             responses(
                 (status = 413, description = "`payload_too_large`: the body is larger than the limit (1 MiB by default)"),

@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 use secrecy::SecretSlice;
 use serde_json::{Value, json};
 
-use crate::helpers::{JWT_SECRET, TestApp, json_with_status, spawn, spawn_with};
+use crate::helpers::{JWT_SECRET, TestApp, json_with_status, spawn, spawn_with, spawn_with_clock};
 
 #[tokio::test]
 async fn register_answers_201_with_the_user_and_welcome_credits() {
@@ -228,4 +228,41 @@ async fn refresh_none_alg_foreign_and_expired_tokens_are_refused_as_access_token
     let r =
         app.client.get(app.url("/api/v1/auth/me")).header("authorization", "Basic abc").send().await.unwrap();
     assert_eq!(r.status(), 401);
+}
+
+#[tokio::test]
+async fn sign_in_recovery_and_refresh_have_budgets_of_their_own() {
+    // Two auth requests a minute, on a clock that stays in one minute.
+    let app = spawn_with_clock(|c| c.auth_rate_per_minute = 2).await;
+    // Registering and signing in spend this address's sign-in budget.
+    let pair = app.signed_in("ada@example.com").await;
+    let r = app.login("ada@example.com", "correct horse battery").await;
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+
+    // Someone recovering an account from the same address has a budget of their own.
+    for email in ["bob@example.com", "cy@example.com"] {
+        let r = app.post_json("/api/v1/auth/forgot-password", &json!({"email": email})).await;
+        assert_eq!(r.status(), 202, "{email}");
+    }
+    let r = app.post_json("/api/v1/auth/forgot-password", &json!({"email": "dee@example.com"})).await;
+    assert_eq!(r.status(), 429);
+
+    // A session refreshes against its own family's budget, not the address's.
+    let mut refresh_token = pair["refresh_token"].as_str().unwrap().to_owned();
+    for _ in 0..2 {
+        let r = app.post_json("/api/v1/auth/refresh", &json!({"refresh_token": refresh_token})).await;
+        assert_eq!(r.headers()["x-ratelimit-limit"], "2");
+        refresh_token = json_with_status(r, 200).await["refresh_token"].as_str().unwrap().to_owned();
+    }
+    let r = app.post_json("/api/v1/auth/refresh", &json!({"refresh_token": refresh_token})).await;
+    assert_eq!(json_with_status(r, 429).await["error"], "rate_limit_exceeded");
+
+    // Tokens the service never issued count against the address: guessing stays throttled.
+    for expected in [401, 401, 429] {
+        let r = app
+            .post_json("/api/v1/auth/refresh", &json!({"refresh_token": "made-up-token-0123456789"}))
+            .await;
+        assert_eq!(r.status(), expected);
+    }
 }

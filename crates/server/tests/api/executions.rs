@@ -76,8 +76,9 @@ pub async fn finished(app: &TestApp, token: &str, id: &str) -> Value {
     json_with_status(app.get_with_token(&format!("/api/v1/executions/{id}"), token).await, 200).await
 }
 
-/// The topic of the three-step workflow, from an API execution's input or a trigger call's body.
-const TOPIC: &str = "{{ input.body.topic if input.body is defined else input.topic }}";
+/// The topic of the three-step workflow: `input.topic` whether it is executed by the API or
+/// called at its trigger URL (whose JSON body is the input).
+const TOPIC: &str = "{{ input.topic }}";
 
 #[tokio::test]
 async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
@@ -101,7 +102,6 @@ async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
         let workflow = create_workflow(&app, &token, &json!({
             "name": "Recall, ask, report",
             "steps": [
-                // Executed by API the topic is `input.topic`; by a trigger URL, the call's `input.body.topic`.
                 {"id": "recall", "type": "memory_search", "query": TOPIC, "agent_id": agent_id, "top_k": 1},
                 {"id": "ask", "type": "agent_chat", "agent_id": agent_id,
                  "message": "Remember this: {{ steps.recall.output.results[0].content }}"},
@@ -183,13 +183,15 @@ async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
         assert_eq!(types, ["workflow.execution.completed", "workflow.execution.started"]);
         assert!(delivered.iter().all(|r| r.headers.contains_key("webhook-signature")));
 
-        // The same workflow through a trigger URL: the call's body is the input's `body`.
+        // The same workflow through a trigger URL: the call's JSON body is the input, and the
+        // call itself is `trigger.*` (here its custom header).
         let path = format!("/api/v1/workflows/{workflow}/webhooks");
         let trigger = json_with_status(app.post_json_with_token(&path, &token, &json!({"name": "ci"})).await, 201).await;
         let r = app
             .client
             .post(app.url(trigger["url"].as_str().unwrap()))
             .header("X-Webhook-Secret", trigger["secret"].as_str().unwrap())
+            .header("X-Source", "crm")
             .json(&json!({"topic": "favourite colour"}))
             .send()
             .await
@@ -198,6 +200,8 @@ async fn a_three_step_workflow_runs_each_step_and_shows_its_output() {
         let done = finished(&app, &token, by_trigger["execution_id"].as_str().unwrap()).await;
         assert_eq!(done["status"], "completed", "{done}");
         assert_eq!(done["origin"], "trigger");
+        assert_eq!(done["input"], json!({"topic": "favourite colour"}));
+        assert_eq!(done["trigger"]["headers"]["x-source"], "crm");
         assert_eq!(done["steps"][0]["output"]["results"][0]["content"], "The customer's favourite colour is teal.");
         assert!(done["steps"].as_array().unwrap().iter().all(|s| s["status"] == "completed"), "{done}");
         let requests = receiver.received_requests().await.unwrap();

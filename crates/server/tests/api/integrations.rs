@@ -229,16 +229,17 @@ async fn each_receiver_accepts_its_signed_event_once_and_refuses_a_tampered_one(
                 )
                 .await;
                 assert_eq!(e["origin"], "integration");
-                assert_eq!(e["input"]["kind"], d.kind);
-                assert_eq!(e["input"]["delivery_id"], d.delivery_id);
-                assert_eq!(e["input"]["headers"]["content-type"], d.content_type);
+                assert_eq!(e["trigger"]["kind"], d.kind);
+                assert_eq!(e["trigger"]["delivery_id"], d.delivery_id);
+                assert_eq!(e["trigger"]["headers"]["content-type"], d.content_type);
+                // The provider's payload is the input.
                 match d.kind {
                     "chat" => {
-                        assert_eq!(e["input"]["event"]["command"], "/webhook-collect");
-                        assert_eq!(e["input"]["event"]["user_name"], "roadrunner");
+                        assert_eq!(e["input"]["command"], "/webhook-collect");
+                        assert_eq!(e["input"]["user_name"], "roadrunner");
                     }
-                    "code-host" => assert_eq!(e["input"]["event"], "Hello, World!"),
-                    _ => assert_eq!(e["input"]["event"], serde_json::from_str::<Value>(&d.body).unwrap()),
+                    "code-host" => assert_eq!(e["input"], json!({"body": "Hello, World!"})),
+                    _ => assert_eq!(e["input"], serde_json::from_str::<Value>(&d.body).unwrap()),
                 }
             }
             let executions = json_with_status(

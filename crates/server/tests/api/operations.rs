@@ -226,3 +226,41 @@ async fn the_account_flow_runs_on_postgresql() {
     let r = app.post_json("/api/v1/auth/refresh", &json!({"refresh_token": token["refresh_token"]})).await;
     assert_eq!(r.status(), 401);
 }
+
+#[tokio::test]
+async fn instances_with_different_jwt_keys_fail_readiness_naming_the_setting() {
+    let Some(url) = agentry_store::test_support::postgres_url().await.unwrap() else {
+        eprintln!("skipping: AGENTRY_TEST_DATABASE_URL is not set");
+        return;
+    };
+    // Every setting is read as written: a secret key of digits only is still a key.
+    let digits = "0123456789".repeat(7)[..64].to_owned();
+    let instance = |jwt: &'static str| {
+        let (url, digits) = (url.clone(), digits.clone());
+        async move {
+            let dir = tempfile::tempdir().unwrap();
+            let mut config = test_config(&dir);
+            config.database_url = url;
+            config.auto_migrate = Some(true);
+            config.secret_key = Some(secrecy::SecretString::from(digits));
+            config.jwt_secret = Some(secrecy::SecretString::from(jwt));
+            start(config, dir).await
+        }
+    };
+    let first = instance(crate::helpers::JWT_SECRET).await;
+    let body = json_with_status(first.client.get(first.url("/readyz")).send().await.unwrap(), 200).await;
+    assert_eq!(body["status"], "ready", "alone, an instance agrees with itself");
+    let second = instance("another-key-another-key-another-key-0123").await;
+    for app in [&first, &second] {
+        let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+        assert!(r.headers().contains_key("retry-after"));
+        let error = json_with_status(r, 503).await;
+        assert_eq!(error["error"], "unavailable");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("AGENTRY_JWT_SECRET"), "{message}");
+        assert!(
+            !message.contains("AGENTRY_SECRET_KEY") && !message.contains("AGENTRY_PUBLIC_URL"),
+            "{message}"
+        );
+    }
+}

@@ -22,7 +22,7 @@ pub fn hmac_hex(key: &str, message: &[u8]) -> String {
 pub fn echo() -> Value {
     json!({
         "name": "Echo",
-        "steps": [{"id": "echo", "type": "transform", "output": {"method": "{{ input.method }}", "order": "{{ input.body.order }}"}}]
+        "steps": [{"id": "echo", "type": "transform", "output": {"method": "{{ trigger.method }}", "order": "{{ input.order }}"}}]
     })
 }
 
@@ -158,13 +158,18 @@ async fn a_call_with_the_secret_executes_the_workflow_with_the_request_as_input(
             assert_eq!(execution["origin"], "trigger");
             assert_eq!(execution["workflow_id"], workflow);
             assert_eq!(execution["output"], json!({"method": "POST", "order": 42}));
-            let input = &execution["input"];
-            assert_eq!(input["method"], "POST");
-            assert_eq!(input["query"], json!({"source": "crm", "tag": ["a", "b"]}));
-            assert_eq!(input["body"], json!({"order": 42}));
-            assert_eq!(input["headers"]["x-custom"], "yes");
-            assert_eq!(input["headers"]["content-type"], "application/json");
-            assert!(input["headers"].get("x-webhook-secret").is_none(), "{input}");
+            assert_eq!(
+                execution["input"],
+                json!({"order": 42}),
+                "the body is the input, as /execute takes it"
+            );
+            let details = &execution["trigger"];
+            assert_eq!(details["method"], "POST");
+            assert_eq!(details["query"], json!({"source": "crm", "tag": ["a", "b"]}));
+            assert_eq!(details["body"], json!({"order": 42}));
+            assert_eq!(details["headers"]["x-custom"], "yes");
+            assert_eq!(details["headers"]["content-type"], "application/json");
+            assert!(details["headers"].get("x-webhook-secret").is_none(), "{details}");
             assert!(!execution.to_string().contains(&secret));
 
             // A form body is parsed; other text is kept as text.
@@ -184,9 +189,10 @@ async fn a_call_with_the_secret_executes_the_workflow_with_the_request_as_input(
             )
             .await;
             let text = json_with_status(text, 202).await;
-            for (started, body) in
-                [(form, json!({"order": "7", "note": "a b"})), (text, json!("plain words"))]
-            {
+            for (started, body, input) in [
+                (form, json!({"order": "7", "note": "a b"}), json!({"order": "7", "note": "a b"})),
+                (text, json!("plain words"), json!({"body": "plain words"})),
+            ] {
                 let e = json_with_status(
                     app.get_with_token(
                         &format!("/api/v1/executions/{}", started["execution_id"].as_str().unwrap()),
@@ -196,7 +202,7 @@ async fn a_call_with_the_secret_executes_the_workflow_with_the_request_as_input(
                     200,
                 )
                 .await;
-                assert_eq!(e["input"]["body"], body);
+                assert_eq!((&e["input"], &e["trigger"]["body"]), (&input, &body));
             }
             let listed = list_triggers(&app, &token, &workflow).await;
             assert_eq!(listed["items"][0]["trigger_count"], 3);
@@ -254,8 +260,8 @@ async fn a_wrong_or_missing_secret_is_refused_and_a_signed_body_accepted() {
                 200,
             )
             .await;
-            assert!(e["input"]["headers"].get("x-service-signature").is_none(), "{e}");
-            assert_eq!(e["input"]["body"], json!({"order": 42}));
+            assert!(e["trigger"]["headers"].get("x-service-signature").is_none(), "{e}");
+            assert_eq!(e["input"], json!({"order": 42}));
 
             // Refused calls started nothing and counted nothing.
             let listed = list_triggers(&app, &token, &workflow).await;
@@ -336,9 +342,9 @@ async fn a_method_not_allowed_is_405_with_allow() {
                 200,
             )
             .await;
-            assert_eq!(e["input"]["method"], "GET");
-            assert_eq!(e["input"]["query"], json!({"id": "9"}));
-            assert_eq!(e["input"]["body"], Value::Null);
+            assert_eq!(e["trigger"]["method"], "GET");
+            assert_eq!(e["trigger"]["query"], json!({"id": "9"}));
+            assert_eq!((&e["input"], &e["trigger"]["body"]), (&json!({}), &Value::Null));
             let r = app
                 .client
                 .post(url(&app, &get))

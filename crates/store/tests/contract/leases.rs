@@ -13,6 +13,7 @@ crate::contract!(
     a_lease_of_a_silent_instance_is_free_at_once,
     a_lease_of_an_instance_that_left_is_free_at_once,
     every_lease_is_freed_at_the_start_of_a_single_process,
+    live_instances_that_disagree_on_a_setting_name_it,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -94,4 +95,33 @@ async fn every_lease_is_freed_at_the_start_of_a_single_process(db: Database) {
     // Even the owner beating again does not hold it: the lease itself is gone.
     let again = a.claim(&long_lease("la2"), t0(), 10).await.unwrap();
     assert_eq!((again.len(), again[0].claims), (1, 2));
+}
+
+/// Instance `id`'s registry, with fingerprints `pairs` (setting, fingerprint).
+fn registry_of(db: &Database, id: &str, pairs: &[(&str, &str)]) -> InstanceStore {
+    let fingerprints = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    InstanceStore::new(db.clone().for_instance(id, Duration::seconds(10))).with_fingerprints(fingerprints)
+}
+
+async fn live_instances_that_disagree_on_a_setting_name_it(db: Database) {
+    let a = registry_of(&db, "ins_a", &[("AGENTRY_JWT_SECRET", "aa"), ("AGENTRY_JWT_ISSUER", "i")]);
+    let b = registry_of(
+        &db,
+        "ins_b",
+        &[("AGENTRY_JWT_SECRET", "bb"), ("AGENTRY_JWT_ISSUER", "i"), ("AGENTRY_SECRET_KEY", "s")],
+    );
+    a.beat("ins_a", Utc::now(), silent_before()).await.unwrap();
+    assert!(a.disagreements().await.unwrap().is_empty(), "alone, it agrees with itself");
+    b.beat("ins_b", Utc::now(), silent_before()).await.unwrap();
+    assert_eq!(a.disagreements().await.unwrap(), ["AGENTRY_JWT_SECRET"]);
+    assert_eq!(b.disagreements().await.unwrap(), ["AGENTRY_JWT_SECRET"]);
+
+    // A silent instance (crashed long ago) is not compared, whatever it was configured with.
+    let c = registry_of(&db, "ins_c", &[("AGENTRY_JWT_ISSUER", "other")]);
+    c.beat("ins_c", Utc::now() - Duration::seconds(11), silent_before()).await.unwrap();
+    assert_eq!(a.disagreements().await.unwrap(), ["AGENTRY_JWT_SECRET"]);
+
+    // Once the other leaves (it was restarted with the right key), they agree.
+    b.leave("ins_b").await.unwrap();
+    assert!(a.disagreements().await.unwrap().is_empty());
 }

@@ -206,6 +206,7 @@ async fn a_repeated_start_with_the_same_key_returns_the_first_and_wakes_nobody()
         .start(
             &workflow(true),
             json!({}),
+            json!({"method": "POST"}),
             ExecutionOrigin::Trigger(TriggerId::from_string("trg_1")),
             RunAs { user_id: UserId::from_string("usr_2"), role: Role::Admin },
             Some("delivery-1".into()),

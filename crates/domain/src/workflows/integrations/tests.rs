@@ -282,10 +282,14 @@ async fn githubs_documented_delivery_starts_the_workflow_as_the_creator() {
     assert_eq!(new.run_as, RunAs { user_id: UserId::from_string("usr_creator"), role: Role::Admin });
     assert_eq!(
         new.execution.input,
+        json!({"body": "Hello, World!"}),
+        "a payload of text is the input's body"
+    );
+    assert_eq!(
+        new.execution.trigger,
         json!({
             "kind": "code-host",
             "delivery_id": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
-            "event": "Hello, World!",
             "headers": {
                 "x-hub-signature-256": GITHUB_SIGNATURE,
                 "x-github-delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
@@ -332,11 +336,13 @@ async fn a_slack_slash_command_is_parsed_from_its_form() {
     ];
     let got = started(s.service().receive(delivery("chat", &headers, SLACK_BODY)).await.unwrap());
     assert_eq!(got.delivery_id.as_deref(), Some("398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"));
-    let input = &stored.lock().unwrap()[0].execution.input;
-    assert_eq!(input["kind"], "chat");
-    assert_eq!(input["event"]["command"], "/webhook-collect");
-    assert_eq!(input["event"]["user_name"], "roadrunner");
-    assert_eq!(input["event"]["text"], "");
+    let execution = &stored.lock().unwrap()[0].execution;
+    let input = &execution.input;
+    assert_eq!(execution.trigger["kind"], "chat");
+    assert_eq!(execution.trigger["delivery_id"], got.delivery_id.clone().unwrap());
+    assert_eq!(input["command"], "/webhook-collect", "the provider's payload is the input");
+    assert_eq!(input["user_name"], "roadrunner");
+    assert_eq!(input["text"], "");
 }
 
 #[tokio::test]
@@ -351,9 +357,9 @@ async fn slack_interactivity_payloads_are_parsed_inside_the_form() {
         ("X-Slack-Request-Timestamp", ts.as_str()),
     ];
     s.service().receive(delivery("chat", &headers, body)).await.unwrap();
-    let input = &stored.lock().unwrap()[0].execution.input;
-    assert_eq!(input["event"], json!({"payload": {"type": "block_actions", "trigger_id": "13345.42"}}));
-    assert_eq!(input["delivery_id"], "13345.42");
+    let execution = &stored.lock().unwrap()[0].execution;
+    assert_eq!(execution.input, json!({"payload": {"type": "block_actions", "trigger_id": "13345.42"}}));
+    assert_eq!(execution.trigger["delivery_id"], "13345.42");
 }
 
 #[tokio::test]
@@ -411,10 +417,7 @@ async fn each_kind_is_verified_with_its_own_scheme() {
         let service = s.service();
         let got = started(service.receive(delivery(kind.as_str(), &headers, body)).await.unwrap());
         assert_eq!(got.delivery_id.as_deref(), id, "{kind}");
-        assert_eq!(
-            stored.lock().unwrap()[0].execution.input["event"]["event"]["id"],
-            "01DEN1HNLBC1R4FZ5CX2TQKAY7"
-        );
+        assert_eq!(stored.lock().unwrap()[0].execution.input["event"]["id"], "01DEN1HNLBC1R4FZ5CX2TQKAY7");
         let e = service.receive(delivery(kind.as_str(), &headers, b"{}")).await.unwrap_err();
         assert!(matches!(e, InboundError::Unauthorized(SignatureError::Mismatch)), "{kind}: {e:?}");
     }

@@ -54,7 +54,7 @@ impl Place<'_> {
         for variable in &refs.variables {
             if !TEMPLATE_ROOTS.contains(&variable.as_str()) {
                 errors.push(refuse(format!(
-                    "{path} reads unknown variable {variable:?}; templates read input and steps"
+                    "{path} reads unknown variable {variable:?}; templates read input, steps and trigger"
                 )));
             }
         }

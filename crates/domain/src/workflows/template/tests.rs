@@ -244,3 +244,17 @@ fn analysis_finds_variables_and_steps() {
     assert!(analyze("{% if %}").is_err());
     assert!(analyze("{% for x in y %}").is_err());
 }
+
+#[test]
+fn the_trigger_root_reads_what_started_the_execution() {
+    let ctx = TemplateContext::new(json!({"message": "hi"}))
+        .with_trigger(json!({"method": "POST", "query": {"source": "crm"}, "headers": {"x-id": "7"}}));
+    assert_eq!(render_str("{{ trigger.method }} {{ input.message }}", &ctx).unwrap(), json!("POST hi"));
+    assert_eq!(render_str("{{ trigger.query.source }}", &ctx).unwrap(), json!("crm"));
+    let e = render_str("{{ trigger.body.x }}", &ctx).unwrap_err();
+    assert!(e.message.contains("trigger.body is undefined"), "{e}");
+    // Started by the API: there is no trigger, and reading one says so.
+    let e = render_str("{{ trigger.method }}", &TemplateContext::new(json!({}))).unwrap_err();
+    assert!(e.message.contains("trigger.method is undefined"), "{e}");
+    assert_eq!(TemplateContext::new(json!({})).to_json()["trigger"], Value::Null);
+}

@@ -322,15 +322,16 @@ async fn a_call_with_the_secret_starts_an_execution_as_the_creator_and_counts_it
     assert_eq!(new.run_as.user_id.as_str(), "usr_creator");
     assert_eq!(new.run_as.role, Role::Member);
     assert_eq!(new.dedup_key, None);
+    assert_eq!(new.execution.input, json!({"order": 42}), "the input is the body, as /execute takes it");
     assert_eq!(
-        new.execution.input,
+        new.execution.trigger,
         json!({
             "method": "POST",
             "query": {"source": "crm", "tag": ["a", "b"]},
             "headers": {"content-type": "application/json", "x-request-source": "crm"},
             "body": {"order": 42}
         }),
-        "the secret is not part of the input"
+        "the secret is not part of the call's details"
     );
 }
 
@@ -344,10 +345,12 @@ async fn a_signed_call_is_accepted_and_its_signature_left_out_of_the_input() {
     let headers =
         [("content-type", "application/x-www-form-urlencoded"), ("x-service-signature", header.as_str())];
     s.service().call(call("PUT", &headers, body)).await.unwrap();
-    let input = &stored.lock().unwrap()[0].execution.input;
-    assert_eq!(input["body"], json!({"name": "Ada", "plan": "pro"}));
-    assert_eq!(input["headers"], json!({"content-type": "application/x-www-form-urlencoded"}));
-    assert_eq!(input["method"], "PUT");
+    let execution = &stored.lock().unwrap()[0].execution;
+    assert_eq!(execution.input, json!({"name": "Ada", "plan": "pro"}), "a form is the input");
+    let details = &execution.trigger;
+    assert_eq!(details["body"], json!({"name": "Ada", "plan": "pro"}));
+    assert_eq!(details["headers"], json!({"content-type": "application/x-www-form-urlencoded"}));
+    assert_eq!(details["method"], "PUT");
 }
 
 #[tokio::test]
@@ -424,7 +427,8 @@ async fn a_failed_count_does_not_fail_a_started_call() {
     s.triggers.expect_count_call().times(1).returning(|_| Err(anyhow::anyhow!("database gone")));
     let fired = s.service().call(call("POST", &with_secret(), b"")).await.unwrap();
     assert!(!fired.duplicate);
-    assert_eq!(stored.lock().unwrap()[0].execution.input["body"], serde_json::Value::Null);
+    let execution = &stored.lock().unwrap()[0].execution;
+    assert_eq!((&execution.input, &execution.trigger["body"]), (&json!({}), &serde_json::Value::Null));
 }
 
 #[test]
@@ -440,4 +444,13 @@ fn idempotency_keys_are_trimmed_and_bounded() {
     assert_eq!(idempotency_key(Some(" a-1 ")).unwrap().as_deref(), Some("a-1"));
     assert_eq!(idempotency_key(Some(&"k".repeat(255))).unwrap().map(|k| k.len()), Some(255));
     assert!(idempotency_key(Some("a\u{7}")).is_err());
+}
+
+#[test]
+fn a_body_that_is_not_an_object_is_the_inputs_body() {
+    use crate::workflows::inbound::input_of;
+    assert_eq!(input_of(&json!({"a": 1})), json!({"a": 1}));
+    assert_eq!(input_of(&serde_json::Value::Null), json!({}));
+    assert_eq!(input_of(&json!("plain text")), json!({"body": "plain text"}));
+    assert_eq!(input_of(&json!([1, 2])), json!({"body": [1, 2]}));
 }

@@ -1,0 +1,2 @@
+ALTER TABLE instances DROP COLUMN fingerprints;
+ALTER TABLE workflow_executions DROP COLUMN trigger_details;
