@@ -164,6 +164,11 @@ id_type!(
     IntegrationId,
     "int"
 );
+id_type!(
+    /// Identifies a workflow's schedule (a cron expression that starts it).
+    ScheduleId,
+    "sch"
+);
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@ use agentry_domain::tenancy::Forbidden;
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use agentry_domain::webhooks::WebhookError;
 use agentry_domain::workflows::{
-    ExecutionError, InboundError, IntegrationError, TriggerError, WorkflowError,
+    ExecutionError, InboundError, IntegrationError, ScheduleError, TriggerError, WorkflowError,
 };
 use serde_json::{Value, json};
 
@@ -578,6 +578,18 @@ impl From<TriggerError> for ApiError {
             TriggerError::WorkflowNotFound => Self::not_found("no such workflow"),
             TriggerError::NotFound => Self::not_found("no such trigger of this workflow"),
             TriggerError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<ScheduleError> for ApiError {
+    fn from(e: ScheduleError) -> Self {
+        match e {
+            ScheduleError::Forbidden(f) => f.into(),
+            ScheduleError::Invalid(v) => v.into(),
+            ScheduleError::WorkflowNotFound => Self::not_found("no such workflow"),
+            ScheduleError::NotFound => Self::not_found("no such schedule of this workflow"),
+            ScheduleError::Unexpected(e) => Self::internal(e),
         }
     }
 }

@@ -32,7 +32,9 @@ use agentry_domain::ratelimit::{PlanTable, Quota, RateLimiter};
 use agentry_domain::tenancy::Plan;
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
-use agentry_domain::workflows::{ExecutionService, IntegrationService, TriggerService, WorkflowService};
+use agentry_domain::workflows::{
+    ExecutionService, IntegrationService, ScheduleService, TriggerService, WorkflowService,
+};
 use async_trait::async_trait;
 
 pub use error::{ApiError, ErrorCode};
@@ -115,6 +117,8 @@ pub struct AppState {
     pub agent_tools: Arc<dyn agentry_domain::agents::ToolRunner>,
     /// Workflow triggers and the calls to their URLs.
     pub triggers: TriggerService,
+    /// Workflows' cron schedules.
+    pub schedules: ScheduleService,
     /// Inbound integrations and their receivers.
     pub integrations: IntegrationService,
     /// Rate limiting.
@@ -151,6 +155,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::workflows::configure)
         .configure(routes::executions::configure)
         .configure(routes::triggers::configure)
+        .configure(routes::schedules::configure)
         .configure(routes::integrations::configure)
         // Static segments under /webhooks before the subscriptions' `/webhooks/{webhook_id}`.
         .configure(routes::triggers::configure_calls)

@@ -22,7 +22,7 @@ use utoipa::OpenApi;
 
 use crate::routes::{
     agents, api_keys, auth, billing, chat, executions, health, integrations, memory, openai, recovery,
-    triggers, webhooks, workflows,
+    schedules, triggers, webhooks, workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -52,6 +52,7 @@ use crate::settings::{Envelope, HttpSettings};
         workflows::list, workflows::create, workflows::get, workflows::update, workflows::delete,
         executions::execute, executions::list, executions::get, executions::cancel,
         triggers::list, triggers::create, triggers::delete,
+        schedules::list, schedules::create, schedules::update, schedules::delete,
         triggers::call_post, triggers::call_get, triggers::call_put, triggers::call_patch, triggers::call_delete,
         integrations::list, integrations::create, integrations::get, integrations::delete,
         integrations::receive,

@@ -1,5 +1,6 @@
 //! The background work of an instance: one loop per queue of durable work (jobs, webhook
-//! deliveries, workflow executions), the webhook fan-out and the sweep of stale credit holds,
+//! deliveries, workflow executions), the webhook fan-out, the schedules' ticker and the sweep
+//! of stale credit holds,
 //! all run by [`crate::workers::spawn_loop`], and the listener that wakes them when another
 //! instance stores work (PostgreSQL).
 
@@ -12,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::services::Services;
-use crate::workers::{Cadence, Fanout, HoldSweep, Source, WorkSet, spawn_loop};
+use crate::workers::{Cadence, Fanout, HoldSweep, ScheduleTicks, Source, WorkSet, spawn_loop};
 
 /// How long the mail loop waits after a wake-up: a mail request's job never runs alongside the
 /// request that stored it, so its work (more for an address with an account) cannot show in
@@ -37,7 +38,7 @@ pub(crate) fn start_background_work(
         wake: Some(signals.waiter(queue)),
         wake_delay: Duration::ZERO,
     };
-    let queues: [(Arc<dyn Source>, Cadence); 4] = [
+    let queues: [(Arc<dyn Source>, Cadence); 5] = [
         (
             Arc::new(services.jobs.clone()),
             Cadence { wake_delay: MAIL_WAKE_DELAY, ..woken(WorkQueue::Jobs, config.job_poll_interval_ms) },
@@ -53,6 +54,10 @@ pub(crate) fn start_background_work(
         (
             Arc::new(services.executions.clone()),
             woken(WorkQueue::Executions, config.workflow_poll_interval_ms),
+        ),
+        (
+            Arc::new(ScheduleTicks(services.state.schedules.clone())),
+            Cadence { poll: poll(config.schedule_poll_interval_ms), wake: None, wake_delay: Duration::ZERO },
         ),
     ];
     let mut work = WorkSet::default();

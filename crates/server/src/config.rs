@@ -286,6 +286,9 @@ pub struct Config {
     pub workflow_poll_interval_ms: u64,
     /// Workflow executions one instance runs at once.
     pub workflow_concurrency: u32,
+    /// How often the schedules' ticker looks for due ticks, in milliseconds (a tick starts at
+    /// most this late).
+    pub schedule_poll_interval_ms: u64,
     /// Whether this instance runs background work (mail, webhook deliveries, executions). Off,
     /// it only serves requests, and another instance on the same database does the work.
     pub background_work: bool,
@@ -367,6 +370,7 @@ impl Default for Config {
             webhook_poll_interval_ms: 5000,
             webhook_concurrency: 32,
             workflow_poll_interval_ms: 5000,
+            schedule_poll_interval_ms: 1000,
             workflow_concurrency: 16,
             background_work: true,
             log: "info".into(),
@@ -448,6 +452,10 @@ impl Config {
         anyhow::ensure!(
             self.workflow_poll_interval_ms >= 10,
             "AGENTRY_WORKFLOW_POLL_INTERVAL_MS must be at least 10"
+        );
+        anyhow::ensure!(
+            (10..=60_000).contains(&self.schedule_poll_interval_ms),
+            "AGENTRY_SCHEDULE_POLL_INTERVAL_MS must be from 10 to 60000"
         );
         anyhow::ensure!(
             (1..=1000).contains(&self.workflow_concurrency),

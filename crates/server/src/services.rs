@@ -20,14 +20,15 @@ use agentry_domain::webhooks::WebhookService;
 use agentry_domain::work::Worker;
 use agentry_domain::workflows::{
     ExecutionService, ExecutionServiceDeps, ExecutionSettings, IntegrationService, IntegrationServiceDeps,
-    StepPerformer, TriggerService, TriggerServiceDeps, WorkflowService, WorkflowServiceDeps,
+    ScheduleService, ScheduleServiceDeps, StepPerformer, TriggerService, TriggerServiceDeps, WorkflowService,
+    WorkflowServiceDeps,
 };
 use agentry_http::{AppState, RateLimits};
 use agentry_llm::Cl100kTokens;
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DbRateCounter,
     ExecutionStore, InstanceStore, IntegrationStore, JobStore, OneTimeTokenStore, RefreshTokenStore,
-    TriggerStore, WebhookStore, WorkflowStore,
+    ScheduleStore, TriggerStore, WebhookStore, WorkflowStore,
 };
 use anyhow::Context as _;
 use secrecy::ExposeSecret as _;
@@ -115,7 +116,7 @@ pub fn build_services(
         ids.clone(),
         clock.clone(),
     )?;
-    let WorkflowServices { workflows, executions, triggers, integrations, steps } =
+    let WorkflowServices { workflows, executions, triggers, integrations, schedules, steps } =
         workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
     let agent_tools = Arc::new(ServiceTools::new(steps, executions.clone()));
     late_tools.set(&agent_tools);
@@ -137,6 +138,7 @@ pub fn build_services(
         agent_tools,
         triggers,
         integrations,
+        schedules,
         limiter,
         limits,
         readiness: Arc::new(DatabaseReadiness { db: db.clone(), instances: instances.clone() }),
@@ -294,12 +296,13 @@ struct WorkflowServices {
     executions: ExecutionService,
     triggers: TriggerService,
     integrations: IntegrationService,
+    schedules: ScheduleService,
     /// The steps' performer, which agents' tools use too.
     steps: Arc<dyn StepPerformer>,
 }
 
 /// Workflows, their executions (whose steps chat, search memory and call out through the
-/// guarded client), triggers and integrations.
+/// guarded client), triggers, integrations and schedules.
 fn workflows(
     config: &Config,
     shared: &Shared,
@@ -352,17 +355,26 @@ fn workflows(
         clock: clock.clone(),
     });
     let integrations = IntegrationService::new(IntegrationServiceDeps {
-        integrations: Arc::new(IntegrationStore::new(db)),
-        workflows: workflow_store,
+        integrations: Arc::new(IntegrationStore::new(db.clone())),
+        workflows: workflow_store.clone(),
         executions: executions.clone(),
         cipher,
         hmac: Arc::new(RingHmac),
         limiter: limiter.clone(),
         plans,
+        ids: ids.clone(),
+        clock: clock.clone(),
+    });
+    let schedules = ScheduleService::new(ScheduleServiceDeps {
+        schedules: Arc::new(ScheduleStore::new(db)),
+        workflows: workflow_store,
+        executions: executions.clone(),
+        limiter: limiter.clone(),
+        plans,
         ids,
         clock,
     });
-    Ok(WorkflowServices { workflows, executions, triggers, integrations, steps })
+    Ok(WorkflowServices { workflows, executions, triggers, integrations, schedules, steps })
 }
 
 /// The mail jobs, run by recovery.

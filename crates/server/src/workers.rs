@@ -15,6 +15,7 @@ use agentry_domain::billing::BillingService;
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
 use agentry_domain::work::{InstanceRegistry, WorkKind, Worker};
+use agentry_domain::workflows::ScheduleService;
 use agentry_store::WorkSignals;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -92,6 +93,30 @@ impl Source for Fanout {
         let full =
             dispatched.events >= usize::try_from(self.0.settings().dispatch_batch).unwrap_or(usize::MAX);
         Ok(if full { vec![async { None }.boxed()] } else { Vec::new() })
+    }
+}
+
+/// Starts the executions of due schedules: one pass per take. A pass that handled any comes
+/// back at once (more may be due, and the executions it started are work for the other loops,
+/// which [`WorkSet::drain`] then runs); one that handled none waits for the next poll.
+pub(crate) struct ScheduleTicks(pub(crate) ScheduleService);
+
+/// Most due schedules one pass reads.
+const SCHEDULE_BATCH: u32 = 100;
+
+#[async_trait]
+impl Source for ScheduleTicks {
+    fn name(&self) -> &'static str {
+        "schedules"
+    }
+
+    fn concurrency(&self) -> usize {
+        1
+    }
+
+    async fn take(&self, _limit: usize, _keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>> {
+        let handled = self.0.run_due(SCHEDULE_BATCH).await?;
+        Ok(if handled > 0 { vec![async { None }.boxed()] } else { Vec::new() })
     }
 }
 

@@ -471,6 +471,28 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    workflow_schedules (id) {
+        id -> Text,
+        tenant_id -> Text,
+        workflow_id -> Text,
+        cron -> Text,
+        timezone -> Text,
+        input -> Json,
+        is_active -> Bool,
+        run_as_user_id -> Text,
+        run_as_role -> Text,
+        next_run_at -> Nullable<UtcTime>,
+        last_run_at -> Nullable<UtcTime>,
+        missed_count -> BigInt,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
@@ -503,4 +525,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_attempts,
     workflow_triggers,
     integrations,
+    workflow_schedules,
 );

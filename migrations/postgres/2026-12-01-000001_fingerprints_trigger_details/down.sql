@@ -1,2 +1,3 @@
+DROP TABLE workflow_schedules;
 ALTER TABLE instances DROP COLUMN fingerprints;
 ALTER TABLE workflow_executions DROP COLUMN trigger_details;

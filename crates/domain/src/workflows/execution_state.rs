@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::steps::{Step, StepType};
-use crate::ids::{AgentId, ExecutionId, IntegrationId, TenantId, TriggerId, WorkflowId};
+use crate::ids::{AgentId, ExecutionId, IntegrationId, ScheduleId, TenantId, TriggerId, WorkflowId};
 
 /// A move a state machine refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -231,26 +231,30 @@ pub enum ExecutionOrigin {
     Integration(IntegrationId),
     /// An agent's `run_workflow` tool, during a chat.
     Agent(AgentId),
+    /// A due tick of a schedule.
+    Schedule(ScheduleId),
 }
 
 impl ExecutionOrigin {
-    /// The stored and shown kind: `api`, `trigger`, `integration` or `agent`.
+    /// The stored and shown kind: `api`, `trigger`, `integration`, `agent` or `schedule`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Api => "api",
             Self::Trigger(_) => "trigger",
             Self::Integration(_) => "integration",
             Self::Agent(_) => "agent",
+            Self::Schedule(_) => "schedule",
         }
     }
 
-    /// The trigger's, integration's or agent's id.
+    /// The trigger's, integration's, agent's or schedule's id.
     pub fn source_id(&self) -> Option<&str> {
         match self {
             Self::Api => None,
             Self::Trigger(id) => Some(id.as_str()),
             Self::Integration(id) => Some(id.as_str()),
             Self::Agent(id) => Some(id.as_str()),
+            Self::Schedule(id) => Some(id.as_str()),
         }
     }
 
@@ -261,6 +265,7 @@ impl ExecutionOrigin {
             ("trigger", Some(id)) => Some(Self::Trigger(TriggerId::from_string(id))),
             ("integration", Some(id)) => Some(Self::Integration(IntegrationId::from_string(id))),
             ("agent", Some(id)) => Some(Self::Agent(AgentId::from_string(id))),
+            ("schedule", Some(id)) => Some(Self::Schedule(ScheduleId::from_string(id))),
             _ => None,
         }
     }

@@ -19,6 +19,7 @@
 //! - [`triggers`]: [`TriggerService`], trigger URLs and the calls to them;
 //! - [`integrations`]: [`IntegrationService`], integrations and the deliveries to their
 //!   receivers;
+//! - [`schedules`]: [`ScheduleService`], cron schedules and the ticker that starts them;
 //! - [`inbound`]: what trigger calls and integration deliveries share (the execution's input,
 //!   errors, the tenant's rate limit);
 //! - [`signatures`]: the proofs inbound webhooks carry (trigger secrets and signatures, each
@@ -31,6 +32,7 @@ pub mod integrations;
 pub mod model;
 pub mod outputs;
 mod ports;
+pub mod schedules;
 mod service;
 pub mod signatures;
 pub mod steps;
@@ -66,6 +68,12 @@ pub use ports::{
 pub use ports::{
     MockExecutionRepository, MockIntegrationRepository, MockStepPerformer, MockTriggerRepository,
     MockWorkflowRepository,
+};
+#[cfg(any(test, feature = "mock"))]
+pub use schedules::MockScheduleRepository;
+pub use schedules::{
+    Advance, CronSpec, DueSchedule, DueTicks, NewSchedule, Schedule, ScheduleError, SchedulePatch,
+    ScheduleRepository, ScheduleService, ScheduleServiceDeps,
 };
 pub use service::{NewWorkflow, WorkflowError, WorkflowPatch, WorkflowService, WorkflowServiceDeps};
 pub use signatures::{

@@ -111,15 +111,15 @@ pub struct ExecutionResponse {
     pub workflow_id: String,
     /// `running`, `completed`, `failed` or `cancelled`.
     pub status: &'static str,
-    /// What started it: `api`, `trigger`, `integration` or `agent`.
+    /// What started it: `api`, `trigger`, `integration`, `agent` or `schedule`.
     pub origin: &'static str,
     /// Its input: the `/execute` body's `input`, a trigger call's parsed body, an integration
     /// event's payload.
     #[schema(value_type = Object)]
     pub input: Value,
     /// What started it, as templates read `trigger.*`: a trigger call's `{method, query,
-    /// headers, body}`, an integration event's `{kind, delivery_id, headers}`; null for the API
-    /// and agents.
+    /// headers, body}`, an integration event's `{kind, delivery_id, headers}`, a schedule's
+    /// `{schedule_id, tick}`; null for the API and agents.
     #[schema(schema_with = crate::schemas::any_json)]
     pub trigger: Value,
     /// The last step's output, once completed.

@@ -13,6 +13,7 @@ pub mod memory;
 pub mod openai;
 pub mod pages;
 pub mod recovery;
+pub mod schedules;
 mod step_outputs;
 pub mod triggers;
 pub mod webhooks;

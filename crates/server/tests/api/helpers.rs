@@ -344,6 +344,23 @@ pub async fn spawn_postgres(tweak: impl FnOnce(&mut Config)) -> Option<TestApp> 
     Some(start(config, dir).await)
 }
 
+/// [`on_both_databases`] on a manual clock (see [`spawn_with_clock`]).
+pub async fn on_both_databases_with_clock<F, Fut>(tweak: impl Fn(&mut Config), body: F)
+where
+    F: Fn(TestApp) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    body(spawn_with_clock(&tweak).await).await;
+    if let Some(url) = agentry_store::test_support::postgres_url().await.expect("a test schema") {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut config = test_config(&dir);
+        config.database_url = url;
+        config.auto_migrate = Some(true);
+        tweak(&mut config);
+        body(start_with(config, dir, Some(minute_clock())).await).await;
+    }
+}
+
 /// The same test body on SQLite and, when configured, on PostgreSQL.
 pub async fn on_both_databases<F, Fut>(tweak: impl Fn(&mut Config), body: F)
 where

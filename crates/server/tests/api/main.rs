@@ -21,6 +21,7 @@ mod probes;
 mod processes;
 mod recovery;
 mod scale_out;
+mod schedules;
 mod sessions;
 mod streaming;
 mod tools;

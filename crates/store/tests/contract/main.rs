@@ -17,6 +17,7 @@ mod memory;
 mod one_time_tokens;
 mod rate_limits;
 mod refresh_tokens;
+mod schedules;
 mod signals;
 mod triggers;
 mod webhooks;

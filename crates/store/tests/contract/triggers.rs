@@ -76,6 +76,16 @@ struct Stores {
 
 /// Two tenants (`ten_1` on Starter, `ten_2` on Pro), each with a workflow (`wf_1`, `wf_2`).
 async fn setup(db: &Database) -> Stores {
+    let workflows = setup_tenants(db).await;
+    Stores {
+        workflows,
+        triggers: TriggerStore::new(db.clone()),
+        integrations: IntegrationStore::new(db.clone()),
+    }
+}
+
+/// The two tenants and their workflows of [`setup`].
+pub async fn setup_tenants(db: &Database) -> WorkflowStore {
     let accounts = AccountStore::new(db.clone());
     accounts.create_account(&super::accounts::account("1", "one@example.com")).await.unwrap();
     accounts.create_account(&super::accounts::account("2", "two@example.com")).await.unwrap();
@@ -83,11 +93,7 @@ async fn setup(db: &Database) -> Stores {
     let workflows = WorkflowStore::new(db.clone());
     workflows.create(&workflow("wf_1", "ten_1")).await.unwrap();
     workflows.create(&workflow("wf_2", "ten_2")).await.unwrap();
-    Stores {
-        workflows,
-        triggers: TriggerStore::new(db.clone()),
-        integrations: IntegrationStore::new(db.clone()),
-    }
+    workflows
 }
 
 async fn a_trigger_reads_back_and_is_found_by_path_with_its_workflow_and_plan(db: Database) {
