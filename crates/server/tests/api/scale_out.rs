@@ -616,3 +616,74 @@ async fn memory_written_through_one_instance_is_found_through_the_others_at_once
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 7. Schedules.
+
+/// A schedule of every minute on three instances of one database, for three ticks, one
+/// instance SIGKILLed after the first: each tick starts exactly one execution, and none is lost
+/// or missed. Ticks are wall-clock minutes, so this takes up to three minutes.
+#[tokio::test]
+async fn three_ticks_on_three_instances_start_three_executions_though_one_is_killed() {
+    let Some(mut cluster) = Cluster::start(&[("AGENTRY_SCHEDULE_POLL_INTERVAL_MS", "200")]).await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let token = unlimited_tenant(cluster.base(0), &cluster.database_url, "ada@example.com").await;
+    let workflow: Value = client
+        .post(format!("{}/api/v1/workflows", cluster.base(0)))
+        .bearer_auth(&token)
+        .json(&json!({"name": "Tick", "steps": [{"id": "t", "type": "transform", "output": "{{ trigger.tick }}"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let workflow = workflow["id"].as_str().unwrap();
+    let r = client
+        .post(format!("{}/api/v1/workflows/{workflow}/schedules", cluster.base(1)))
+        .bearer_auth(&token)
+        .json(&json!({"cron": "* * * * *"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let listing = format!("{}/api/v1/workflows/{workflow}/executions?per_page=100", cluster.base(1));
+    let executions = || async {
+        let page: Value =
+            client.get(&listing).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+        page["executions"].as_array().unwrap().clone()
+    };
+    let started = Instant::now();
+    let mut killed = false;
+    let ran = loop {
+        let ran = executions().await;
+        if !killed && !ran.is_empty() {
+            cluster.children[0].kill().await.expect("SIGKILL");
+            killed = true;
+        }
+        if ran.len() >= 3 {
+            break ran;
+        }
+        assert!(started.elapsed() < Duration::from_secs(200), "three ticks did not run in time: {ran:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(ran.iter().all(|e| e["origin"] == "schedule"), "{ran:?}");
+    let schedule: Value = client
+        .get(format!("{}/api/v1/workflows/{workflow}/schedules", cluster.base(2)))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let schedule = &schedule["items"][0];
+    assert_eq!(schedule["missed_count"], 0, "no tick lost to the kill: {schedule}");
+    // The three executions are three ticks, each once.
+    let ticks: std::collections::BTreeSet<String> =
+        ran.iter().map(|e| e["trigger"]["tick"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ticks.len(), ran.len(), "one execution per tick: {ran:?}");
+    assert_eq!(ran.len(), 3, "{ran:?}");
+}
