@@ -34,7 +34,7 @@ expect() {
 }
 expect '"session_id":"user-42:support"'
 expect '"workflows":[{"id":"wf_'
-expect '"status":"completed","origin":"api","input":{"name":"Ada"},"output":"Hello Ada"'
+expect '"status":"completed","origin":"api","input":{"name":"Ada"},"trigger":null,"output":"Hello Ada"'
 expect '"trigger_id":"trg_'
 expect '"cron":"0 9 * * MON-FRI","timezone":"Europe/Berlin","input":{"name":"team"},"is_active":true'
 expect '"total":4'

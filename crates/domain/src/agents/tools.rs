@@ -128,8 +128,12 @@ fn invalid(field: &str, message: impl Into<String>) -> FieldError {
     FieldError::new(field, FieldErrorKind::InvalidValue, message)
 }
 
-/// Checks a tool's or host's name: `[A-Za-z0-9_-]{1,64}`.
-fn tool_name(raw: &str, field: &str) -> Result<String, FieldError> {
+/// Checks a tool's name: 1–64 letters, digits, `_` or `-`, as OpenAI's API requires of a
+/// function's name (the agent's own tools and a client's alike).
+///
+/// # Errors
+/// A [`FieldError`] naming `field`.
+pub fn tool_name(raw: &str, field: &str) -> Result<String, FieldError> {
     let ok = (1..=64).contains(&raw.len())
         && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if ok {

@@ -214,15 +214,7 @@ fn client_tools(tools: Vec<InputTool>) -> Result<Vec<ToolSpec>, FieldError> {
         }
         let function = tool.function.ok_or_else(|| FieldError::missing(at("function")))?;
         let name = function.name.ok_or_else(|| FieldError::missing(at("function.name")))?;
-        let valid = (1..=64).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
-            return Err(FieldError::new(
-                at("function.name"),
-                FieldErrorKind::InvalidValue,
-                "a function's name is 1–64 letters, digits, _ or -",
-            ));
-        }
+        let name = agentry_domain::agents::tools::tool_name(&name, &at("function.name"))?;
         if specs.iter().any(|s| s.name == name) {
             return Err(FieldError::new(
                 at("function.name"),
@@ -231,7 +223,12 @@ fn client_tools(tools: Vec<InputTool>) -> Result<Vec<ToolSpec>, FieldError> {
             ));
         }
         let description = function.description.unwrap_or_default();
-        check_long_text(&description, 0, 1000, &at("function.description"))?;
+        check_long_text(
+            &description,
+            0,
+            agentry_domain::agents::tools::MAX_TOOL_DESCRIPTION_CHARS,
+            &at("function.description"),
+        )?;
         let parameters = function
             .parameters
             .map_or_else(|| serde_json::json!({"type": "object", "properties": {}}), Value::Object);
