@@ -163,7 +163,13 @@ pub async fn start_with(config: Config, dir: tempfile::TempDir, clock: Option<Ar
     tokio::spawn(app.run_until_stopped());
     TestApp {
         base,
-        client: Client::new(),
+        // Idle connections are dropped before the server's keep-alive (5 s) closes them: a
+        // request sent on a connection the server is closing at that moment fails, which a
+        // loaded test machine (long pauses between requests) would otherwise meet now and then.
+        client: Client::builder()
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
+            .build()
+            .expect("an HTTP client"),
         handle,
         db,
         clock,
