@@ -11,7 +11,7 @@
 //!   rendered;
 //! - [`outputs`]: what steps output, and the limit on an output's size;
 //! - [`ports`]: the [`WorkflowRepository`], [`TriggerRepository`], [`IntegrationRepository`],
-//!   [`ExecutionRepository`] and [`StepPerformer`] ports, with the values that cross them;
+//!   [`ScheduleRepository`], [`ExecutionRepository`] and [`StepPerformer`] ports, with the values that cross them;
 //! - [`service`]: [`WorkflowService`], saving workflows for requests;
 //! - [`executions`]: [`ExecutionService`], starting executions and running their steps;
 //! - [`template`]: rendering the templates inside step parameters (MiniJinja) and finding what
@@ -61,19 +61,18 @@ pub use model::{
 };
 pub use outputs::{MAX_STEP_OUTPUT_BYTES, OutputTooLarge, output_size};
 pub use ports::{
-    ClaimedExecution, ExecutionRepository, ExecutionRun, Finish, IntegrationRepository, IntegrationTarget,
-    NewExecution, Started, StepFailure, StepPerformer, TriggerRepository, TriggerTarget, WorkflowRepository,
+    Advance, ClaimedExecution, DueSchedule, ExecutionRepository, ExecutionRun, Finish, IntegrationRepository,
+    IntegrationTarget, NewExecution, ScheduleRepository, Started, StepFailure, StepPerformer,
+    TriggerRepository, TriggerTarget, WorkflowRepository,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{
-    MockExecutionRepository, MockIntegrationRepository, MockStepPerformer, MockTriggerRepository,
-    MockWorkflowRepository,
+    MockExecutionRepository, MockIntegrationRepository, MockScheduleRepository, MockStepPerformer,
+    MockTriggerRepository, MockWorkflowRepository,
 };
-#[cfg(any(test, feature = "mock"))]
-pub use schedules::MockScheduleRepository;
 pub use schedules::{
-    Advance, CronSpec, DueSchedule, DueTicks, NewSchedule, Schedule, ScheduleError, SchedulePatch,
-    ScheduleRepository, ScheduleService, ScheduleServiceDeps,
+    CronSpec, DueTicks, NewSchedule, Schedule, ScheduleError, SchedulePatch, ScheduleService,
+    ScheduleServiceDeps,
 };
 pub use service::{NewWorkflow, WorkflowError, WorkflowPatch, WorkflowService, WorkflowServiceDeps};
 pub use signatures::{

@@ -1,5 +1,5 @@
-//! What workflows need from outside: storage of workflows, triggers, integrations and
-//! executions (with what crosses that port), and the performer of rendered steps.
+//! What workflows need from outside: storage of workflows, triggers, integrations, schedules
+//! and executions (with what crosses that port), and the performer of rendered steps.
 
 use std::time::Duration;
 
@@ -9,9 +9,10 @@ use serde_json::Value;
 
 use super::execution_state::{Execution, ExecutionStatus, StepResult};
 use super::model::{Integration, RunAs, Trigger, Workflow};
+use super::schedules::Schedule;
 use super::steps::{Step, StepAction};
 use crate::events::Event;
-use crate::ids::{ExecutionId, IntegrationId, TenantId, TriggerId, WorkflowId};
+use crate::ids::{ExecutionId, IntegrationId, ScheduleId, TenantId, TriggerId, WorkflowId};
 use crate::pagination::Page;
 use crate::tenancy::{Plan, Principal};
 use crate::work::{Claimed, Lease};
@@ -105,6 +106,65 @@ pub trait IntegrationRepository: Send + Sync {
 
     /// The integration with this id, of any tenant, with its workflow and plan.
     async fn find_target(&self, id: &IntegrationId) -> anyhow::Result<Option<IntegrationTarget>>;
+}
+
+/// A due schedule with what starting its execution needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueSchedule {
+    /// The schedule.
+    pub schedule: Schedule,
+    /// Its workflow.
+    pub workflow: Workflow,
+    /// Its tenant's plan.
+    pub plan: Plan,
+}
+
+/// How a due schedule moves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Advance {
+    /// The tick it was at: it moves only if it still is (another instance did not move it).
+    pub from: DateTime<Utc>,
+    /// Its next tick.
+    pub next_run_at: Option<DateTime<Utc>>,
+    /// The tick that started an execution now, if one did.
+    pub ran: Option<DateTime<Utc>>,
+    /// Ticks to add to `missed_count`.
+    pub missed: u64,
+}
+
+/// Schedules, scoped by tenant but for the due ones the ticker reads.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ScheduleRepository: Send + Sync {
+    /// Stores a new schedule; `false` when its workflow no longer exists.
+    async fn create(&self, schedule: &Schedule) -> anyhow::Result<bool>;
+
+    /// One schedule of a workflow of `tenant`.
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        workflow: &WorkflowId,
+        id: &ScheduleId,
+    ) -> anyhow::Result<Option<Schedule>>;
+
+    /// The schedules of a workflow of `tenant`, oldest first.
+    async fn list(&self, tenant: &TenantId, workflow: &WorkflowId) -> anyhow::Result<Vec<Schedule>>;
+
+    /// Replaces what its owners may change (cron, timezone, input, is_active, next_run_at,
+    /// updated_at); `false` when it is gone.
+    async fn update(&self, schedule: &Schedule) -> anyhow::Result<bool>;
+
+    /// Deletes a schedule of a workflow of `tenant`; `false` when there was none.
+    async fn delete(&self, tenant: &TenantId, workflow: &WorkflowId, id: &ScheduleId)
+    -> anyhow::Result<bool>;
+
+    /// Active schedules of every tenant whose next tick is at or before `now`, earliest first,
+    /// at most `limit`, with their workflows and plans.
+    async fn due(&self, now: DateTime<Utc>, limit: u32) -> anyhow::Result<Vec<DueSchedule>>;
+
+    /// Moves a schedule on, if its next tick is still `advance.from` (compare-and-set); `false`
+    /// when another instance (or an update) moved it first.
+    async fn advance(&self, id: &ScheduleId, advance: &Advance) -> anyhow::Result<bool>;
 }
 
 /// An execution to store, with what running it needs.

@@ -23,11 +23,11 @@ use serde_json::{Map, Value, json};
 use super::ExecutionOrigin;
 use super::executions::{ExecutionError, ExecutionService};
 use super::inbound::{InboundError, count_against_plan};
-use super::model::{RunAs, Workflow};
-use super::ports::WorkflowRepository;
+use super::model::RunAs;
+use super::ports::{Advance, DueSchedule, ScheduleRepository, WorkflowRepository};
 use crate::ids::{IdGenerator, ScheduleId, TenantId, WorkflowId};
 use crate::ratelimit::{PlanTable, RateLimiter};
-use crate::tenancy::{Forbidden, Permission, Plan, Principal};
+use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
@@ -149,65 +149,6 @@ pub struct Schedule {
     pub created_at: DateTime<Utc>,
     /// Last change by its owners.
     pub updated_at: DateTime<Utc>,
-}
-
-/// A due schedule with what starting its execution needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DueSchedule {
-    /// The schedule.
-    pub schedule: Schedule,
-    /// Its workflow.
-    pub workflow: Workflow,
-    /// Its tenant's plan.
-    pub plan: Plan,
-}
-
-/// How a due schedule moves on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Advance {
-    /// The tick it was at: it moves only if it still is (another instance did not move it).
-    pub from: DateTime<Utc>,
-    /// Its next tick.
-    pub next_run_at: Option<DateTime<Utc>>,
-    /// The tick that started an execution now, if one did.
-    pub ran: Option<DateTime<Utc>>,
-    /// Ticks to add to `missed_count`.
-    pub missed: u64,
-}
-
-/// Schedules, scoped by tenant but for the due ones the ticker reads.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait::async_trait]
-pub trait ScheduleRepository: Send + Sync {
-    /// Stores a new schedule; `false` when its workflow no longer exists.
-    async fn create(&self, schedule: &Schedule) -> anyhow::Result<bool>;
-
-    /// One schedule of a workflow of `tenant`.
-    async fn get(
-        &self,
-        tenant: &TenantId,
-        workflow: &WorkflowId,
-        id: &ScheduleId,
-    ) -> anyhow::Result<Option<Schedule>>;
-
-    /// The schedules of a workflow of `tenant`, oldest first.
-    async fn list(&self, tenant: &TenantId, workflow: &WorkflowId) -> anyhow::Result<Vec<Schedule>>;
-
-    /// Replaces what its owners may change (cron, timezone, input, is_active, next_run_at,
-    /// updated_at); `false` when it is gone.
-    async fn update(&self, schedule: &Schedule) -> anyhow::Result<bool>;
-
-    /// Deletes a schedule of a workflow of `tenant`; `false` when there was none.
-    async fn delete(&self, tenant: &TenantId, workflow: &WorkflowId, id: &ScheduleId)
-    -> anyhow::Result<bool>;
-
-    /// Active schedules of every tenant whose next tick is at or before `now`, earliest first,
-    /// at most `limit`, with their workflows and plans.
-    async fn due(&self, now: DateTime<Utc>, limit: u32) -> anyhow::Result<Vec<DueSchedule>>;
-
-    /// Moves a schedule on, if its next tick is still `advance.from` (compare-and-set); `false`
-    /// when another instance (or an update) moved it first.
-    async fn advance(&self, id: &ScheduleId, advance: &Advance) -> anyhow::Result<bool>;
 }
 
 /// Why a schedule operation failed.

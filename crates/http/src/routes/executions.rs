@@ -217,18 +217,10 @@ pub async fn execute(
 ) -> Result<Reply<ExecutionStarted>, ApiError> {
     let id = workflow_id(path.into_inner())?;
     let input = match body.0.input {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(object @ Value::Object(_)) => object,
-        Some(_) => {
-            return Err(ValidationErrors::one(FieldError::new(
-                "input",
-                FieldErrorKind::InvalidType,
-                "input must be an object",
-            ))
-            .into());
-        }
+        None | Some(Value::Null) => Map::new(),
+        Some(raw) => super::input_object(raw).map_err(ValidationErrors::one)?,
     };
-    let execution = state.executions.execute(&caller, &id, input).await?;
+    let execution = state.executions.execute(&caller, &id, Value::Object(input)).await?;
     Ok(Reply::with_status(StatusCode::ACCEPTED, ExecutionStarted::from(&execution)))
 }
 

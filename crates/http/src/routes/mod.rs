@@ -22,6 +22,16 @@ pub mod workflows;
 use agentry_domain::patch::Patch;
 use agentry_domain::validation::{Checked, FieldError, FieldErrorKind, Validator};
 
+/// An execution's `input`: a JSON object (what `/execute` and a schedule start workflows with).
+pub(crate) fn input_object(
+    raw: serde_json::Value,
+) -> Result<serde_json::Map<String, serde_json::Value>, FieldError> {
+    match raw {
+        serde_json::Value::Object(map) => Ok(map),
+        _ => Err(FieldError::new("input", FieldErrorKind::InvalidType, "input must be an object")),
+    }
+}
+
 // The fields of a partial update (PATCH), shared by the routes that take one.
 
 /// A field that may be set but never cleared.

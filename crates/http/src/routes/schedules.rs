@@ -46,13 +46,6 @@ fn text(field: &str, raw: Value) -> Result<String, FieldError> {
     }
 }
 
-fn object(raw: Value) -> Result<Map<String, Value>, FieldError> {
-    match raw {
-        Value::Object(map) => Ok(map),
-        _ => Err(FieldError::new("input", FieldErrorKind::InvalidType, "input must be an object")),
-    }
-}
-
 fn flag(raw: Value) -> Result<bool, FieldError> {
     raw.as_bool().ok_or_else(|| {
         FieldError::new("is_active", FieldErrorKind::InvalidType, "is_active must be a boolean")
@@ -101,7 +94,7 @@ impl CreateScheduleRequest {
         let mut v = Validator::new();
         let cron = v.required("cron", self.cron, |c| text("cron", c));
         let timezone = v.optional("timezone", self.timezone, |t| text("timezone", t));
-        let input = v.optional("input", self.input, object);
+        let input = v.optional("input", self.input, super::input_object);
         let is_active = v.optional("is_active", self.is_active, flag);
         let (cron, timezone, input, is_active) = v.finish((cron, timezone, input, is_active))?;
         Ok(NewSchedule { cron, timezone, input, is_active })
@@ -113,7 +106,7 @@ impl UpdateScheduleRequest {
         let mut v = Validator::new();
         let cron = v.optional("cron", self.cron, |c| text("cron", c));
         let timezone = v.optional("timezone", self.timezone, |t| text("timezone", t));
-        let input = v.optional("input", self.input, object);
+        let input = v.optional("input", self.input, super::input_object);
         let is_active = v.optional("is_active", self.is_active, flag);
         let (cron, timezone, input, is_active) = v.finish((cron, timezone, input, is_active))?;
         Ok(SchedulePatch { cron, timezone, input, is_active })

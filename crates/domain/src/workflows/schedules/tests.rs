@@ -8,8 +8,8 @@ use serde_json::json;
 use super::*;
 use crate::ids::UserId;
 use crate::ratelimit::PlanTable;
-use crate::tenancy::Role;
-use crate::workflows::ports::MockWorkflowRepository;
+use crate::tenancy::{Plan, Role};
+use crate::workflows::ports::{MockScheduleRepository, MockWorkflowRepository};
 use crate::workflows::test_support::{
     caller, clock, execution_repo, execution_service, ids, key_caller, limiter, no_executions, t0, workflow,
 };
