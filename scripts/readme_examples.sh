@@ -38,6 +38,8 @@ expect '"status":"completed","origin":"api","input":{"name":"Ada"},"trigger":nul
 expect '"trigger_id":"trg_'
 expect '"cron":"0 9 * * MON-FRI","timezone":"Europe/Berlin","input":{"name":"team"},"is_active":true'
 expect '"total":4'
+expect '{"queued":0}'
+expect '"deliveries":{"pending":0,"delivered":0,"failed":0,"skipped":0,"total":0}'
 expect 'event: message.delta'
 expect 'event: message.completed'
 expect '"error":"conflict"'

@@ -538,7 +538,9 @@ impl From<WebhookError> for ApiError {
             WebhookError::Invalid(v) => v.into(),
             WebhookError::NotFound => Self::not_found("no such webhook"),
             WebhookError::DeliveryNotFound => Self::not_found("no such delivery"),
-            e @ WebhookError::AttemptInProgress => Self::new(ErrorCode::Conflict, e.to_string()),
+            e @ (WebhookError::AttemptInProgress | WebhookError::NotActive(_)) => {
+                Self::new(ErrorCode::Conflict, e.to_string())
+            }
             WebhookError::Unexpected(e) => Self::internal(e),
         }
     }

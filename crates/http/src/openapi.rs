@@ -49,6 +49,7 @@ use crate::settings::{Envelope, HttpSettings};
         billing::overview, billing::ledger, billing::purchase,
         webhooks::list, webhooks::create, webhooks::get, webhooks::update, webhooks::delete,
         webhooks::secret, webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
+        webhooks::recover, webhooks::retry_all, webhooks::stats,
         workflows::list, workflows::create, workflows::get, workflows::update, workflows::delete,
         executions::execute, executions::list, executions::get, executions::cancel,
         triggers::list, triggers::create, triggers::delete,

@@ -180,6 +180,11 @@ pub fn webhook_status_patch() -> impl Into<RefOr<Schema>> {
         .description(Some("`active` resumes a failed or disabled subscription; `disabled` pauses it."))
 }
 
+/// The status of the deliveries a bulk retry takes, optional.
+pub fn delivery_retry_status() -> impl Into<RefOr<Schema>> {
+    string_enum(["failed", "skipped"], true).description(Some("`failed` or `skipped`; absent: both."))
+}
+
 /// One name a subscription may list: an event type, an alias or `*`.
 pub fn event_selector() -> impl Into<RefOr<Schema>> {
     string_enum(EventSelector::names(), false)

@@ -259,6 +259,7 @@ diesel::table! {
         delivered_at -> Nullable<UtcTime>,
         created_at -> UtcTime,
         updated_at -> UtcTime,
+        earlier_attempts -> BigInt,
     }
 }
 

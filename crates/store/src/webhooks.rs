@@ -16,9 +16,10 @@
 use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::webhooks::{
-    Attempt, AttemptErrorKind, ClaimedDelivery, DELIVERY_QUEUE, Delivery, DeliveryStatus, Dispatched,
-    DueDelivery, FanOut, NewDelivery, SealedSecret, Settlement, StoredDelivery, StoredSubscription,
-    Subscription, SubscriptionStop, SubscriptionTarget, WebhookRepository,
+    Attempt, AttemptErrorKind, ClaimedDelivery, DELIVERY_QUEUE, Delivery, DeliveryCounts, DeliveryStats,
+    DeliveryStatus, Dispatched, DueDelivery, FanOut, NewDelivery, Requeue, SealedSecret, Settlement,
+    StoredDelivery, StoredSubscription, Subscription, SubscriptionStatus, SubscriptionStop,
+    SubscriptionTarget, WebhookRepository, nearest_rank_offset,
 };
 use agentry_domain::work::{Lease, LeaseQueue};
 use async_trait::async_trait;
@@ -152,6 +153,7 @@ struct DeliveryRow {
     error: Option<String>,
     delivered_at: Option<DbTime>,
     created_at: DbTime,
+    earlier_attempts: i64,
 }
 
 impl DeliveryRow {
@@ -163,7 +165,8 @@ impl DeliveryRow {
             event_id: EventId::from_string(self.event_id),
             event_type: self.event_type,
             status: self.status,
-            attempts: u32::try_from(self.attempts).unwrap_or(0),
+            // Every attempt in the log: those before it was last queued again, and since.
+            attempts: u32::try_from(self.earlier_attempts.saturating_add(self.attempts)).unwrap_or(0),
             next_attempt_at: self.next_attempt_at.map(|t| t.0),
             response_status: self.response_status.and_then(|s| u16::try_from(s).ok()),
             response_time_ms: self.response_time_ms.and_then(|ms| u64::try_from(ms).ok()),
@@ -205,9 +208,9 @@ impl NewDeliveryRow {
             event_type: d.event_type.clone(),
             payload: d.payload.clone(),
             is_test: d.test,
-            status: PENDING,
+            status: if d.skipped { DeliveryStatus::Skipped.as_str() } else { PENDING },
             attempts: i64::from(lease.is_some()),
-            next_attempt_at: Some(DbTime(d.created_at)),
+            next_attempt_at: (!d.skipped).then_some(DbTime(d.created_at)),
             lease_token: lease.map(|l| l.token.clone()),
             lease_until: lease.map(|l| DbTime(l.until)),
             lease_owner: None,
@@ -285,6 +288,7 @@ macro_rules! pair_with_subscriptions {
                         event_id: EventId::from_string(r.event_id),
                         payload: r.payload,
                         test: r.is_test,
+                        earlier_attempts: u32::try_from(r.earlier_attempts).unwrap_or(0),
                         subscription: subscription.clone(),
                     },
                     r.claims,
@@ -626,6 +630,146 @@ impl WebhookRepository for WebhookStore {
             .load(conn)
             .await)?;
         Ok(rows.into_iter().map(AttemptRow::into_domain).collect())
+    }
+
+    async fn requeue(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        requeue: &Requeue,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<u64>> {
+        let statuses: Vec<&'static str> = requeue.statuses.iter().map(|s| s.as_str()).collect();
+        let (tenant, id, reactivate) = (tenant.to_string(), subscription.to_string(), requeue.reactivate);
+        // No delivery predates the epoch: "since then" is "all of them".
+        let since = DbTime(requeue.since.unwrap_or(DateTime::<Utc>::UNIX_EPOCH));
+        let now = DbTime(now);
+        let queued = transaction!(self.db, conn => {
+            let found: Option<String> = webhook_subscriptions::table
+                .filter(webhook_subscriptions::tenant_id.eq(tenant.as_str()))
+                .filter(webhook_subscriptions::id.eq(id.as_str()))
+                .select(webhook_subscriptions::id)
+                .first(conn)
+                .await
+                .optional()?;
+            if found.is_none() {
+                return Ok(None);
+            }
+            // Test deliveries were the caller's last word: never queued again. A delivery held
+            // by a manual attempt is `pending` while held, so none of these is under a lease.
+            let queued = diesel::update(webhook_deliveries::table
+                .filter(webhook_deliveries::tenant_id.eq(tenant.as_str()))
+                .filter(webhook_deliveries::subscription_id.eq(id.as_str()))
+                .filter(webhook_deliveries::status.eq_any(&statuses))
+                .filter(webhook_deliveries::is_test.eq(false))
+                .filter(webhook_deliveries::created_at.ge(since)))
+                .set((
+                    webhook_deliveries::status.eq(PENDING),
+                    webhook_deliveries::next_attempt_at.eq(Some(now)),
+                    webhook_deliveries::earlier_attempts
+                        .eq(webhook_deliveries::earlier_attempts + webhook_deliveries::attempts),
+                    webhook_deliveries::attempts.eq(0),
+                    webhook_deliveries::updated_at.eq(now),
+                ))
+                .execute(conn)
+                .await?;
+            if reactivate {
+                diesel::update(webhook_subscriptions::table
+                    .filter(webhook_subscriptions::id.eq(id.as_str()))
+                    .filter(webhook_subscriptions::status.ne(ACTIVE)))
+                    .set((
+                        webhook_subscriptions::status.eq(SubscriptionStatus::Active.as_str()),
+                        webhook_subscriptions::updated_at.eq(now),
+                    ))
+                    .execute(conn)
+                    .await?;
+            }
+            conn.announce(WorkQueue::Deliveries).await?;
+            Ok(Some(u64::try_from(queued).unwrap_or(0)))
+        })?;
+        if queued.is_some() {
+            self.db.stored(WorkQueue::Deliveries);
+        }
+        Ok(queued)
+    }
+
+    async fn stats(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<DeliveryStats> {
+        let (tenant, id, window) = (tenant.as_str(), subscription.as_str(), since);
+        let since = DbTime(since);
+        // The attempts of the window that got an answer, as one expression used three times.
+        macro_rules! answered {
+            () => {
+                webhook_attempts::table
+                    .filter(webhook_attempts::tenant_id.eq(tenant))
+                    .filter(webhook_attempts::started_at.ge(since))
+                    .filter(webhook_attempts::response_status.is_not_null())
+                    .filter(
+                        webhook_attempts::delivery_id.eq_any(
+                            webhook_deliveries::table
+                                .filter(webhook_deliveries::subscription_id.eq(id))
+                                .select(webhook_deliveries::id),
+                        ),
+                    )
+            };
+        }
+        let (per_status, attempts, answered, p50, p99) = with_conn!(self.db, conn => {
+            let per_status: Vec<(String, i64)> = webhook_deliveries::table
+                .filter(webhook_deliveries::tenant_id.eq(tenant))
+                .filter(webhook_deliveries::subscription_id.eq(id))
+                .filter(webhook_deliveries::created_at.ge(since))
+                .group_by(webhook_deliveries::status)
+                .select((webhook_deliveries::status, diesel::dsl::count_star()))
+                .load(conn)
+                .await?;
+            let attempts: i64 = webhook_attempts::table
+                .filter(webhook_attempts::tenant_id.eq(tenant))
+                .filter(webhook_attempts::started_at.ge(since))
+                .filter(webhook_attempts::delivery_id.eq_any(
+                    webhook_deliveries::table
+                        .filter(webhook_deliveries::subscription_id.eq(id))
+                        .select(webhook_deliveries::id),
+                ))
+                .count()
+                .get_result(conn)
+                .await?;
+            let answered: i64 = answered!().count().get_result(conn).await?;
+            let n = u64::try_from(answered).unwrap_or(0);
+            let mut percentiles = [None, None];
+            for (slot, percent) in percentiles.iter_mut().zip([50, 99]) {
+                if let Some(offset) = nearest_rank_offset(percent, n) {
+                    *slot = answered!()
+                        .order(webhook_attempts::response_time_ms.asc())
+                        .select(webhook_attempts::response_time_ms)
+                        .offset(i64::try_from(offset).unwrap_or(i64::MAX))
+                        .first::<i64>(conn)
+                        .await
+                        .optional()?;
+                }
+            }
+            let [p50, p99] = percentiles;
+            Ok::<_, diesel::result::Error>((per_status, attempts, n, p50, p99))
+        })?;
+        let mut counts = DeliveryCounts::default();
+        for (status, n) in per_status {
+            // A status this version does not know is not counted, as `Delivery::restore` refuses it.
+            if let Some(status) = DeliveryStatus::parse(&status) {
+                counts.add(status, u64::try_from(n).unwrap_or(0));
+            }
+        }
+        let ms = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+        Ok(DeliveryStats {
+            since: window,
+            counts,
+            attempts: u64::try_from(attempts).unwrap_or(0),
+            answered,
+            p50_ms: ms(p50),
+            p99_ms: ms(p99),
+        })
     }
 }
 

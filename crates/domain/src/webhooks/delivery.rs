@@ -12,6 +12,11 @@
 //! A manual retry takes a delivery of any status back to `pending` for one attempt (the claim
 //! of [`WebhookRepository::claim_one`](super::WebhookRepository::claim_one)). Each outcome is a
 //! [`Settlement`], which only these transitions make.
+//!
+//! A delivery made while its subscription is `failed` or `disabled` is stored `skipped` and
+//! never sent by itself. A recovery (or a bulk retry) queues `skipped` and `failed` deliveries
+//! again ([`WebhookRepository::requeue`](super::WebhookRepository::requeue)): `pending`, due at
+//! once, with a fresh retry schedule; their attempts keep counting in the log.
 
 use chrono::{DateTime, Utc};
 
@@ -32,6 +37,10 @@ pub struct DueDelivery {
     pub payload: String,
     /// A test delivery, or a manual attempt: a last word, never followed by scheduled ones.
     pub test: bool,
+    /// Attempts made before it was last queued again by a recovery or a bulk retry: the
+    /// retry schedule starts over (its claims count from 1 again) while the attempts' numbers
+    /// go on from these.
+    pub earlier_attempts: u32,
     /// The subscription it goes to (URL, secrets).
     pub subscription: Subscription,
 }
@@ -55,6 +64,11 @@ impl ClaimedDelivery {
     /// How its attempt ends: a test delivery's is [`AttemptMode::Manual`].
     pub fn mode(&self) -> AttemptMode {
         if self.test { AttemptMode::Manual } else { AttemptMode::Scheduled }
+    }
+
+    /// The number of this attempt in the delivery's log, from 1: after the earlier attempts.
+    pub fn attempt_number(&self) -> u32 {
+        self.earlier_attempts.saturating_add(self.claims)
     }
 
     /// The same claim, attempted by hand (a manual retry): its outcome is a last word.
@@ -419,7 +433,7 @@ mod tests {
     fn a_stored_delivery_is_restored_with_a_known_status_and_a_next_attempt_only_when_pending() {
         let pending = Delivery::restore(sample_row("pending")).unwrap();
         assert_eq!((pending.status(), pending.next_attempt_at()), (DeliveryStatus::Pending, Some(t0())));
-        for status in [DeliveryStatus::Delivered, DeliveryStatus::Failed] {
+        for status in [DeliveryStatus::Delivered, DeliveryStatus::Failed, DeliveryStatus::Skipped] {
             let d = Delivery::restore(sample_row(status.as_str())).unwrap();
             assert_eq!((d.status(), d.next_attempt_at()), (status, None));
         }

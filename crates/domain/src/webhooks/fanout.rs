@@ -43,14 +43,20 @@ impl SubscriptionTarget {
         Ok(Self { id, tenant_id, events: EventSelectors::from_stored(events), status, created_at })
     }
 
-    /// Whether `event` goes to it: an event of its own tenant, of a type it selects, that
-    /// happened since it was created (not one that was still waiting for fan-out when it was),
-    /// while it is active (a failed or disabled one receives nothing until resumed).
-    pub fn receives(&self, event: &Event) -> bool {
-        self.status == SubscriptionStatus::Active
-            && self.tenant_id == event.tenant_id
+    /// Whether `event` is for it: an event of its own tenant, of a type it selects, that
+    /// happened since it was created (not one that was still waiting for fan-out when it was).
+    /// Whatever its status: a failed or disabled subscription keeps its events as skipped
+    /// deliveries ([`Self::receives`] says which).
+    pub fn selects(&self, event: &Event) -> bool {
+        self.tenant_id == event.tenant_id
             && self.created_at <= event.created_at
             && self.events.matches(event.event_type())
+    }
+
+    /// Whether it receives events now: only while active (a failed or disabled one keeps them
+    /// as skipped deliveries, sent after a recovery).
+    pub fn receives(&self) -> bool {
+        self.status == SubscriptionStatus::Active
     }
 }
 
@@ -58,9 +64,9 @@ impl SubscriptionTarget {
 pub type FanOut = fn(&[Event], &[SubscriptionTarget], DateTime<Utc>) -> anyhow::Result<Vec<NewDelivery>>;
 
 /// The deliveries `events` make to `subscriptions`: one per (event, subscription) pair where
-/// the subscription [receives](SubscriptionTarget::receives) the event, however many of its
+/// the subscription [selects](SubscriptionTarget::selects) the event, however many of its
 /// selectors match, with the id [`pair_id`], the event's envelope as the body (serialised once
-/// per event) and due at `now`.
+/// per event); due at `now` for an active subscription, `skipped` for one that is not.
 ///
 /// # Errors
 /// When an event's envelope does not serialise (typed payloads always do).
@@ -77,7 +83,7 @@ pub fn fan_out(
     let mut deliveries = Vec::new();
     for event in events {
         let mut targets =
-            of_tenant.get(&event.tenant_id).into_iter().flatten().filter(|s| s.receives(event)).peekable();
+            of_tenant.get(&event.tenant_id).into_iter().flatten().filter(|s| s.selects(event)).peekable();
         if targets.peek().is_none() {
             continue;
         }
@@ -95,6 +101,7 @@ pub fn fan_out(
                 event_type: event.event_type().as_str().to_owned(),
                 payload: payload.clone(),
                 test: false,
+                skipped: !s.receives(),
                 created_at: now,
             });
         }
@@ -212,13 +219,17 @@ mod tests {
     }
 
     #[test]
-    fn inactive_subscriptions_receive_nothing() {
+    fn inactive_subscriptions_keep_their_events_as_skipped_deliveries() {
         let events = [low("evt_1", "ten_1")];
         for status in [SubscriptionStatus::Failed, SubscriptionStatus::Disabled] {
             let mut stopped = target("whk_1", "ten_1", &["*"]);
             stopped.status = status;
-            assert!(pairs(&events, &[stopped]).is_empty(), "{status}");
+            let made = fan_out(&events, &[stopped], t0()).unwrap();
+            assert_eq!(made.len(), 1, "{status}");
+            assert!(made[0].skipped, "{status}");
         }
+        let active = fan_out(&events, &[target("whk_1", "ten_1", &["*"])], t0()).unwrap();
+        assert!(!active[0].skipped);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //!   rotation);
 //! - [`delivery`]: the delivery entity and the transitions of an attempt ([`Settlement`]);
 //! - [`fanout`]: which subscriptions receive which events ([`fan_out`]);
+//! - [`recovery`]: skipped deliveries queued again, and a subscription's delivery statistics;
 //! - [`signing`]: `X-Service-Signature` and the Standard Webhooks headers, over an [`Hmac`] port;
 //! - [`schedule`]: the retry schedule;
 //! - [`ports`]: the [`WebhookRepository`], [`SecretCipher`], [`WebhookSender`] and [`Hmac`] ports;
@@ -16,6 +17,7 @@ pub mod delivery;
 pub mod fanout;
 pub mod model;
 mod ports;
+pub mod recovery;
 pub mod schedule;
 mod service;
 pub mod signing;
@@ -33,10 +35,11 @@ pub use ports::{
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockHmac, MockSecretCipher, MockWebhookRepository, MockWebhookSender};
+pub use recovery::{DeliveryCounts, DeliveryStats, Requeue, nearest_rank_offset};
 pub use schedule::RetrySchedule;
 pub use service::{
-    DELIVERY_QUEUE, NewSubscription, SubscriptionPatch, TestReport, WebhookError, WebhookService,
-    WebhookServiceDeps, WebhookSettings,
+    DELIVERY_QUEUE, NewSubscription, STATS_WINDOW_HOURS, SubscriptionPatch, TestReport, WebhookError,
+    WebhookService, WebhookServiceDeps, WebhookSettings,
 };
 pub use subscription::{
     DetailsChange, IllegalStatusChange, StoredSubscription, Subscription, SubscriptionDetails,

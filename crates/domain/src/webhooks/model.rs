@@ -199,6 +199,9 @@ crate::string_enum! {
         Delivered => "delivered",
         /// Every attempt failed, or the receiver is gone.
         Failed => "failed",
+        /// Recorded while its subscription was `failed` or `disabled`: never sent, until a
+        /// recovery or a retry queues it.
+        Skipped => "skipped",
     }
 }
 
@@ -220,6 +223,8 @@ pub struct NewDelivery {
     pub payload: String,
     /// A test delivery (never retried; never changes the subscription's status).
     pub test: bool,
+    /// Recorded for a subscription that is not active: stored `skipped`, not due.
+    pub skipped: bool,
     /// Creation time, and when the first attempt is due.
     pub created_at: DateTime<Utc>,
 }

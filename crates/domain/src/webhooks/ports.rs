@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use super::delivery::{ClaimedDelivery, Delivery, Settlement};
 use super::fanout::FanOut;
 use super::model::{Attempt, AttemptErrorKind, NewDelivery, SealedSecret};
+use super::recovery::{DeliveryStats, Requeue};
 use super::subscription::Subscription;
 use crate::ids::{DeliveryId, TenantId, WebhookId};
 use crate::work::Lease;
@@ -96,6 +97,27 @@ pub trait WebhookRepository: Send + Sync {
 
     /// The attempts of one delivery of the tenant, first first.
     async fn attempts(&self, tenant: &TenantId, delivery: &DeliveryId) -> anyhow::Result<Vec<Attempt>>;
+
+    /// Queues again, in one transaction, the tenant's subscription's deliveries that `requeue`
+    /// selects (never test deliveries): `pending`, due at `now`, their attempts so far kept as
+    /// earlier ones so that the retry schedule starts over; and sets the subscription `active`
+    /// when `requeue.reactivate`. How many were queued; `None` when the subscription is absent.
+    async fn requeue(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        requeue: &Requeue,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<u64>>;
+
+    /// The subscription's deliveries created since `since` per status, and the response times
+    /// of the attempts started since then that got an answer (p50, p99 by nearest rank).
+    async fn stats(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<DeliveryStats>;
 }
 
 /// Seals secrets that must be used in clear later (signing secrets) for storage: authenticated

@@ -19,6 +19,7 @@ use super::model::{
 use super::ports::{
     Dispatched, Hmac, OutboundFailure, OutboundPost, SecretCipher, WebhookRepository, WebhookSender,
 };
+use super::recovery::{DeliveryStats, Requeue};
 use super::schedule::RetrySchedule;
 use super::signing::{new_secret, sign};
 use super::subscription::{DetailsChange, Subscription, SubscriptionDetails};
@@ -50,6 +51,11 @@ pub enum WebhookError {
     /// Another attempt of the delivery is in progress.
     #[error("an attempt of this delivery is in progress; try again when it has finished")]
     AttemptInProgress,
+    /// A bulk retry of a subscription that is not active (its deliveries would wait).
+    #[error(
+        "the subscription is {0}: POST /webhooks/{{id}}/recover queues its deliveries and makes it active"
+    )]
+    NotActive(SubscriptionStatus),
     /// Storage or the cipher failed.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
@@ -163,6 +169,9 @@ pub struct WebhookService {
     deps: WebhookServiceDeps,
     settings: WebhookSettings,
 }
+
+/// The window of [`WebhookService::stats`], in hours.
+pub const STATS_WINDOW_HOURS: i64 = 24;
 
 /// The queue name of deliveries in metrics.
 pub const DELIVERY_QUEUE: &str = "webhook_deliveries";
@@ -360,6 +369,7 @@ impl WebhookService {
             event_type: event_type.as_str().to_owned(),
             payload: envelope.to_string(),
             test: true,
+            skipped: false,
             created_at: now,
         };
         let lease = self.new_lease(now);
@@ -370,6 +380,7 @@ impl WebhookService {
                 event_id,
                 payload: delivery.payload,
                 test: true,
+                earlier_attempts: 0,
                 subscription,
             },
             claims: 1,
@@ -459,6 +470,81 @@ impl WebhookService {
             .ok_or(WebhookError::DeliveryNotFound)
     }
 
+    /// Recovers a subscription: queues again every skipped or failed delivery created since
+    /// `since` (each with its event id and a fresh retry schedule) and sets it `active`, in one
+    /// transaction. How many deliveries were queued.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn recover(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        since: DateTime<Utc>,
+    ) -> Result<u64, WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        self.requeue(caller, id, &Requeue::recovery(since)).await
+    }
+
+    /// Retries in bulk: queues again the active subscription's deliveries in `status` (skipped
+    /// and failed ones when `None`) created since `since` (all when `None`). How many were
+    /// queued.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`], [`WebhookError::Invalid`] for a
+    /// status that cannot be retried, [`WebhookError::NotActive`] for a subscription that is not
+    /// active (a recovery is what it needs).
+    pub async fn retry_all(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        status: Option<DeliveryStatus>,
+        since: Option<DateTime<Utc>>,
+    ) -> Result<u64, WebhookError> {
+        caller.require(Permission::WebhooksWrite)?;
+        if let Some(s) = status.filter(|s| !Requeue::REQUEUABLE.contains(s)) {
+            return Err(ValidationErrors::one(FieldError::new(
+                "status",
+                FieldErrorKind::InvalidValue,
+                format!("{s} deliveries cannot be retried; status may be failed or skipped"),
+            ))
+            .into());
+        }
+        let subscription = self.find(caller, id).await?;
+        if subscription.status() != SubscriptionStatus::Active {
+            return Err(WebhookError::NotActive(subscription.status()));
+        }
+        self.requeue(caller, id, &Requeue::retry(status, since)).await
+    }
+
+    async fn requeue(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+        requeue: &Requeue,
+    ) -> Result<u64, WebhookError> {
+        let now = self.deps.clock.now();
+        let queued = self.deps.webhooks.requeue(&caller.tenant_id, id, requeue, now).await?;
+        let queued = queued.ok_or(WebhookError::NotFound)?;
+        tracing::info!(
+            tenant_id = %caller.tenant_id, webhook_id = %id, queued, reactivate = requeue.reactivate,
+            "webhook deliveries queued again"
+        );
+        Ok(queued)
+    }
+
+    /// The subscription's deliveries per status and its receiver's response times over the
+    /// last [`STATS_WINDOW_HOURS`] hours.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn stats(&self, caller: &Principal, id: &WebhookId) -> Result<DeliveryStats, WebhookError> {
+        caller.require(Permission::WebhooksRead)?;
+        let subscription = self.find(caller, id).await?;
+        let since = self.deps.clock.now() - Duration::hours(STATS_WINDOW_HOURS);
+        Ok(self.deps.webhooks.stats(&caller.tenant_id, subscription.id(), since).await?)
+    }
+
     /// One fan-out pass over the outbox: the store applies [`fan_out`]'s decision.
     ///
     /// # Errors
@@ -484,7 +570,8 @@ impl WebhookService {
             DeliveryStatus::Pending => {
                 Ran { outcome: Outcome::Retry, due_again: settlement.next_attempt_at() }
             }
-            DeliveryStatus::Failed => Ran::ended(Outcome::Failed),
+            // An attempt never leaves a delivery skipped; were it to, it ended all the same.
+            DeliveryStatus::Failed | DeliveryStatus::Skipped => Ran::ended(Outcome::Failed),
         })
     }
 
@@ -517,7 +604,7 @@ impl WebhookService {
                 let succeeded = (200..300).contains(&answer.status);
                 let body = &answer.body[..answer.body.len().min(RESPONSE_BODY_BYTES)];
                 Attempt {
-                    number: claimed.claims,
+                    number: claimed.attempt_number(),
                     started_at,
                     response_status: Some(answer.status),
                     response_time_ms: answer.elapsed_ms,
@@ -528,7 +615,7 @@ impl WebhookService {
                 }
             }
             Err(failure) => Attempt {
-                number: claimed.claims,
+                number: claimed.attempt_number(),
                 started_at,
                 response_status: None,
                 response_time_ms: failure.elapsed_ms,
@@ -540,7 +627,7 @@ impl WebhookService {
         };
         if !attempt.succeeded {
             tracing::info!(
-                delivery_id = %claimed.id, webhook_id = %claimed.subscription.id(), attempt = claimed.claims,
+                delivery_id = %claimed.id, webhook_id = %claimed.subscription.id(), attempt = claimed.attempt_number(),
                 error = attempt.error.as_deref().unwrap_or(""), "webhook delivery attempt failed"
             );
         }
@@ -549,7 +636,7 @@ impl WebhookService {
 
     /// The end of a delivery claimed once more than its schedule allows, without sending it.
     fn given_up(&self, claimed: &ClaimedDelivery, reason: &str) -> Settlement {
-        Settlement::given_up(claimed.claims, reason, self.deps.clock.now())
+        Settlement::given_up(claimed.attempt_number(), reason, self.deps.clock.now())
     }
 
     /// What an attempt's result changes; the retry schedule (and its jitter) is consulted only

@@ -13,7 +13,8 @@ use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, V
 use agentry_domain::webhooks::EventSelector;
 use agentry_domain::webhooks::model::{check_description, check_events, check_secret};
 use agentry_domain::webhooks::{
-    Attempt, Delivery, NewSubscription, Subscription, SubscriptionPatch, SubscriptionStatus,
+    Attempt, Delivery, DeliveryStats, DeliveryStatus, NewSubscription, STATS_WINDOW_HOURS, Subscription,
+    SubscriptionPatch, SubscriptionStatus,
 };
 use chrono::{DateTime, Utc};
 use secrecy::SecretString;
@@ -39,7 +40,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/webhooks/{webhook_id}/test").route(web::post().to(test)))
         .service(web::resource("/webhooks/{webhook_id}/secret").route(web::get().to(secret)))
         .service(web::resource("/webhooks/{webhook_id}/rotate-secret").route(web::post().to(rotate_secret)))
+        .service(web::resource("/webhooks/{webhook_id}/recover").route(web::post().to(recover)))
+        .service(web::resource("/webhooks/{webhook_id}/stats").route(web::get().to(stats)))
         .service(web::resource("/webhooks/{webhook_id}/deliveries").route(web::get().to(deliveries)))
+        .service(web::resource("/webhooks/{webhook_id}/deliveries/retry").route(web::post().to(retry_all)))
         .service(
             web::resource("/webhooks/{webhook_id}/deliveries/{delivery_id}/attempts")
                 .route(web::get().to(attempts)),
@@ -396,7 +400,8 @@ pub struct DeliveryResponse {
     pub event_id: String,
     /// The event's type.
     pub event_type: String,
-    /// `pending`, `delivered` or `failed`.
+    /// `pending`, `delivered`, `failed`, or `skipped` (kept while the subscription was `failed`
+    /// or `disabled`; sent after a recovery or a retry).
     pub status: &'static str,
     /// The receiver's status at the last attempt that got an answer.
     pub response_status: Option<u16>,
@@ -576,4 +581,187 @@ pub async fn retry(
     let (id, delivery) = path.into_inner();
     let delivery = state.webhooks.retry(&caller, &webhook_id(id)?, &delivery_id(delivery)?).await?;
     Ok(Reply::ok(delivery.into()))
+}
+
+/// A time a request gives (RFC 3339), or the field's error.
+fn time_field(field: &'static str, raw: String) -> Result<DateTime<Utc>, FieldError> {
+    DateTime::parse_from_rfc3339(&raw).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+        FieldError::new(
+            field,
+            FieldErrorKind::InvalidFormat,
+            format!("{field} must be an RFC 3339 time such as 2026-11-26T09:00:00Z"),
+        )
+    })
+}
+
+/// Which missed deliveries to recover.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RecoverWebhookRequest {
+    /// Skipped and failed deliveries created at or after this time (RFC 3339) are queued again.
+    #[schema(required = true, value_type = String, format = DateTime, example = "2026-11-26T09:00:00Z")]
+    pub since: Option<String>,
+}
+
+/// Deliveries queued again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueuedResponse {
+    /// How many deliveries were queued; each is sent with its original event id (`webhook-id`)
+    /// and a fresh retry schedule.
+    pub queued: u64,
+}
+
+/// Recover missed events: queue every skipped or failed delivery since a time again (each with
+/// its original `webhook-id`) and set the subscription `active`, in one step.
+#[utoipa::path(
+    post, path = "/api/v1/webhooks/{webhook_id}/recover", tag = "webhooks", operation_id = "recoverWebhook",
+    security(("bearer" = [])),
+    params(("webhook_id" = String, Path, description = "Subscription id")),
+    request_body = RecoverWebhookRequest,
+    responses(
+        (status = 202, description = "Queued; the subscription is active", body = QueuedResponse),
+        (status = 404, description = "`not_found`: no such webhook in your tenant"),
+    )
+)]
+pub async fn recover(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: JsonBody<RecoverWebhookRequest>,
+) -> Result<Reply<QueuedResponse>, ApiError> {
+    let id = webhook_id(path.into_inner())?;
+    let mut v = Validator::new();
+    let since = v.required("since", body.0.since, |raw| time_field("since", raw));
+    let since = v.finish(since)?;
+    let queued = state.webhooks.recover(&caller, &id, since).await?;
+    Ok(Reply::with_status(actix_web::http::StatusCode::ACCEPTED, QueuedResponse { queued }))
+}
+
+/// Which deliveries to retry.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RetryDeliveriesRequest {
+    /// `failed` or `skipped`; absent: both.
+    #[schema(schema_with = crate::schemas::delivery_retry_status)]
+    pub status: Option<String>,
+    /// Only deliveries created at or after this time (RFC 3339); absent: all.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub since: Option<String>,
+}
+
+/// Retry in bulk: queue the active subscription's failed and/or skipped deliveries again (each
+/// with its original `webhook-id` and a fresh retry schedule). `{}` retries all of them.
+#[utoipa::path(
+    post, path = "/api/v1/webhooks/{webhook_id}/deliveries/retry", tag = "webhooks",
+    operation_id = "retryWebhookDeliveries",
+    security(("bearer" = [])),
+    params(("webhook_id" = String, Path, description = "Subscription id")),
+    request_body = RetryDeliveriesRequest,
+    responses(
+        (status = 202, description = "Queued", body = QueuedResponse),
+        (status = 404, description = "`not_found`: no such webhook in your tenant"),
+        (status = 409, description = "`conflict`: the subscription is not active (recover it instead)"),
+    )
+)]
+pub async fn retry_all(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: JsonBody<RetryDeliveriesRequest>,
+) -> Result<Reply<QueuedResponse>, ApiError> {
+    let id = webhook_id(path.into_inner())?;
+    let mut v = Validator::new();
+    let status = v.optional("status", body.0.status, |raw| {
+        DeliveryStatus::parse(&raw).ok_or_else(|| {
+            FieldError::new("status", FieldErrorKind::InvalidValue, "status may be failed or skipped")
+        })
+    });
+    let since = v.optional("since", body.0.since, |raw| time_field("since", raw));
+    let (status, since) = v.finish((status, since))?;
+    let queued = state.webhooks.retry_all(&caller, &id, status, since).await?;
+    Ok(Reply::with_status(actix_web::http::StatusCode::ACCEPTED, QueuedResponse { queued }))
+}
+
+/// Deliveries per status.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryCountsResponse {
+    /// Waiting for an attempt.
+    pub pending: u64,
+    /// Accepted by the receiver.
+    pub delivered: u64,
+    /// Every attempt failed.
+    pub failed: u64,
+    /// Kept while the subscription was not active.
+    pub skipped: u64,
+    /// All of them.
+    pub total: u64,
+}
+
+/// The receiver's response times.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResponseTimes {
+    /// Median, in milliseconds; null without an answer in the window.
+    pub p50: Option<u64>,
+    /// 99th percentile (nearest rank), in milliseconds; null without an answer in the window.
+    pub p99: Option<u64>,
+}
+
+/// A subscription's health over the last 24 hours.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookStatsResponse {
+    /// The subscription.
+    pub webhook_id: String,
+    /// The window's length.
+    pub window_hours: i64,
+    /// Its start (it ends now).
+    #[serde(serialize_with = "timestamp::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub since: DateTime<Utc>,
+    /// Deliveries created in the window, per status.
+    pub deliveries: DeliveryCountsResponse,
+    /// Attempts started in the window.
+    pub attempts: u64,
+    /// Of those, how many the receiver answered (the response times are theirs).
+    pub answered: u64,
+    /// The receiver's response times.
+    pub response_time_ms: ResponseTimes,
+}
+
+impl WebhookStatsResponse {
+    fn new(id: &WebhookId, s: DeliveryStats) -> Self {
+        let c = s.counts;
+        Self {
+            webhook_id: id.to_string(),
+            window_hours: STATS_WINDOW_HOURS,
+            since: s.since,
+            deliveries: DeliveryCountsResponse {
+                pending: c.pending,
+                delivered: c.delivered,
+                failed: c.failed,
+                skipped: c.skipped,
+                total: c.total(),
+            },
+            attempts: s.attempts,
+            answered: s.answered,
+            response_time_ms: ResponseTimes { p50: s.p50_ms, p99: s.p99_ms },
+        }
+    }
+}
+
+/// Deliveries per status and the receiver's response times (p50, p99) over the last 24 hours.
+#[utoipa::path(
+    get, path = "/api/v1/webhooks/{webhook_id}/stats", tag = "webhooks", operation_id = "getWebhookStats",
+    security(("bearer" = [])),
+    params(("webhook_id" = String, Path, description = "Subscription id")),
+    responses(
+        (status = 200, description = "The statistics", body = WebhookStatsResponse),
+        (status = 404, description = "`not_found`: no such webhook in your tenant"),
+    )
+)]
+pub async fn stats(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<Reply<WebhookStatsResponse>, ApiError> {
+    let id = webhook_id(path.into_inner())?;
+    let stats = state.webhooks.stats(&caller, &id).await?;
+    Ok(Reply::ok(WebhookStatsResponse::new(&id, stats)))
 }

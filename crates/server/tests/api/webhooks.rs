@@ -203,11 +203,14 @@ async fn a_failing_receiver_gets_five_attempts_then_the_subscription_fails_until
         let r = app.get_with_token(&format!("/api/v1/webhooks/{id}"), &token).await;
         assert_eq!(json_with_status(r, 200).await["status"], "failed");
 
-        // While failed, new events create no deliveries.
+        // While failed, new events are kept as skipped deliveries, not sent.
         app.create_agent(&token, json!({"name": "Two"})).await;
         app.drain().await;
         let r = app.get_with_token(&format!("/api/v1/webhooks/{id}/deliveries"), &token).await;
-        assert_eq!(json_with_status(r, 200).await["items"].as_array().unwrap().len(), 1);
+        let items = json_with_status(r, 200).await["items"].as_array().unwrap().clone();
+        assert_eq!(items.len(), 2);
+        assert_eq!((items[0]["status"].as_str(), items[0]["attempts"].as_u64()), (Some("skipped"), Some(0)));
+        assert_eq!(server.received_requests().await.unwrap().len(), 5);
 
         // The receiver is fixed: a manual retry delivers the failed delivery.
         drop(failing);
@@ -464,4 +467,122 @@ async fn only_a_caller_who_may_sign_reads_the_signing_secret() {
         assert_eq!(json_with_status(r, 404).await["error"], "not_found");
     })
     .await;
+}
+
+/// The event ids (`webhook-id`) the receiver got, in order.
+async fn received_ids(server: &MockServer) -> Vec<String> {
+    server.received_requests().await.unwrap_or_default().iter().map(|r| header(r, "webhook-id")).collect()
+}
+
+#[tokio::test]
+async fn events_sent_while_disabled_are_delivered_once_each_after_a_recovery() {
+    on_both_databases(loopback, |app| async move {
+        let token = app.access_token("ada@example.com").await;
+        let server = receiver(200).await;
+        let hook = subscribe(&app, &token, &format!("{}/hook", server.uri()), json!(["agent.created"])).await;
+        let id = hook["id"].as_str().unwrap().to_owned();
+        let since = hook["created_at"].as_str().unwrap().to_owned();
+        let r = app
+            .patch_json_with_token(&format!("/api/v1/webhooks/{id}"), &token, &json!({"status": "disabled"}))
+            .await;
+        assert_eq!(json_with_status(r, 200).await["status"], "disabled");
+
+        // Twenty events while it is disabled: kept, none sent.
+        for n in 0..20 {
+            app.create_agent(&token, json!({"name": format!("Agent {n}")})).await;
+        }
+        app.drain().await;
+        assert!(received_ids(&server).await.is_empty());
+        let list = format!("/api/v1/webhooks/{id}/deliveries?limit=100");
+        let kept = json_with_status(app.get_with_token(&list, &token).await, 200).await;
+        let kept = kept["items"].as_array().unwrap().clone();
+        assert_eq!(kept.len(), 20);
+        assert!(kept.iter().all(|d| d["status"] == "skipped" && d["next_attempt_at"].is_null()));
+        let mut event_ids: Vec<String> =
+            kept.iter().map(|d| d["event_id"].as_str().unwrap().to_owned()).collect();
+        event_ids.sort();
+        let stats = format!("/api/v1/webhooks/{id}/stats");
+        let before = json_with_status(app.get_with_token(&stats, &token).await, 200).await;
+        assert_eq!(before["deliveries"]["skipped"], 20);
+        assert_eq!((before["attempts"].as_u64(), before["window_hours"].as_u64()), (Some(0), Some(24)));
+        assert!(before["response_time_ms"]["p50"].is_null());
+
+        // A bulk retry is refused while disabled: the recovery is what it needs.
+        let retry = format!("/api/v1/webhooks/{id}/deliveries/retry");
+        let r = app.post_json_with_token(&retry, &token, &json!({})).await;
+        let refused = json_with_status(r, 409).await;
+        assert!(refused["message"].as_str().unwrap().contains("recover"), "{refused}");
+
+        // Recovered: all twenty queued, the subscription active, each sent once with its
+        // original event id.
+        let recover = format!("/api/v1/webhooks/{id}/recover");
+        let r = app.post_json_with_token(&recover, &token, &json!({"since": since})).await;
+        assert_eq!(json_with_status(r, 202).await, json!({"queued": 20}));
+        let r = app.get_with_token(&format!("/api/v1/webhooks/{id}"), &token).await;
+        assert_eq!(json_with_status(r, 200).await["status"], "active");
+        app.drain().await;
+        let mut sent = received_ids(&server).await;
+        sent.sort();
+        assert_eq!(sent, event_ids, "each event once, with its own webhook-id");
+        let after = json_with_status(app.get_with_token(&stats, &token).await, 200).await;
+        assert_eq!(
+            (after["deliveries"]["delivered"].as_u64(), after["deliveries"]["skipped"].as_u64()),
+            (Some(20), Some(0))
+        );
+        assert_eq!((after["attempts"].as_u64(), after["answered"].as_u64()), (Some(20), Some(20)));
+        assert!(after["response_time_ms"]["p50"].as_u64().is_some());
+        assert!(after["response_time_ms"]["p99"].as_u64() >= after["response_time_ms"]["p50"].as_u64());
+
+        // Nothing left: a second recovery and a bulk retry queue nothing, and nothing is sent twice.
+        let r = app.post_json_with_token(&recover, &token, &json!({"since": since})).await;
+        assert_eq!(json_with_status(r, 202).await, json!({"queued": 0}));
+        let r = app.post_json_with_token(&retry, &token, &json!({"status": "failed", "since": since})).await;
+        assert_eq!(json_with_status(r, 202).await, json!({"queued": 0}));
+        app.drain().await;
+        assert_eq!(received_ids(&server).await.len(), 20);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn recovery_bulk_retry_and_stats_are_validated_scoped_and_tenant_bound() {
+    let app = spawn_with(loopback).await;
+    let token = app.access_token("ada@example.com").await;
+    let server = receiver(200).await;
+    let hook = subscribe(&app, &token, &format!("{}/hook", server.uri()), json!(["*"])).await;
+    let id = hook["id"].as_str().unwrap();
+    let (recover, retry, stats) = (
+        format!("/api/v1/webhooks/{id}/recover"),
+        format!("/api/v1/webhooks/{id}/deliveries/retry"),
+        format!("/api/v1/webhooks/{id}/stats"),
+    );
+    for (path, body, field) in [
+        (&recover, json!({}), "since"),
+        (&recover, json!({"since": "yesterday"}), "since"),
+        (&retry, json!({"status": "delivered"}), "status"),
+        (&retry, json!({"status": "lost"}), "status"),
+        (&retry, json!({"since": "2026-13-01T00:00:00Z"}), "since"),
+    ] {
+        let r = app.post_json_with_token(path, &token, &body).await;
+        let e = json_with_status(r, 422).await;
+        assert!(e.to_string().contains(field), "{path} {body}: {e}");
+    }
+    // A reader sees the statistics but cannot queue anything.
+    let r = app
+        .post_json_with_token(
+            "/api/v1/auth/api-keys",
+            &token,
+            &json!({"name": "r", "scopes": ["webhooks:read"]}),
+        )
+        .await;
+    let reader = json_with_status(r, 201).await["key"].as_str().unwrap().to_owned();
+    assert_eq!(app.get_with_token(&stats, &reader).await.status(), 200);
+    let since = json!({"since": "2026-01-01T00:00:00Z"});
+    assert_eq!(app.post_json_with_token(&recover, &reader, &since).await.status(), 403);
+    assert_eq!(app.post_json_with_token(&retry, &reader, &json!({})).await.status(), 403);
+    // Another tenant finds nothing.
+    let eve = app.access_token("eve@example.com").await;
+    assert_eq!(app.get_with_token(&stats, &eve).await.status(), 404);
+    assert_eq!(app.post_json_with_token(&recover, &eve, &since).await.status(), 404);
+    assert_eq!(app.post_json_with_token(&retry, &eve, &json!({})).await.status(), 404);
 }

@@ -20,9 +20,12 @@ pub(super) struct ClaimedRow {
     pub(super) claims: i64,
     #[diesel(sql_type = diesel::sql_types::Bool)]
     pub(super) is_test: bool,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub(super) earlier_attempts: i64,
 }
 
-const CLAIMED_COLUMNS: &str = "id, subscription_id, event_id, payload, attempts AS claims, is_test";
+const CLAIMED_COLUMNS: &str =
+    "id, subscription_id, event_id, payload, attempts AS claims, is_test, earlier_attempts";
 
 /// Deliveries as a lease queue: pending ones of `active` subscriptions whose next attempt is
 /// due; each claim counts an attempt.

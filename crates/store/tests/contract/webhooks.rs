@@ -2,9 +2,9 @@ use agentry_domain::agents::AgentRepository;
 use agentry_domain::events::{Event, EventType};
 use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
 use agentry_domain::webhooks::{
-    Attempt, AttemptErrorKind, AttemptMode, DeliveryStatus, DetailsChange, NewDelivery, SealedSecret,
-    Settlement, StoredSubscription, Subscription, SubscriptionStatus, SubscriptionTarget, WebhookRepository,
-    fan_out, pair_id,
+    Attempt, AttemptErrorKind, AttemptMode, DeliveryStatus, DetailsChange, NewDelivery, Requeue,
+    SealedSecret, Settlement, StoredSubscription, Subscription, SubscriptionStatus, SubscriptionTarget,
+    WebhookRepository, fan_out, pair_id,
 };
 use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_store::{Database, WebhookStore};
@@ -22,6 +22,9 @@ crate::contract!(
     a_manual_claim_takes_any_delivery_not_in_flight,
     another_tenants_subscriptions_and_deliveries_are_invisible,
     a_subscription_that_cannot_be_read_fails_its_deliveries_and_stops_no_one,
+    a_recovery_requeues_skipped_and_failed_since_a_time_with_a_fresh_schedule,
+    a_bulk_retry_takes_the_status_asked_and_leaves_the_subscription,
+    stats_count_deliveries_per_status_and_percentiles_of_answered_attempts,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -127,12 +130,17 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
         .await
         .unwrap();
     let report = store.dispatch(t0(), 100, fan_out).await.unwrap();
-    assert_eq!((report.events, report.deliveries), (2, 2), "ten_1's event to `*` and `agent.created`");
+    assert_eq!(
+        (report.events, report.deliveries),
+        (2, 3),
+        "ten_1's event to `*` and `agent.created`, and kept for the paused one"
+    );
     assert_eq!(store.dispatch(t0(), 100, fan_out).await.unwrap().events, 0, "dispatched once");
     let tenant = TenantId::from_string("ten_1");
-    for (id, expected) in
-        [("whk_all", 1), ("whk_created", 1), ("whk_updated", 0), ("whk_paused", 0), ("whk_late", 0)]
-    {
+    let kept = store.deliveries(&tenant, &WebhookId::from_string("whk_paused"), 10).await.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!((kept[0].status(), kept[0].next_attempt_at()), (DeliveryStatus::Skipped, None));
+    for (id, expected) in [("whk_all", 1), ("whk_created", 1), ("whk_updated", 0), ("whk_late", 0)] {
         let deliveries = store.deliveries(&tenant, &WebhookId::from_string(id), 10).await.unwrap();
         assert_eq!(deliveries.len(), expected, "{id}");
         if let Some(d) = deliveries.first() {
@@ -173,6 +181,7 @@ fn to_every_subscription_twice(
                 event_type: e.event_type().as_str().to_owned(),
                 payload: "{}".into(),
                 test: false,
+                skipped: false,
                 created_at: now,
             };
             deliveries.extend([d.clone(), d]);
@@ -285,14 +294,15 @@ async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Dat
     let tenant = TenantId::from_string("ten_1");
     let mut s = store.get(&tenant, &WebhookId::from_string("whk_1")).await.unwrap().unwrap();
     assert_eq!(s.status(), SubscriptionStatus::Failed);
-    // The other delivery waits while the subscription is failed, and new events make none.
+    // The other delivery waits while the subscription is failed, and new events are kept as
+    // skipped deliveries, not sent.
     assert!(store.claim(&lease("l2", t0() + Duration::seconds(30)), t0(), 10).await.unwrap().is_empty());
     agents
         .create(&super::agents::agent("agt_5", "ten_1"), &event("evt_5", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    assert_eq!(store.dispatch(t0(), 100, fan_out).await.unwrap().deliveries, 0);
-    // Active again: the waiting delivery goes out.
+    assert_eq!(store.dispatch(t0(), 100, fan_out).await.unwrap().deliveries, 1);
+    // Active again: the waiting delivery goes out; the skipped one waits for a recovery.
     s.set_status(SubscriptionStatus::Active, t0()).unwrap();
     assert!(store.update(&s).await.unwrap());
     let resumed = store.claim(&lease("l3", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
@@ -312,6 +322,7 @@ async fn a_manual_claim_takes_any_delivery_not_in_flight(db: Database) {
         event_type: "agent.created".into(),
         payload: "{}".into(),
         test: true,
+        skipped: false,
         created_at: t0(),
     };
     let held = lease("l1", t0() + Duration::seconds(30));
@@ -394,4 +405,118 @@ async fn a_subscription_that_cannot_be_read_fails_its_deliveries_and_stops_no_on
     let later = t0() + Duration::hours(1);
     let again = store.claim(&lease("l2", later + Duration::seconds(30)), later, 10).await.unwrap();
     assert_eq!(again.iter().map(|c| c.subscription.id().as_str()).collect::<Vec<_>>(), ["whk_2"]);
+}
+
+/// Creates agent `agt_{n}` of `ten_1` with its event `evt_{n}` at `at`.
+async fn agent_created(agents: &agentry_store::AgentStore, n: &str, at: DateTime<Utc>) {
+    let mut e = event(&format!("evt_{n}"), "ten_1", EventType::AgentCreated);
+    e.created_at = at;
+    agents.create(&super::agents::agent(&format!("agt_{n}"), "ten_1"), &e).await.unwrap();
+}
+
+async fn a_recovery_requeues_skipped_and_failed_since_a_time_with_a_fresh_schedule(db: Database) {
+    let (store, agents) = subscribed_with_one_delivery(&db).await;
+    let (tenant, id) = (TenantId::from_string("ten_1"), WebhookId::from_string("whk_1"));
+    // evt_3's delivery fails its fifth attempt: the subscription fails.
+    let l1 = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim(&l1, t0(), 10).await.unwrap();
+    let failed = settled(attempt(1, Some(500)), None);
+    assert!(store.settle(&claimed[0].id, &l1, &failed, t0()).await.unwrap());
+    // Three events while it is failed, one an hour before the others.
+    let later = t0() + Duration::hours(2);
+    agent_created(&agents, "old", t0() + Duration::hours(1)).await;
+    store.dispatch(t0() + Duration::hours(1), 100, fan_out).await.unwrap();
+    agent_created(&agents, "a", later).await;
+    agent_created(&agents, "b", later).await;
+    assert_eq!(store.dispatch(later, 100, fan_out).await.unwrap().deliveries, 2);
+    let statuses = |ds: &[agentry_domain::webhooks::Delivery]| {
+        let mut v: Vec<(String, DeliveryStatus)> =
+            ds.iter().map(|d| (d.event_id().to_string(), d.status())).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let before = store.deliveries(&tenant, &id, 10).await.unwrap();
+    assert_eq!(
+        statuses(&before),
+        [
+            ("evt_3".to_owned(), DeliveryStatus::Failed),
+            ("evt_a".to_owned(), DeliveryStatus::Skipped),
+            ("evt_b".to_owned(), DeliveryStatus::Skipped),
+            ("evt_old".to_owned(), DeliveryStatus::Skipped),
+        ]
+    );
+    // Another tenant recovers nothing, and changes nothing.
+    let other = TenantId::from_string("ten_2");
+    assert_eq!(store.requeue(&other, &id, &Requeue::recovery(t0()), later).await.unwrap(), None);
+    // Since the two recent ones: those two, and the subscription is active again.
+    let now = later + Duration::minutes(5);
+    let since = later - Duration::minutes(1);
+    assert_eq!(store.requeue(&tenant, &id, &Requeue::recovery(since), now).await.unwrap(), Some(2));
+    assert_eq!(store.get(&tenant, &id).await.unwrap().unwrap().status(), SubscriptionStatus::Active);
+    let claimed = store.claim(&lease("l2", now + Duration::seconds(30)), now, 10).await.unwrap();
+    let mut events: Vec<&str> = claimed.iter().map(|c| c.event_id.as_str()).collect();
+    events.sort_unstable();
+    assert_eq!(events, ["evt_a", "evt_b"], "queued again with their own event ids");
+    assert!(claimed.iter().all(|c| (c.claims, c.earlier_attempts) == (1, 0)));
+    // Since the start: the failed one and the older skipped one; the failed one's schedule
+    // starts over and its next attempt is the second in its log.
+    assert_eq!(store.requeue(&tenant, &id, &Requeue::recovery(t0()), now).await.unwrap(), Some(2));
+    let again = store.claim(&lease("l3", now + Duration::seconds(30)), now, 10).await.unwrap();
+    let evt_3 = again.iter().find(|c| c.event_id.as_str() == "evt_3").unwrap();
+    assert_eq!((evt_3.claims, evt_3.earlier_attempts, evt_3.attempt_number()), (1, 1, 2));
+    let delivered = settled(attempt(evt_3.attempt_number(), Some(200)), None);
+    assert!(store.settle(&evt_3.id, &evt_3.lease, &delivered, now).await.unwrap());
+    let d = store.delivery(&tenant, &id, &evt_3.id).await.unwrap().unwrap();
+    assert_eq!((d.status(), d.attempts()), (DeliveryStatus::Delivered, 2));
+    let log: Vec<u32> = store.attempts(&tenant, d.id()).await.unwrap().iter().map(|a| a.number).collect();
+    assert_eq!(log, [1, 2], "the log keeps every attempt");
+    // Nothing left to recover: delivered and pending ones are not taken.
+    assert_eq!(store.requeue(&tenant, &id, &Requeue::recovery(t0()), now).await.unwrap(), Some(0));
+}
+
+async fn a_bulk_retry_takes_the_status_asked_and_leaves_the_subscription(db: Database) {
+    let (store, agents) = subscribed_with_one_delivery(&db).await;
+    let (tenant, id) = (TenantId::from_string("ten_1"), WebhookId::from_string("whk_1"));
+    let l1 = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim(&l1, t0(), 10).await.unwrap();
+    assert!(store.settle(&claimed[0].id, &l1, &settled(attempt(1, Some(500)), None), t0()).await.unwrap());
+    agent_created(&agents, "a", t0()).await;
+    store.dispatch(t0(), 100, fan_out).await.unwrap();
+    // Only the failed one; the subscription stays failed (the service refuses a bulk retry of a
+    // subscription that is not active; the store does what it is told).
+    let failed_only = Requeue::retry(Some(DeliveryStatus::Failed), None);
+    assert_eq!(store.requeue(&tenant, &id, &failed_only, t0()).await.unwrap(), Some(1));
+    assert_eq!(store.get(&tenant, &id).await.unwrap().unwrap().status(), SubscriptionStatus::Failed);
+    let skipped = store.deliveries(&tenant, &id, 10).await.unwrap();
+    assert_eq!(skipped.iter().filter(|d| d.status() == DeliveryStatus::Skipped).count(), 1);
+    assert_eq!(store.requeue(&tenant, &id, &Requeue::retry(None, None), t0()).await.unwrap(), Some(1));
+}
+
+async fn stats_count_deliveries_per_status_and_percentiles_of_answered_attempts(db: Database) {
+    let (store, agents) = subscribed_with_one_delivery(&db).await;
+    let (tenant, id) = (TenantId::from_string("ten_1"), WebhookId::from_string("whk_1"));
+    for n in 0..3 {
+        agent_created(&agents, &format!("s{n}"), t0()).await;
+    }
+    store.dispatch(t0(), 100, fan_out).await.unwrap();
+    // Four attempts: answered in 10, 20 and 400 ms, and one timeout (no response time).
+    let l = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim(&l, t0(), 10).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    for (c, (status, ms)) in
+        claimed.iter().zip([(Some(200), 10), (Some(200), 400), (Some(500), 20), (None, 15_000)])
+    {
+        let mut a = attempt(1, status);
+        a.response_time_ms = ms;
+        let next = (!a.succeeded).then_some(t0() + Duration::minutes(1));
+        assert!(store.settle(&c.id, &l, &settled(a, next), t0()).await.unwrap());
+    }
+    let s = store.stats(&tenant, &id, t0() - Duration::hours(24)).await.unwrap();
+    assert_eq!((s.counts.delivered, s.counts.pending, s.counts.failed, s.counts.skipped), (2, 2, 0, 0));
+    assert_eq!((s.attempts, s.answered, s.p50_ms, s.p99_ms), (4, 3, Some(20), Some(400)));
+    // A window that starts after them: nothing; another tenant: nothing.
+    let empty = store.stats(&tenant, &id, t0() + Duration::hours(1)).await.unwrap();
+    assert_eq!((empty.counts.total(), empty.attempts, empty.p50_ms, empty.p99_ms), (0, 0, None, None));
+    let theirs = store.stats(&TenantId::from_string("ten_2"), &id, t0() - Duration::hours(24)).await.unwrap();
+    assert_eq!((theirs.counts.total(), theirs.attempts), (0, 0));
 }

@@ -12,7 +12,8 @@ use crate::tenancy::{Credential, Plan, Role};
 use crate::time::MockClock;
 use crate::webhooks::model::SealedSecret;
 use crate::webhooks::{
-    MockSecretCipher, MockWebhookRepository, MockWebhookSender, OutboundAnswer, SubscriptionStop,
+    DeliveryCounts, MockSecretCipher, MockWebhookRepository, MockWebhookSender, OutboundAnswer,
+    SubscriptionStop,
 };
 use crate::work::{MockLeaseQueue, Worker};
 
@@ -52,6 +53,7 @@ fn claimed(attempt: u32) -> ClaimedDelivery {
             event_id: EventId::from_string("evt_1"),
             payload: r#"{"id":"evt_1"}"#.into(),
             test: false,
+            earlier_attempts: 0,
             subscription: subscription(),
         },
         claims: attempt,
@@ -421,4 +423,109 @@ async fn a_manual_retry_is_a_last_word_even_for_a_scheduled_delivery() {
         .await
         .unwrap();
     assert_eq!(d.status(), DeliveryStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_delivery_queued_again_starts_its_schedule_over_and_numbers_its_attempts_on() {
+    // Five attempts failed before a recovery; this is the first of the new schedule.
+    let mut m = Mocks::new();
+    m.due.expect_claim().times(1).returning(|_, _, _| {
+        let mut c = claimed(1);
+        c.item.earlier_attempts = 5;
+        Ok(vec![c])
+    });
+    m.sender.expect_post().times(1).returning(|_| answer(500));
+    m.webhooks
+        .expect_settle()
+        .withf(|_, _, s, _| {
+            // Attempt 6 in the log, and a second attempt due as after a first failure.
+            s.attempt().number == 6
+                && s.status() == DeliveryStatus::Pending
+                && s.next_attempt_at() == Some(t0() + Duration::seconds(60))
+        })
+        .times(1)
+        .returning(|_, _, _, _| Ok(true));
+    assert_eq!(m.worker().run_due(32).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_recovery_requeues_skipped_and_failed_since_a_time_and_reactivates() {
+    let since = t0() - Duration::hours(2);
+    let mut m = Mocks::new();
+    m.webhooks
+        .expect_requeue()
+        .withf(move |tenant, id, r, now| {
+            tenant.as_str() == "ten_1"
+                && id.as_str() == "whk_1"
+                && *r == Requeue::recovery(since)
+                && *now == t0()
+        })
+        .times(1)
+        .returning(|_, _, _, _| Ok(Some(20)));
+    let service = m.service();
+    let id = WebhookId::from_string("whk_1");
+    assert_eq!(service.recover(&caller(Role::Admin), &id, since).await.unwrap(), 20);
+    let err = service.recover(&caller(Role::Viewer), &id, since).await.unwrap_err();
+    assert!(matches!(err, WebhookError::Forbidden(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn recovering_another_tenants_subscription_is_not_found() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_requeue().times(1).returning(|_, _, _, _| Ok(None));
+    let err =
+        m.service().recover(&caller(Role::Owner), &WebhookId::from_string("whk_9"), t0()).await.unwrap_err();
+    assert!(matches!(err, WebhookError::NotFound), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_bulk_retry_needs_an_active_subscription_and_a_status_that_can_be_retried() {
+    let id = WebhookId::from_string("whk_1");
+    // Failed: the retry would wait for nothing; a recovery is what it needs.
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(Some(stored_subscription(SubscriptionStatus::Failed))));
+    m.webhooks.expect_requeue().never();
+    let err = m.service().retry_all(&caller(Role::Owner), &id, None, None).await.unwrap_err();
+    assert!(matches!(err, WebhookError::NotActive(SubscriptionStatus::Failed)), "{err:?}");
+    assert!(err.to_string().contains("/recover"), "{err}");
+    // Delivered or pending ones cannot be retried in bulk.
+    let mut m = Mocks::new();
+    m.webhooks.expect_requeue().never();
+    let err = m
+        .service()
+        .retry_all(&caller(Role::Owner), &id, Some(DeliveryStatus::Delivered), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WebhookError::Invalid(_)), "{err:?}");
+    // Active: the failed ones, leaving the subscription as it is.
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(Some(subscription())));
+    m.webhooks
+        .expect_requeue()
+        .withf(|_, _, r, _| *r == Requeue::retry(Some(DeliveryStatus::Failed), None) && !r.reactivate)
+        .times(1)
+        .returning(|_, _, _, _| Ok(Some(3)));
+    let queued =
+        m.service().retry_all(&caller(Role::Owner), &id, Some(DeliveryStatus::Failed), None).await.unwrap();
+    assert_eq!(queued, 3);
+}
+
+#[tokio::test]
+async fn stats_cover_the_last_24_hours_for_a_reader() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(Some(subscription())));
+    m.webhooks.expect_stats().withf(|_, _, since| *since == t0() - Duration::hours(24)).times(1).returning(
+        |_, _, since| {
+            Ok(DeliveryStats {
+                since,
+                counts: DeliveryCounts::default(),
+                attempts: 0,
+                answered: 0,
+                p50_ms: None,
+                p99_ms: None,
+            })
+        },
+    );
+    let s = m.service().stats(&caller(Role::Viewer), &WebhookId::from_string("whk_1")).await.unwrap();
+    assert_eq!(s.since, t0() - Duration::hours(24));
 }
