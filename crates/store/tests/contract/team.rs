@@ -146,13 +146,13 @@ async fn an_invitation_is_stored_with_its_mail_job_and_replaces_a_pending_one(db
         ("Analytical Engines", "Ada Lovelace")
     );
     let tenant = TenantId::from_string("ten_1");
-    assert_eq!(repo.pending_invitations(&tenant, t0()).await.unwrap(), [first.clone()]);
+    assert_eq!(repo.pending_invitations(&tenant, t0()).await.unwrap(), std::slice::from_ref(&first));
 
     let second = invitation("inv_b", "new@example.com", Role::Viewer);
     repo.create_invitation(&second, &job("job_b", "inv_b")).await.unwrap();
     assert_eq!(
         repo.pending_invitations(&tenant, t0()).await.unwrap(),
-        [second.clone()],
+        std::slice::from_ref(&second),
         "the newer one replaces"
     );
     assert!(repo.invitation(&first.id).await.unwrap().unwrap().invitation.revoked_at.is_some());
