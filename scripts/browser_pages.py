@@ -4,11 +4,15 @@ chromium-driver, through selenium):
 
 - the reset link's page changes the password, with JavaScript on and with it off;
 - the magic link's page signs in (the token it shows works on /auth/me);
+- an invitation's page registers a new address into the tenant with the invited role, with
+  JavaScript on and with it off, on SQLite and, when AGENTRY_TEST_DATABASE_URL names a
+  PostgreSQL server, on a fresh database there too;
 - the docs page renders under its content security policy, with an "Authorize" button;
 - no page breaks its content security policy.
 
     scripts/browser_pages.py [path/to/agentry]     (default: target/release/agentry)
 
+Every e-mail goes through a real SMTP conversation with a small server this script runs.
 Everything talks to 127.0.0.1 only.
 """
 
@@ -19,7 +23,9 @@ import os
 import pathlib
 import re
 import socket
+import socketserver
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -83,16 +89,71 @@ def csp_violations(driver):
     return [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
 
 
-class Service_:
+class SmtpSink:
+    """An SMTP server on a free local port that keeps every message it is given."""
+
     def __init__(self):
+        self.messages = []
+        self.lock = threading.Lock()
+        sink = self
+
+        class Conversation(socketserver.StreamRequestHandler):
+            def reply(self, line):
+                self.wfile.write(line.encode() + b"\r\n")
+                self.wfile.flush()
+
+            def handle(self):
+                self.reply("220 localhost ESMTP test sink")
+                while True:
+                    line = self.rfile.readline()
+                    if not line:
+                        return
+                    command = line.decode(errors="replace").strip().upper()
+                    if command.startswith("EHLO"):
+                        self.reply("250-localhost")
+                        self.reply("250 8BITMIME")
+                    elif command.startswith("DATA"):
+                        self.reply("354 end with <CRLF>.<CRLF>")
+                        lines = []
+                        while True:
+                            data = self.rfile.readline()
+                            if data in (b".\r\n", b".\n", b""):
+                                break
+                            lines.append(data[1:] if data.startswith(b"..") else data)
+                        with sink.lock:
+                            sink.messages.append(b"".join(lines))
+                        self.reply("250 OK")
+                    elif command.startswith("QUIT"):
+                        self.reply("221 bye")
+                        return
+                    else:
+                        self.reply("250 OK")
+
+        socketserver.ThreadingTCPServer.daemon_threads = True
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Conversation)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"smtp://127.0.0.1:{self.server.server_address[1]}"
+
+    def received(self):
+        with self.lock:
+            return list(self.messages)
+
+
+class Service_:
+    def __init__(self, smtp, database_url=None):
         self.dir = tempfile.mkdtemp(prefix="agentry-pages-")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.smtp = smtp
         env = {
             "PATH": os.environ.get("PATH", ""),
             "AGENTRY_BIND": f"127.0.0.1:{self.port}",
             "AGENTRY_LOG": "warn",
+            "AGENTRY_SMTP_URL": smtp.url,
         }
+        if database_url:
+            env["AGENTRY_DATABASE_URL"] = database_url
+            env["AGENTRY_AUTO_MIGRATE"] = "true"
         self.process = subprocess.Popen([str(BINARY)], cwd=self.dir, env=env)
         for _ in range(100):
             try:
@@ -107,13 +168,12 @@ class Service_:
         self.process.wait(timeout=30)
 
     def link(self, path, seen):
-        """The link to `path` in the newest e-mail of the outbox not in `seen`."""
-        outbox = pathlib.Path(self.dir, "data", "outbox")
+        """The link to `path` in the newest e-mail received over SMTP that is not in `seen`."""
         for _ in range(100):
-            mails = sorted(p for p in outbox.glob("*.eml") if p not in seen) if outbox.exists() else []
+            mails = [m for m in self.smtp.received() if m not in seen]
             if mails:
-                seen.add(mails[-1])
-                message = email.message_from_bytes(mails[-1].read_bytes(), policy=email.policy.default)
+                seen.extend(mails)
+                message = email.message_from_bytes(mails[-1], policy=email.policy.default)
                 text = message.get_body(preferencelist=("plain",)).get_content()
                 return re.search(re.escape(self.base + path) + r"\?token=[A-Za-z0-9_-]+", text).group(0)
             time.sleep(0.1)
@@ -166,6 +226,59 @@ def magic_link(service, seen):
     print("magic-link page: signed in")
 
 
+def invitation(service, seen, javascript, owner, tenant, address):
+    """Ada invites `address` as a member; the e-mailed link's page registers it."""
+    status, _, _ = call("POST", f"{service.base}/api/v1/tenants/{tenant}/invitations",
+                        {"email": address, "role": "member"}, token=owner)
+    assert status == 201, f"invite: {status}"
+    link = service.link("/invitation", seen)
+    driver = browser(javascript)
+    try:
+        driver.get(link)
+        wait_for_text(driver, "tenant", "Analytical Engines")
+        driver.find_element(By.ID, "full_name").send_keys("Grace Hopper")
+        driver.find_element(By.ID, "password").send_keys(PASSWORD)
+        driver.find_element(By.ID, "confirm_password").send_keys(PASSWORD)
+        driver.find_element(By.ID, "submit").click()
+        wait_for_text(driver, "result", "You joined Analytical Engines as member")
+        assert ("?token=" in driver.current_url) == javascript, driver.current_url
+        assert driver.find_element(By.ID, "access_token").get_attribute("value"), "the session's token is shown"
+        assert not csp_violations(driver), csp_violations(driver)
+    finally:
+        driver.quit()
+    status, login, _ = call("POST", f"{service.base}/api/v1/auth/login",
+                            form={"username": address, "password": PASSWORD})
+    assert status == 200, f"login of the new member: {status}"
+    status, me, _ = call("GET", f"{service.base}/api/v1/auth/me", token=login["access_token"])
+    assert status == 200 and me["tenants"] == [{"id": tenant, "name": "Analytical Engines", "role": "member"}], me
+    print(f"invitation page (JavaScript {'on' if javascript else 'off'}): {address} joined as member")
+
+
+def invitations(service, seen):
+    """Both invitation flows on `service`: a fresh owner, then two new addresses."""
+    status, body, _ = call("POST", f"{service.base}/api/v1/auth/register",
+                           {"email": "ada@example.com", "password": PASSWORD, "full_name": "Ada Lovelace",
+                            "company": "Analytical Engines"})
+    assert status == 201, status
+    status, login, _ = call("POST", f"{service.base}/api/v1/auth/login",
+                            form={"username": "ada@example.com", "password": PASSWORD})
+    assert status == 200, status
+    owner, tenant = login["access_token"], body["tenant_id"]
+    invitation(service, seen, True, owner, tenant, "grace@example.com")
+    invitation(service, seen, False, owner, tenant, "hopper@example.com")
+
+
+def postgres_database():
+    """A fresh database on the server of AGENTRY_TEST_DATABASE_URL (made with psql), or None."""
+    url = os.environ.get("AGENTRY_TEST_DATABASE_URL")
+    if not url:
+        print("invitation pages on PostgreSQL: skipped (AGENTRY_TEST_DATABASE_URL is not set)")
+        return None, None
+    name = f"agentry_pages_{os.getpid()}"
+    subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-q", "-c", f"CREATE DATABASE {name}"], check=True)
+    return url, url.rsplit("/", 1)[0] + "/" + name
+
+
 def docs(service):
     driver = browser(True)
     try:
@@ -179,18 +292,34 @@ def docs(service):
 
 
 def main():
-    service = Service_()
+    smtp = SmtpSink()
+    service = Service_(smtp)
+    seen = []
     try:
         status, _, _ = call("POST", f"{service.base}/api/v1/auth/register",
                             {"email": "ada@example.com", "password": PASSWORD, "full_name": "Ada Lovelace"})
         assert status == 201
-        seen = set()
         reset_password(service, seen, javascript=True, new_password="a new passphrase")
         reset_password(service, seen, javascript=False, new_password="another passphrase")
         magic_link(service, seen)
         docs(service)
     finally:
         service.stop()
+    # The invitation flows on a fresh SQLite service, and on a fresh PostgreSQL database.
+    service = Service_(smtp)
+    try:
+        invitations(service, seen)
+    finally:
+        service.stop()
+    admin_url, database_url = postgres_database()
+    if database_url:
+        service = Service_(smtp, database_url)
+        try:
+            invitations(service, seen)
+        finally:
+            service.stop()
+            name = database_url.rsplit("/", 1)[1]
+            subprocess.run(["psql", admin_url, "-q", "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"], check=False)
 
 
 if __name__ == "__main__":

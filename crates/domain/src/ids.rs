@@ -169,6 +169,11 @@ id_type!(
     ScheduleId,
     "sch"
 );
+id_type!(
+    /// Identifies an invitation of an e-mail address into a tenant.
+    InvitationId,
+    "inv"
+);
 
 #[cfg(test)]
 mod tests {

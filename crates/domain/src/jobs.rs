@@ -24,6 +24,8 @@ crate::string_enum! {
     pub enum JobKind {
         /// Resolve an address and send it a password-reset or magic-link e-mail.
         Mail => "mail",
+        /// Send an invitation into a tenant, with a fresh link.
+        Invitation => "invitation",
     }
 }
 

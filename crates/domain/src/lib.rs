@@ -40,6 +40,7 @@ pub mod storable;
 mod string_enum;
 
 pub use string_enum::Named;
+pub mod team;
 pub mod tenancy;
 pub mod time;
 pub mod tokens;

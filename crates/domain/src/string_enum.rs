@@ -245,6 +245,8 @@ mod tests {
                 "webhooks:write",
                 "billing:read",
                 "billing:write",
+                "members:read",
+                "members:write",
             ]
         );
         assert_eq!(
@@ -261,6 +263,9 @@ mod tests {
                 "memory.consolidated",
                 "billing.credits.low",
                 "billing.purchase.completed",
+                "tenant.member.added",
+                "tenant.member.removed",
+                "tenant.member.role_changed",
             ]
         );
         assert_eq!(

@@ -1,4 +1,4 @@
-// Progressive enhancement of the password-reset and magic-link pages: with JavaScript the
+// Progressive enhancement of the password-reset, magic-link and invitation pages: with JavaScript the
 // form talks to the JSON API and the answer appears in place; without it, the form posts to
 // the page and the service answers with a new page. The API's answers come in either envelope
 // (bare, or {success, data | error}).
@@ -65,6 +65,32 @@ async function signIn(form) {
   document.getElementById("tokens").hidden = false;
 }
 
+async function acceptInvitation(form) {
+  const data = new FormData(form);
+  const confirm = data.get("confirm_password");
+  if (confirm !== null && confirm !== data.get("password")) {
+    show("error", "The two passwords differ.");
+    return;
+  }
+  const body = { token: data.get("token"), password: data.get("password") };
+  if (data.get("full_name") !== null) {
+    body.full_name = data.get("full_name");
+  }
+  const { ok, body: answer } = await call("POST", "/api/v1/auth/invitations/accept", body);
+  if (!ok) {
+    show("error", answer.message || "The invitation could not be accepted.");
+    return;
+  }
+  form.hidden = true;
+  const tenant = document.getElementById("tenant").textContent;
+  const role = document.getElementById("role").textContent;
+  show("ok", "You joined " + tenant + " as " + role + ". You are signed in; your access token is valid for " +
+    answer.expires_in + " seconds.");
+  document.getElementById("access_token").value = answer.access_token;
+  document.getElementById("refresh_token").value = answer.refresh_token;
+  document.getElementById("tokens").hidden = false;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   for (const form of document.querySelectorAll("form[data-api]")) {
     form.addEventListener("submit", async (event) => {
@@ -74,6 +100,8 @@ document.addEventListener("DOMContentLoaded", () => {
       try {
         if (form.dataset.api === "reset") {
           await resetPassword(form);
+        } else if (form.dataset.api === "invitation") {
+          await acceptInvitation(form);
         } else {
           await signIn(form);
         }

@@ -128,37 +128,78 @@ impl FromRequest for Caller {
             if let Some(caller) = req.extensions().get::<Caller>() {
                 return Ok(caller.clone());
             }
-            let state = state(&req)?;
-            let address = client_address(&req, &state.limits.trusted_proxies);
-            let now = state.clock.now().timestamp();
-            if let Some(retry_after) = state.failed_auth.retry_after(&address, now) {
-                return Err(too_many_failures(u64::try_from(retry_after).unwrap_or(1)));
-            }
             let tenant = requested_tenant(&req)?;
-            // A request without credentials guesses nothing: only presented ones count.
-            let token = bearer_token(&req)?;
-            // Dropping this future halfway (a sibling extractor failed, the client left) loses
-            // nothing: the writes in here (an API key's last use, a rate-limit count) are each a
-            // unit of work that finishes on its own.
-            let principal = match state.access.authenticate(&token, tenant.as_ref()).await {
-                Ok(principal) => principal,
-                Err(AccessError::Unauthorized(reason)) => {
-                    let refused = ApiError::from(AccessError::Unauthorized(reason));
-                    return Err(count_failure(&req, state, address, refused).await);
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let quota = state.limits.quota_for(principal.plan);
-            let status = state.limiter.check(&format!("tenant:{}", principal.tenant_id), quota).await?;
-            req.extensions_mut().insert(status);
-            if let Some(retry_after) = status.retry_after {
-                return Err(rate_limited("plan", retry_after));
-            }
-            let caller = Caller(principal);
-            req.extensions_mut().insert(caller.clone());
-            Ok(caller)
+            resolve(&req, tenant).await
         })
     }
+}
+
+/// The caller of a route under `/tenants/{tenant_id}`, acting in that tenant. A tenant the
+/// caller is not a member of (or that does not exist, or another tenant than an API key's own)
+/// answers 404: the route never tells whether a tenant exists. The `tenant_id` query parameter
+/// plays no part.
+#[derive(Debug, Clone)]
+pub struct TenantCaller(pub Principal);
+
+impl std::ops::Deref for TenantCaller {
+    type Target = Principal;
+    fn deref(&self) -> &Principal {
+        &self.0
+    }
+}
+
+impl FromRequest for TenantCaller {
+    type Error = ApiError;
+    type Future = LocalFuture<Self>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let no_such_tenant = || ApiError::not_found("no such tenant");
+            let raw = req.match_info().get("tenant_id").unwrap_or_default().to_owned();
+            if check_path_id(&raw, "tenant_id").is_err() || check_length(&raw, 1, 128, "tenant_id").is_err() {
+                return Err(no_such_tenant());
+            }
+            match resolve(&req, Some(TenantId::from_string(raw))).await {
+                Ok(caller) => Ok(Self(caller.0)),
+                Err(e) if e.code() == ErrorCode::Forbidden => Err(no_such_tenant()),
+                Err(e) => Err(e),
+            }
+        })
+    }
+}
+
+/// Authenticates the request's bearer credential for `tenant` (or the credential's own) and
+/// counts it against the tenant's rate limit.
+async fn resolve(req: &HttpRequest, tenant: Option<TenantId>) -> Result<Caller, ApiError> {
+    let state = state(req)?;
+    let address = client_address(req, &state.limits.trusted_proxies);
+    let now = state.clock.now().timestamp();
+    if let Some(retry_after) = state.failed_auth.retry_after(&address, now) {
+        return Err(too_many_failures(u64::try_from(retry_after).unwrap_or(1)));
+    }
+    // A request without credentials guesses nothing: only presented ones count.
+    let token = bearer_token(req)?;
+    // Dropping this future halfway (a sibling extractor failed, the client left) loses
+    // nothing: the writes in here (an API key's last use, a rate-limit count) are each a
+    // unit of work that finishes on its own.
+    let principal = match state.access.authenticate(&token, tenant.as_ref()).await {
+        Ok(principal) => principal,
+        Err(AccessError::Unauthorized(reason)) => {
+            let refused = ApiError::from(AccessError::Unauthorized(reason));
+            return Err(count_failure(req, state, address, refused).await);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let quota = state.limits.quota_for(principal.plan);
+    let status = state.limiter.check(&format!("tenant:{}", principal.tenant_id), quota).await?;
+    req.extensions_mut().insert(status);
+    if let Some(retry_after) = status.retry_after {
+        return Err(rate_limited("plan", retry_after));
+    }
+    let caller = Caller(principal);
+    req.extensions_mut().insert(caller.clone());
+    Ok(caller)
 }
 
 /// A refusal by the rate limit `limit` (a label of `/metrics`), counted.

@@ -462,6 +462,22 @@ impl From<RecoveryError> for ApiError {
     }
 }
 
+impl From<agentry_domain::team::TeamError> for ApiError {
+    fn from(e: agentry_domain::team::TeamError) -> Self {
+        use agentry_domain::team::TeamError;
+        match e {
+            TeamError::Forbidden(f) => f.into(),
+            TeamError::NotFound(what) => Self::not_found(what),
+            TeamError::Invalid(v) => v.into(),
+            TeamError::Conflict(message) => Self::new(ErrorCode::Conflict, message),
+            e @ TeamError::LastOwner => Self::new(ErrorCode::Conflict, e.to_string()),
+            e @ TeamError::InvalidToken => Self::new(ErrorCode::InvalidToken, e.to_string()),
+            e @ TeamError::InvalidCredentials => Self::new(ErrorCode::InvalidCredentials, e.to_string()),
+            TeamError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
 impl From<AgentError> for ApiError {
     fn from(e: AgentError) -> Self {
         match e {

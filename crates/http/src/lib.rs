@@ -121,6 +121,8 @@ pub struct AppState {
     pub schedules: ScheduleService,
     /// Inbound integrations and their receivers.
     pub integrations: IntegrationService,
+    /// Team members and invitations.
+    pub team: agentry_domain::team::TeamService,
     /// Rate limiting.
     pub limiter: RateLimiter,
     /// Rate-limit settings.
@@ -148,6 +150,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
     cfg.configure(routes::auth::configure)
         .configure(routes::api_keys::configure)
         .configure(routes::recovery::configure)
+        .configure(routes::team::configure)
         .configure(routes::agents::configure)
         .configure(routes::openai::configure)
         .configure(routes::memory::configure)

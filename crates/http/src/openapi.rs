@@ -22,7 +22,7 @@ use utoipa::OpenApi;
 
 use crate::routes::{
     agents, api_keys, auth, billing, chat, executions, health, integrations, memory, openai, recovery,
-    schedules, triggers, webhooks, workflows,
+    schedules, team, triggers, webhooks, workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -41,6 +41,8 @@ use crate::settings::{Envelope, HttpSettings};
         recovery::forgot_password, recovery::reset_password, recovery::request_magic_link,
         recovery::exchange_magic_link,
         api_keys::create, api_keys::list, api_keys::revoke,
+        team::invite, team::list_invitations, team::revoke, team::list_members, team::change_role,
+        team::remove, team::accept,
         agents::list, agents::create, agents::get, agents::update, agents::delete, chat::chat,
         chat::messages, openai::completions, openai::models,
         memory::add, memory::list, memory::get, memory::delete, memory::search, memory::add_documents,
@@ -62,6 +64,7 @@ use crate::settings::{Envelope, HttpSettings};
     tags(
         (name = "auth", description = "Accounts and sessions"),
         (name = "api-keys", description = "Self-service API keys"),
+        (name = "members", description = "Team members: invitations by e-mail, roles, removal"),
         (name = "agents", description = "Agents and chat"),
         (name = "memory", description = "Memory: Variant A (`/memory`) and Variant B (`/memory-stores/entries`)"),
         (name = "billing", description = "Plan, credits, ledger and purchases"),

@@ -15,6 +15,7 @@ use agentry_domain::ids::IdGenerator;
 use agentry_domain::jobs::{JobQueue, JobSettings, Jobs, RetryPolicy};
 use agentry_domain::memory::MemoryService;
 use agentry_domain::ratelimit::{FailurePolicy, PlanTable, Quota, RateCounter, RateLimiter};
+use agentry_domain::team::{InvitationMail, TeamPolicy, TeamService, TeamServiceDeps};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
 use agentry_domain::work::Worker;
@@ -28,7 +29,7 @@ use agentry_llm::Cl100kTokens;
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DbRateCounter,
     ExecutionStore, InstanceStore, IntegrationStore, JobStore, OneTimeTokenStore, RefreshTokenStore,
-    ScheduleStore, TriggerStore, WebhookStore, WorkflowStore,
+    ScheduleStore, TeamStore, TriggerStore, WebhookStore, WorkflowStore,
 };
 use anyhow::Context as _;
 use secrecy::ExposeSecret as _;
@@ -101,6 +102,7 @@ pub fn build_services(
         clock.clone(),
     ));
     let (accounts, access, recovery) = identity(config, &shared, public_url, job_store.clone())?;
+    let team = team_service(config, &shared, public_url, &accounts)?;
     let (limiter, limits, plans) = rate_limits(config, &shared)?;
     let embedder = match overrides.embedder {
         Some(e) => e,
@@ -120,8 +122,11 @@ pub fn build_services(
         workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
     let agent_tools = Arc::new(ServiceTools::new(steps, executions.clone()));
     late_tools.set(&agent_tools);
-    let jobs =
-        Worker::new(Arc::new(mail_jobs(config, &shared, job_store, &recovery)), ids.clone(), clock.clone());
+    let jobs = Worker::new(
+        Arc::new(mail_jobs(config, &shared, job_store, &recovery, &team)),
+        ids.clone(),
+        clock.clone(),
+    );
     let deliveries = Worker::new(Arc::new(webhooks.clone()), ids.clone(), clock.clone());
     let executions_worker = Worker::new(Arc::new(executions.clone()), ids, clock.clone());
     let state = AppState {
@@ -139,6 +144,7 @@ pub fn build_services(
         triggers,
         integrations,
         schedules,
+        team,
         limiter,
         limits,
         readiness: Arc::new(DatabaseReadiness { db: db.clone(), instances: instances.clone() }),
@@ -377,8 +383,41 @@ fn workflows(
     Ok(WorkflowServices { workflows, executions, triggers, integrations, schedules, steps })
 }
 
-/// The mail jobs, run by recovery.
-fn mail_jobs(config: &Config, shared: &Shared, store: Arc<JobStore>, recovery: &RecoveryService) -> Jobs {
+/// Team members and invitations (whose mail goes out as `jobs`).
+fn team_service(
+    config: &Config,
+    shared: &Shared,
+    public_url: &str,
+    accounts: &AccountService,
+) -> anyhow::Result<TeamService> {
+    let Shared { db, clock, ids, secrets, .. } = shared.clone();
+    let hasher = Arc::new(Argon2Hasher::new(
+        HashingParams::OWASP,
+        config.password_hash_concurrency.unwrap_or_else(cpus),
+    )?);
+    Ok(TeamService::new(
+        TeamServiceDeps {
+            team: Arc::new(TeamStore::new(db.clone())),
+            accounts: Arc::new(AccountStore::new(db)),
+            hasher,
+            sessions: accounts.clone(),
+            mailer: build_mailer(config)?,
+            secrets,
+            ids,
+            clock,
+        },
+        TeamPolicy { public_url: public_url.to_owned(), invitation_ttl: chrono::Duration::days(7) },
+    ))
+}
+
+/// The mail jobs: recovery's, and the team's invitations.
+fn mail_jobs(
+    config: &Config,
+    shared: &Shared,
+    store: Arc<JobStore>,
+    recovery: &RecoveryService,
+    team: &TeamService,
+) -> Jobs {
     Jobs::new(
         store.clone(),
         store,
@@ -398,4 +437,5 @@ fn mail_jobs(config: &Config, shared: &Shared, store: Arc<JobStore>, recovery: &
         },
     )
     .with_handler::<MailRequest>(Arc::new(recovery.clone()))
+    .with_handler::<InvitationMail>(Arc::new(team.clone()))
 }

@@ -35,6 +35,7 @@ pub mod schema;
 mod signals;
 pub(crate) mod sqlite;
 mod statements;
+mod team;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 mod triggers;
@@ -60,6 +61,7 @@ pub use rate_limits::DbRateCounter;
 pub use refresh_tokens::RefreshTokenStore;
 pub use schedules::ScheduleStore;
 pub use signals::{WorkQueue, WorkSignals};
+pub use team::TeamStore;
 pub use triggers::{IntegrationStore, TriggerStore};
 pub use webhooks::WebhookStore;
 pub use workflows::WorkflowStore;

@@ -494,6 +494,27 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    invitations (id) {
+        id -> Text,
+        tenant_id -> Text,
+        email -> Text,
+        role -> Text,
+        invited_by -> Text,
+        token_digest -> Nullable<Text>,
+        created_at -> UtcTime,
+        expires_at -> UtcTime,
+        accepted_at -> Nullable<UtcTime>,
+        accepted_by -> Nullable<Text>,
+        revoked_at -> Nullable<UtcTime>,
+    }
+}
+
+diesel::joinable!(invitations -> tenants (tenant_id));
+diesel::joinable!(invitations -> users (invited_by));
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
@@ -527,4 +548,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     workflow_triggers,
     integrations,
     workflow_schedules,
+    invitations,
 );

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::{
-    AgentId, EventId, ExecutionId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId, WorkflowId,
+    AgentId, EventId, ExecutionId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId, UserId,
+    WorkflowId,
 };
 
 mod ports;
@@ -48,6 +49,12 @@ crate::string_enum! {
         BillingCreditsLow => "billing.credits.low",
         /// A credit purchase succeeded.
         BillingPurchaseCompleted => "billing.purchase.completed",
+        /// Someone joined the tenant (accepted an invitation).
+        TenantMemberAdded => "tenant.member.added",
+        /// A member left or was removed from the tenant.
+        TenantMemberRemoved => "tenant.member.removed",
+        /// A member's role changed.
+        TenantMemberRoleChanged => "tenant.member.role_changed",
     }
 }
 
@@ -235,6 +242,38 @@ pub enum EventPayload {
         /// The payment provider.
         provider: String,
     },
+    /// `tenant.member.added`: someone accepted an invitation and joined the tenant.
+    #[serde(rename = "tenant.member.added")]
+    TenantMemberAdded {
+        /// The new member.
+        user_id: UserId,
+        /// Their address.
+        email: String,
+        /// Their role: `owner`, `admin`, `member` or `viewer`.
+        role: String,
+        /// Who invited them.
+        invited_by: UserId,
+    },
+    /// `tenant.member.removed`: a member left (removed by themself) or was removed.
+    #[serde(rename = "tenant.member.removed")]
+    TenantMemberRemoved {
+        /// The former member.
+        user_id: UserId,
+        /// Who removed them (the member themself when they left).
+        removed_by: UserId,
+    },
+    /// `tenant.member.role_changed`: a member's role changed.
+    #[serde(rename = "tenant.member.role_changed")]
+    TenantMemberRoleChanged {
+        /// The member.
+        user_id: UserId,
+        /// The role before.
+        from: String,
+        /// The role after.
+        to: String,
+        /// Who changed it.
+        changed_by: UserId,
+    },
 }
 
 impl EventPayload {
@@ -252,6 +291,9 @@ impl EventPayload {
             Self::MemoryConsolidated { .. } => EventType::MemoryConsolidated,
             Self::BillingCreditsLow { .. } => EventType::BillingCreditsLow,
             Self::BillingPurchaseCompleted { .. } => EventType::BillingPurchaseCompleted,
+            Self::TenantMemberAdded { .. } => EventType::TenantMemberAdded,
+            Self::TenantMemberRemoved { .. } => EventType::TenantMemberRemoved,
+            Self::TenantMemberRoleChanged { .. } => EventType::TenantMemberRoleChanged,
         }
     }
 

@@ -33,6 +33,10 @@ crate::string_enum! {
         BillingRead => "billing:read",
         /// Buy credits and change the plan. Not available to API keys.
         BillingWrite => "billing:write",
+        /// List a tenant's members and pending invitations.
+        MembersRead => "members:read",
+        /// Invite, revoke invitations, change roles and remove members.
+        MembersWrite => "members:write",
     }
 }
 
@@ -45,6 +49,7 @@ impl Permission {
                 | Self::WorkflowsRead
                 | Self::WebhooksRead
                 | Self::BillingRead
+                | Self::MembersRead
         )
     }
 }
@@ -54,7 +59,8 @@ impl Role {
     ///
     /// - `owner`: everything;
     /// - `admin`: everything but billing changes;
-    /// - `member`: reads and writes agents, memory and workflows, and runs workflows;
+    /// - `member`: reads and writes agents, memory and workflows, runs workflows, and lists
+    ///   the tenant's members;
     /// - `viewer`: reads only.
     pub fn grants(self, permission: Permission) -> bool {
         use Permission::*;
@@ -70,6 +76,7 @@ impl Role {
                     | WorkflowsRead
                     | WorkflowsWrite
                     | WorkflowsExecute
+                    | MembersRead
             ),
             Role::Viewer => permission.is_read(),
         }
@@ -141,6 +148,8 @@ mod tests {
                     WebhooksRead,
                     WebhooksWrite,
                     BillingRead,
+                    MembersRead,
+                    MembersWrite,
                 ],
             ),
             (
@@ -153,9 +162,10 @@ mod tests {
                     WorkflowsRead,
                     WorkflowsWrite,
                     WorkflowsExecute,
+                    MembersRead,
                 ],
             ),
-            (Role::Viewer, &[AgentsRead, MemoryRead, WorkflowsRead, WebhooksRead, BillingRead]),
+            (Role::Viewer, &[AgentsRead, MemoryRead, WorkflowsRead, WebhooksRead, BillingRead, MembersRead]),
         ];
         for (role, granted) in table {
             for permission in Permission::ALL {
@@ -168,7 +178,8 @@ mod tests {
     fn scopes_parse_by_name_and_exclude_billing_changes() {
         assert_eq!("agents:read".parse::<Scope>().unwrap().permission(), AgentsRead);
         assert_eq!("workflows:execute".parse::<Scope>().unwrap().permission(), WorkflowsExecute);
-        assert_eq!(Scope::all().count(), 10);
+        assert_eq!(Scope::all().count(), 12);
+        assert_eq!("members:write".parse::<Scope>().unwrap().permission(), MembersWrite);
         let err = "billing:write".parse::<Scope>().unwrap_err();
         assert_eq!(err.kind, FieldErrorKind::InvalidValue);
         assert!("agents:delete".parse::<Scope>().is_err());

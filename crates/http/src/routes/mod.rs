@@ -15,6 +15,7 @@ pub mod pages;
 pub mod recovery;
 pub mod schedules;
 mod step_outputs;
+pub mod team;
 pub mod triggers;
 pub mod webhooks;
 pub mod workflows;

@@ -1,5 +1,6 @@
 //! The small HTML pages the e-mailed links open: `/reset-password` sets a new password,
-//! `/magic-link` signs in. Plain HTML forms that post to the page itself, so they work with
+//! `/magic-link` signs in, `/invitation` joins a tenant (registering the address when it has
+//! no account). Plain HTML forms that post to the page itself, so they work with
 //! JavaScript off; `/assets/pages.js` makes them talk to the JSON API in place when it is on.
 //! No framework, no third-party asset: the content security policy allows only the service's
 //! own files. The docs page (Swagger UI, vendored) is served from here too.
@@ -9,13 +10,16 @@ use actix_web::http::header::{self, ContentType};
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentry_domain::identity::RecoveryError;
 use agentry_domain::mail::escape_html;
+use agentry_domain::team::TeamError;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
 
 use crate::AppState;
+use crate::access::AuthThrottle as SignInThrottle;
 use crate::access::{AuthThrottle, Recovery};
 use crate::error::ApiError;
 use crate::routes::recovery::{PASSWORD_CHANGED, ResetPasswordRequest, magic_link_token};
+use crate::routes::team::AcceptInvitationRequest;
 
 /// Registers the pages at the root.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -26,6 +30,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/magic-link")
             .route(web::get().to(magic_link_page))
             .route(web::post().to(magic_link_submit)),
+    )
+    .service(
+        web::resource("/invitation")
+            .route(web::get().to(invitation_page))
+            .route(web::post().to(invitation_submit)),
     )
     .service(web::resource("/assets/{file}").route(web::get().to(asset)))
     .service(web::resource("/docs").route(web::get().to(docs_redirect)))
@@ -239,6 +248,147 @@ async fn magic_link_submit(
                 TITLE,
                 "<p class=\"error\" id=\"result\">Something went wrong. Try again later.</p>",
             )
+        }
+    }
+}
+
+const INVITATION_TITLE: &str = "Join a tenant on Agentry";
+
+fn invitation_refused() -> HttpResponse {
+    html(
+        StatusCode::BAD_REQUEST,
+        INVITATION_TITLE,
+        "<p class=\"error\" id=\"result\">This invitation is used, revoked or expired. Ask for a new one.</p>",
+    )
+}
+
+async fn invitation_page(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let Some(token) = link_token(&req) else {
+        return incomplete_link(INVITATION_TITLE);
+    };
+    let preview = match state.team.preview(&token).await {
+        Ok(preview) => preview,
+        Err(TeamError::InvalidToken) => return invitation_refused(),
+        Err(e) => {
+            tracing::error!(error = ?e, "reading an invitation for its page failed");
+            return html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                INVITATION_TITLE,
+                "<p class=\"error\" id=\"result\">Something went wrong. Try again later.</p>",
+            );
+        }
+    };
+    let invitation = &preview.view.invitation;
+    let fields = if preview.has_account {
+        format!(
+            "<p class=\"note\">You have an account as <strong>{email}</strong>: give its password to accept.</p>\
+             <label for=\"password\">Password</label>\
+             <input type=\"password\" id=\"password\" name=\"password\" maxlength=\"1024\" autocomplete=\"current-password\" required>",
+            email = escape_html(invitation.email.as_str()),
+        )
+    } else {
+        format!(
+            "<p class=\"note\">Create your account as <strong>{email}</strong> to accept.</p>\
+             <label for=\"full_name\">Your name</label>\
+             <input type=\"text\" id=\"full_name\" name=\"full_name\" maxlength=\"200\" autocomplete=\"name\" required>\
+             <label for=\"password\">Password</label>\
+             <input type=\"password\" id=\"password\" name=\"password\" minlength=\"8\" maxlength=\"128\" \
+              autocomplete=\"new-password\" required>\
+             <label for=\"confirm_password\">The same again</label>\
+             <input type=\"password\" id=\"confirm_password\" name=\"confirm_password\" minlength=\"8\" maxlength=\"128\" \
+              autocomplete=\"new-password\" required>\
+             <p class=\"note\">8 to 128 characters.</p>",
+            email = escape_html(invitation.email.as_str()),
+        )
+    };
+    html(
+        StatusCode::OK,
+        INVITATION_TITLE,
+        &format!(
+            "<p id=\"invitation\">{inviter} invites you to join <strong id=\"tenant\">{tenant}</strong> as \
+             <strong id=\"role\">{role}</strong>.</p>\
+             <form method=\"post\" action=\"/invitation\" data-api=\"invitation\">\
+             <input type=\"hidden\" name=\"token\" value=\"{token}\">{fields}\
+             <button type=\"submit\" id=\"submit\">Accept the invitation</button></form>\
+             <p id=\"result\" role=\"status\"></p>{tokens}",
+            inviter = escape_html(&preview.view.inviter_name),
+            tenant = escape_html(&preview.view.tenant_name),
+            role = invitation.role.as_str(),
+            token = escape_html(&token),
+            tokens = tokens_block("", "", true),
+        ),
+    )
+}
+
+/// The invitation form as the page posts it.
+#[derive(Debug, Deserialize)]
+struct InvitationForm {
+    token: Option<SecretString>,
+    password: Option<SecretString>,
+    confirm_password: Option<SecretString>,
+    full_name: Option<String>,
+}
+
+async fn invitation_submit(
+    state: web::Data<AppState>,
+    _throttle: SignInThrottle,
+    body: web::Bytes,
+) -> HttpResponse {
+    let error = |status: StatusCode, text: &str| {
+        html(status, INVITATION_TITLE, &format!("<p class=\"error\" id=\"result\">{}</p>", escape_html(text)))
+    };
+    let Ok(form) = serde_urlencoded::from_bytes::<InvitationForm>(&body) else {
+        return incomplete_link(INVITATION_TITLE);
+    };
+    if let Some(confirm) = &form.confirm_password
+        && form.password.as_ref().is_none_or(|p| p.expose_secret() != confirm.expose_secret())
+    {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "The two passwords differ. Go back and type them again.",
+        );
+    }
+    let request = AcceptInvitationRequest {
+        token: form.token,
+        password: form.password,
+        full_name: form.full_name.filter(|n| !n.trim().is_empty()),
+    };
+    let outcome = match request.try_into_domain() {
+        Ok(request) => state.team.accept(request).await,
+        Err(e) => Err(TeamError::Invalid(e)),
+    };
+    match outcome {
+        Ok(joined) => html(
+            StatusCode::OK,
+            "Welcome",
+            &format!(
+                "<p class=\"ok\" id=\"result\">You joined {tenant} as {role}. You are signed in; your access token is \
+                 valid for {expires} seconds.</p>{tokens}",
+                tenant = escape_html(&joined.tenant_name),
+                role = joined.role.as_str(),
+                expires = joined.tokens.access.expires_in,
+                tokens = tokens_block(
+                    &joined.tokens.access.token,
+                    joined.tokens.refresh_token.expose_secret(),
+                    false
+                ),
+            ),
+        ),
+        Err(TeamError::InvalidToken) => invitation_refused(),
+        Err(TeamError::InvalidCredentials) => {
+            error(StatusCode::UNAUTHORIZED, "The password is wrong. Go back and try again.")
+        }
+        Err(TeamError::Invalid(e)) => {
+            let reasons: Vec<String> = e.0.iter().map(|f| f.message.clone()).collect();
+            error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &format!("{}. Go back and try again.", reasons.join("; ")),
+            )
+        }
+        Err(TeamError::Conflict(message)) => error(StatusCode::CONFLICT, &message),
+        Err(e) => {
+            tracing::error!(error = ?e, "accepting an invitation from the page failed");
+            error(StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong. Try again later.")
         }
     }
 }

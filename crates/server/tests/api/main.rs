@@ -24,6 +24,7 @@ mod scale_out;
 mod schedules;
 mod sessions;
 mod streaming;
+mod teams;
 mod tools;
 mod triggers;
 mod webhooks;

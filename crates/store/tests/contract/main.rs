@@ -19,6 +19,7 @@ mod rate_limits;
 mod refresh_tokens;
 mod schedules;
 mod signals;
+mod team;
 mod triggers;
 mod webhooks;
 mod workflows;
