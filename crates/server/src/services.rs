@@ -63,7 +63,8 @@ impl std::fmt::Debug for Services {
     }
 }
 
-/// What every service shares: the clock, identifiers, randomness and the database.
+/// What every service shares: the clock, identifiers, randomness, the database, the password
+/// hasher and the mailer.
 #[derive(Clone)]
 struct Shared {
     db: Database,
@@ -72,6 +73,11 @@ struct Shared {
     secrets: Arc<RingSecrets>,
     /// The cipher of the secrets kept to be used in clear (read from the key once).
     cipher: Arc<agentry_crypto::AesGcmCipher>,
+    /// The one password hasher: its concurrency (`AGENTRY_PASSWORD_HASH_CONCURRENCY`) bounds
+    /// every service's hashing together.
+    hasher: Arc<Argon2Hasher>,
+    /// The one mailer (its SMTP connections), for recovery's and the team's mail.
+    mailer: Arc<dyn agentry_domain::mail::Mailer>,
 }
 
 /// Builds the services over `db`; links the service makes start with `public_url`.
@@ -91,6 +97,11 @@ pub fn build_services(
         ids: Arc::new(UlidIds::default()),
         secrets: Arc::new(RingSecrets::new()),
         cipher: secret_cipher(config)?,
+        hasher: Arc::new(Argon2Hasher::new(
+            HashingParams::OWASP,
+            config.password_hash_concurrency.unwrap_or_else(cpus),
+        )?),
+        mailer: build_mailer(config)?,
     };
     let Shared { clock, ids, .. } = shared.clone();
     let job_store = Arc::new(JobStore::new(db.clone()));
@@ -102,7 +113,7 @@ pub fn build_services(
         clock.clone(),
     ));
     let (accounts, access, recovery) = identity(config, &shared, public_url, job_store.clone())?;
-    let team = team_service(config, &shared, public_url, &accounts)?;
+    let team = team_service(&shared, public_url, &accounts);
     let (limiter, limits, plans) = rate_limits(config, &shared)?;
     let embedder = match overrides.embedder {
         Some(e) => e,
@@ -166,17 +177,13 @@ fn identity(
     public_url: &str,
     jobs: Arc<dyn JobQueue>,
 ) -> anyhow::Result<(AccountService, AccessService, RecoveryService)> {
-    let Shared { db, clock, ids, secrets, .. } = shared.clone();
+    let Shared { db, clock, ids, secrets, hasher, mailer, .. } = shared.clone();
     let jwt = Arc::new(JwtAccessTokens::new(JwtSettings {
         secret: keys::jwt_key(config.jwt_secret.as_ref(), &config.data_dir)?,
         issuer: config.jwt_issuer(),
         audience: "agentry-api".into(),
         ttl: chrono::Duration::seconds(config.access_token_ttl_secs),
     })?);
-    let hasher = Arc::new(Argon2Hasher::new(
-        HashingParams::OWASP,
-        config.password_hash_concurrency.unwrap_or_else(cpus),
-    )?);
     let accounts_repo = Arc::new(AccountStore::new(db.clone()));
     let accounts = AccountService::new(
         AccountServiceDeps {
@@ -206,7 +213,7 @@ fn identity(
             accounts: accounts_repo,
             tokens: Arc::new(OneTimeTokenStore::new(db)),
             hasher,
-            mailer: build_mailer(config)?,
+            mailer,
             jobs,
             sessions: accounts.clone(),
             secrets,
@@ -318,7 +325,7 @@ fn workflows(
     limiter: &RateLimiter,
     plans: PlanTable,
 ) -> anyhow::Result<WorkflowServices> {
-    let Shared { db, clock, ids, secrets, cipher } = shared.clone();
+    let Shared { db, clock, ids, secrets, cipher, .. } = shared.clone();
     let workflow_store = Arc::new(WorkflowStore::new(db.clone()));
     let workflows = WorkflowService::new(WorkflowServiceDeps {
         workflows: workflow_store.clone(),
@@ -384,30 +391,21 @@ fn workflows(
 }
 
 /// Team members and invitations (whose mail goes out as `jobs`).
-fn team_service(
-    config: &Config,
-    shared: &Shared,
-    public_url: &str,
-    accounts: &AccountService,
-) -> anyhow::Result<TeamService> {
-    let Shared { db, clock, ids, secrets, .. } = shared.clone();
-    let hasher = Arc::new(Argon2Hasher::new(
-        HashingParams::OWASP,
-        config.password_hash_concurrency.unwrap_or_else(cpus),
-    )?);
-    Ok(TeamService::new(
+fn team_service(shared: &Shared, public_url: &str, accounts: &AccountService) -> TeamService {
+    let Shared { db, clock, ids, secrets, hasher, mailer, .. } = shared.clone();
+    TeamService::new(
         TeamServiceDeps {
             team: Arc::new(TeamStore::new(db.clone())),
             accounts: Arc::new(AccountStore::new(db)),
             hasher,
             sessions: accounts.clone(),
-            mailer: build_mailer(config)?,
+            mailer,
             secrets,
             ids,
             clock,
         },
         TeamPolicy { public_url: public_url.to_owned(), invitation_ttl: chrono::Duration::days(7) },
-    ))
+    )
 }
 
 /// The mail jobs: recovery's, and the team's invitations.
