@@ -172,18 +172,36 @@ impl FromRequest for TenantCaller {
 /// Authenticates the request's bearer credential for `tenant` (or the credential's own) and
 /// counts it against the tenant's rate limit.
 async fn resolve(req: &HttpRequest, tenant: Option<TenantId>) -> Result<Caller, ApiError> {
+    // A request without credentials guesses nothing: only presented ones count.
+    let token = bearer_token(req)?;
+    let caller = Caller(authenticate_counted(req, &token, tenant).await?);
+    req.extensions_mut().insert(caller.clone());
+    Ok(caller)
+}
+
+/// Authenticates `token` (an access token or an API key, however the request carried it) for
+/// `tenant` (or the credential's own): a failure counts against the client address, a success
+/// against the tenant's rate limit. The API's bearer header and the console's session cookie
+/// both come here, so a console page is authorised and limited exactly as its API route.
+///
+/// # Errors
+/// 401 for a refused credential, 403 for a tenant the caller is not a member of, 429 over a
+/// limit.
+pub(crate) async fn authenticate_counted(
+    req: &HttpRequest,
+    token: &str,
+    tenant: Option<TenantId>,
+) -> Result<Principal, ApiError> {
     let state = state(req)?;
     let address = client_address(req, &state.limits.trusted_proxies);
     let now = state.clock.now().timestamp();
     if let Some(retry_after) = state.failed_auth.retry_after(&address, now) {
         return Err(too_many_failures(u64::try_from(retry_after).unwrap_or(1)));
     }
-    // A request without credentials guesses nothing: only presented ones count.
-    let token = bearer_token(req)?;
     // Dropping this future halfway (a sibling extractor failed, the client left) loses
     // nothing: the writes in here (an API key's last use, a rate-limit count) are each a
     // unit of work that finishes on its own.
-    let principal = match state.access.authenticate(&token, tenant.as_ref()).await {
+    let principal = match state.access.authenticate(token, tenant.as_ref()).await {
         Ok(principal) => principal,
         Err(AccessError::Unauthorized(reason)) => {
             let refused = ApiError::from(AccessError::Unauthorized(reason));
@@ -197,9 +215,7 @@ async fn resolve(req: &HttpRequest, tenant: Option<TenantId>) -> Result<Caller, 
     if let Some(retry_after) = status.retry_after {
         return Err(rate_limited("plan", retry_after));
     }
-    let caller = Caller(principal);
-    req.extensions_mut().insert(caller.clone());
-    Ok(caller)
+    Ok(principal)
 }
 
 /// A refusal by the rate limit `limit` (a label of `/metrics`), counted.

@@ -214,6 +214,16 @@ impl ApiError {
         self.code
     }
 
+    /// What happened, as the answer says it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The refused fields of a validation error.
+    pub fn details(&self) -> &[FieldError] {
+        &self.details
+    }
+
     /// The status this error answers with under `settings`.
     pub fn status(&self, settings: &HttpSettings) -> StatusCode {
         self.code.status(settings)

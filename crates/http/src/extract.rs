@@ -150,6 +150,15 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     )
 }
 
+/// Reads a request type from a JSON value built by the server (the console turns its forms
+/// into the API's request bodies this way), with the same field-named errors as a JSON body.
+///
+/// # Errors
+/// A validation error naming the field of the wrong type or the missing one.
+pub fn from_json_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(json_error)
+}
+
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Error = ApiError;
     type Future = LocalFuture<Self>;

@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod connection;
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod middleware;
@@ -192,6 +193,7 @@ pub fn build_app(
         .wrap(actix_web::middleware::from_fn(middleware::request_context))
         .configure(routes::health::configure)
         .configure(routes::pages::configure)
+        .configure(console::configure)
         .service(web::scope("/api/v1").configure(api_routes))
         .service(web::scope("/v1").configure(api_routes))
         .default_service(web::to(no_such_route))

@@ -162,7 +162,10 @@ fn is_static_asset(path: &str) -> bool {
 }
 
 fn is_page(path: &str) -> bool {
-    path.starts_with("/docs") || path == "/reset-password" || path == "/magic-link"
+    path.starts_with("/docs")
+        || path == "/console"
+        || path.starts_with("/console/")
+        || matches!(path, "/reset-password" | "/magic-link" | "/invitation")
 }
 
 /// `X-Content-Type-Options: nosniff` on every response; `Cache-Control: no-store` on every

@@ -412,10 +412,17 @@ impl MemoryRepository for MemoryStore {
         tenant: &TenantId,
         agent: Option<AgentId>,
         memory_type: Option<MemoryType>,
+        tag: Option<String>,
         now: DateTime<Utc>,
         page: Page,
     ) -> anyhow::Result<(Vec<MemoryEntry>, u64)> {
         use memory_entries as m;
+        // Tags are a JSON array (JSONB on PostgreSQL, text on SQLite); both print it with the
+        // same escapes, so one portable predicate finds the tag as a whole JSON string in it.
+        let tag_pattern = tag.as_ref().map(|t| {
+            let quoted = serde_json::to_string(t).unwrap_or_default();
+            format!("%{}%", quoted.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"))
+        });
         // Boxed per backend: the body below is expanded once for each.
         let (rows, total): (Vec<EntryRow>, i64) = with_conn!(self.db, conn => async {
             let query = || {
@@ -429,6 +436,13 @@ impl MemoryRepository for MemoryStore {
                 if let Some(t) = memory_type {
                     q = q.filter(m::memory_type.eq(t.as_str()));
                 }
+                if let Some(pattern) = &tag_pattern {
+                    q = q.filter(
+                        diesel::dsl::sql::<diesel::sql_types::Bool>("CAST(memory_entries.tags AS TEXT) LIKE ")
+                            .bind::<diesel::sql_types::Text, _>(pattern.clone())
+                            .sql(" ESCAPE '\\'"),
+                    );
+                }
                 q
             };
             let rows = query()
@@ -441,7 +455,12 @@ impl MemoryRepository for MemoryStore {
             let total = query().count().get_result(conn).await?;
             Ok::<_, diesel::result::Error>((rows, total))
         }.await)?;
-        let entries = rows.into_iter().map(EntryRow::into_domain).collect::<anyhow::Result<_>>()?;
+        let mut entries: Vec<MemoryEntry> =
+            rows.into_iter().map(EntryRow::into_domain).collect::<anyhow::Result<_>>()?;
+        // The text match can be fooled by a tag holding a quote; the exact check cannot.
+        if let Some(tag) = &tag {
+            entries.retain(|e| e.tags.contains(tag));
+        }
         Ok((entries, u64::try_from(total).unwrap_or(0)))
     }
 

@@ -42,13 +42,14 @@ pub trait MemoryRepository: Send + Sync {
     /// The tenant's entries with these ids that still exist, in no particular order.
     async fn get_many(&self, tenant: &TenantId, ids: &[MemoryId]) -> anyhow::Result<Vec<MemoryEntry>>;
 
-    /// A page of the tenant's unexpired entries, oldest first, optionally of one agent and
-    /// one type, and their total.
+    /// A page of the tenant's unexpired entries, oldest first, optionally of one agent, one
+    /// type and carrying one tag, and their total.
     async fn list(
         &self,
         tenant: &TenantId,
         agent: Option<AgentId>,
         memory_type: Option<MemoryType>,
+        tag: Option<String>,
         now: DateTime<Utc>,
         page: Page,
     ) -> anyhow::Result<(Vec<MemoryEntry>, u64)>;

@@ -289,7 +289,8 @@ impl MemoryService {
         }
     }
 
-    /// A page of unexpired entries, optionally of one agent and type, oldest first.
+    /// A page of unexpired entries, optionally of one agent and type and carrying one tag,
+    /// oldest first.
     ///
     /// # Errors
     /// [`MemoryError::AgentNotFound`], [`MemoryError::Forbidden`].
@@ -298,12 +299,13 @@ impl MemoryService {
         caller: &Principal,
         agent: Option<AgentId>,
         memory_type: Option<MemoryType>,
+        tag: Option<String>,
         page: Page,
     ) -> Result<(Vec<MemoryEntry>, u64), MemoryError> {
         caller.require(Permission::MemoryRead)?;
         self.require_agent(&caller.tenant_id, agent.as_ref()).await?;
         let now = self.deps.clock.now();
-        Ok(self.deps.memories.list(&caller.tenant_id, agent, memory_type, now, page).await?)
+        Ok(self.deps.memories.list(&caller.tenant_id, agent, memory_type, tag, now, page).await?)
     }
 
     /// Re-embeds up to `batch` entries made with another model than the current one; the

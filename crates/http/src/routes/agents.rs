@@ -113,7 +113,7 @@ pub struct CreateAgentRequest {
 }
 
 impl CreateAgentRequest {
-    fn try_into_domain(self) -> Result<NewAgent, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<NewAgent, ValidationErrors> {
         let mut v = Validator::new();
         let name = v.required("name", self.name, |n| AgentName::new(&n));
         let agent_type = v.optional("type", self.agent_type, |t| t.parse::<AgentType>());
@@ -230,7 +230,7 @@ pub struct UpdateAgentRequest {
 }
 
 impl UpdateAgentRequest {
-    fn try_into_domain(self) -> Result<AgentChanges, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<AgentChanges, ValidationErrors> {
         let mut v = Validator::new();
         let name = not_null(&mut v, "name", self.name, |n| AgentName::new(&n));
         let agent_type = not_null(&mut v, "type", self.agent_type, |t| t.parse::<AgentType>());

@@ -43,7 +43,7 @@ fn not_null_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>,
 }
 
 impl ChatRequest {
-    fn try_into_domain(self) -> Result<ChatInput, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<ChatInput, ValidationErrors> {
         let mut v = Validator::new();
         let message = v.required("message", self.message, chat_message);
         let session_id = v.optional("session_id", self.session_id, |s| SessionId::parse(&s));
@@ -158,6 +158,12 @@ pub async fn chat(
         return Ok(Either::Left(Reply::ok(reply.into())));
     }
     let prepared = state.chat.prepare(&caller, &id, input).await?;
+    Ok(Either::Right(stream_reply(prepared)))
+}
+
+/// Answers a prepared chat as a stream of server-sent events (see [`chat`]); the console's
+/// playground streams through here too.
+pub(crate) fn stream_reply(prepared: agentry_domain::agents::PreparedChat) -> HttpResponse {
     let (events, response) = sse::channel(sse::KEEP_ALIVE);
     // The reply runs to its end apart from the response: a client that leaves stops the
     // generation (its deltas find nobody), and what was generated is still stored and charged.
@@ -169,7 +175,7 @@ pub async fn chat(
         };
         events.send(last);
     });
-    Ok(Either::Right(response))
+    response
 }
 
 /// A reply's pieces as `message.delta` events.

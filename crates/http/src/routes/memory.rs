@@ -9,6 +9,7 @@ use agentry_domain::memory::{
     ConsolidationReport, DocumentSummary, Expiry, MemoryEntry, MemoryFilter, NewDocument, NewMemory,
     SearchHit, SearchMode, SearchQuery,
 };
+use agentry_domain::pagination::Page;
 use agentry_domain::validation::{
     Checked, FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id,
 };

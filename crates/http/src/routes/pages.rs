@@ -8,7 +8,7 @@
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, ContentType};
 use actix_web::{HttpRequest, HttpResponse, web};
-use agentry_domain::identity::RecoveryError;
+use agentry_domain::identity::{RecoveryError, TokenPair};
 use agentry_domain::mail::escape_html;
 use agentry_domain::team::TeamError;
 use secrecy::{ExposeSecret as _, SecretString};
@@ -43,11 +43,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 const PAGES_CSS: &str = include_str!("../../assets/pages.css");
 const PAGES_JS: &str = include_str!("../../assets/pages.js");
+const CONSOLE_CSS: &str = include_str!("../../assets/console.css");
+const CONSOLE_JS: &str = include_str!("../../assets/console.js");
 
 async fn asset(file: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let (body, content_type) = match file.as_str() {
         "pages.css" => (PAGES_CSS, "text/css; charset=utf-8"),
         "pages.js" => (PAGES_JS, "text/javascript; charset=utf-8"),
+        "console.css" => (CONSOLE_CSS, "text/css; charset=utf-8"),
+        "console.js" => (CONSOLE_JS, "text/javascript; charset=utf-8"),
         _ => return Err(ApiError::not_found("no such file")),
     };
     Ok(HttpResponse::Ok().insert_header((header::CONTENT_TYPE, content_type)).body(body))
@@ -214,6 +218,7 @@ struct MagicLinkForm {
 }
 
 async fn magic_link_submit(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _throttle: AuthThrottle<Recovery>,
     body: web::Bytes,
@@ -227,15 +232,20 @@ async fn magic_link_submit(
         return incomplete_link(TITLE);
     };
     match state.recovery.exchange_magic_link(token.expose_secret()).await {
-        Ok(pair) => html(
-            StatusCode::OK,
-            "Signed in",
-            &format!(
-                "<p class=\"ok\" id=\"result\">You are signed in. Your access token is valid for {} seconds.</p>{}",
-                pair.access.expires_in,
-                tokens_block(&pair.access.token, pair.refresh_token.expose_secret(), false)
-            ),
-        ),
+        Ok(pair) => {
+            let mut page = html(
+                StatusCode::OK,
+                "Signed in",
+                &format!(
+                    "<p class=\"ok\" id=\"result\">You are signed in. Your access token is valid for {} seconds.</p>\
+                     <p><a href=\"/console\" id=\"open-console\">Open the console</a></p>{}",
+                    pair.access.expires_in,
+                    tokens_block(&pair.access.token, pair.refresh_token.expose_secret(), false)
+                ),
+            );
+            console_session(&req, &state, &pair, &mut page).await;
+            page
+        }
         Err(RecoveryError::InvalidToken) => html(
             StatusCode::BAD_REQUEST,
             TITLE,
@@ -249,6 +259,21 @@ async fn magic_link_submit(
                 "<p class=\"error\" id=\"result\">Something went wrong. Try again later.</p>",
             )
         }
+    }
+}
+
+/// Signs the browser in to the console too, with a session of its own: the tokens shown on
+/// the page stay the caller's to use (a client rotating them must not end the console's).
+/// Failing here only leaves the console signed out; the page still shows the tokens.
+async fn console_session(req: &HttpRequest, state: &AppState, pair: &TokenPair, page: &mut HttpResponse) {
+    let started = async {
+        let principal = state.access.authenticate(&pair.access.token, None).await.ok()?;
+        let console = state.accounts.start_session(&principal.user_id).await.ok()?;
+        let csrf = crate::console::session::new_csrf_token().ok()?;
+        Some((console, csrf))
+    };
+    if let Some((console, csrf)) = started.await {
+        crate::console::session::start(req, page, &console, Some(&csrf));
     }
 }
 

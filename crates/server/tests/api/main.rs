@@ -6,6 +6,7 @@ mod api_keys;
 mod auth;
 mod billing;
 mod chat;
+mod console;
 mod durability;
 mod errors;
 mod executions;

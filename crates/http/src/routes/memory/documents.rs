@@ -109,31 +109,37 @@ pub async fn add_documents(
     caller: Caller,
     body: JsonBody<AddDocumentsRequest>,
 ) -> Result<Reply<AddDocumentsResponse>, ApiError> {
-    let b = body.0;
-    let mut v = Validator::new();
-    let agent = v.required("agent_id", b.agent_id, agent_id);
-    let mut docs = Vec::new();
-    match b.documents {
-        None => v.push(FieldError::missing("documents")),
-        Some(list) if list.is_empty() => {
-            v.push(FieldError::new("documents", FieldErrorKind::TooShort, "give at least one document"));
-        }
-        Some(list) if list.len() > MAX_DOCUMENTS => v.push(FieldError::new(
-            "documents",
-            FieldErrorKind::TooLong,
-            format!("at most {MAX_DOCUMENTS} documents per request"),
-        )),
-        Some(list) => {
-            docs = list.into_iter().enumerate().map(|(i, d)| document(i, d, &mut v)).collect();
-        }
-    }
-    let docs = v.all(docs);
-    let (agent, docs) = v.finish((agent, docs))?;
+    let (agent, docs) = body.0.try_into_domain()?;
     let stored = state.memory.add_documents(&caller, &agent, docs).await?;
     Ok(Reply::created(AddDocumentsResponse {
         agent_id: agent.into_string(),
         documents: stored.into_iter().map(DocumentResponse::from).collect(),
     }))
+}
+
+impl AddDocumentsRequest {
+    pub(crate) fn try_into_domain(self) -> Result<(AgentId, Vec<NewDocument>), ValidationErrors> {
+        let b = self;
+        let mut v = Validator::new();
+        let agent = v.required("agent_id", b.agent_id, agent_id);
+        let mut docs = Vec::new();
+        match b.documents {
+            None => v.push(FieldError::missing("documents")),
+            Some(list) if list.is_empty() => {
+                v.push(FieldError::new("documents", FieldErrorKind::TooShort, "give at least one document"));
+            }
+            Some(list) if list.len() > MAX_DOCUMENTS => v.push(FieldError::new(
+                "documents",
+                FieldErrorKind::TooLong,
+                format!("at most {MAX_DOCUMENTS} documents per request"),
+            )),
+            Some(list) => {
+                docs = list.into_iter().enumerate().map(|(i, d)| document(i, d, &mut v)).collect();
+            }
+        }
+        let docs = v.all(docs);
+        v.finish((agent, docs))
+    }
 }
 
 /// Delete a document and all its chunks.

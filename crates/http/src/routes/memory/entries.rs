@@ -42,7 +42,7 @@ pub struct AddMemoryRequest {
 }
 
 impl AddMemoryRequest {
-    pub(super) fn try_into_domain(self, with_agent: bool) -> Result<NewMemory, ValidationErrors> {
+    pub(crate) fn try_into_domain(self, with_agent: bool) -> Result<NewMemory, ValidationErrors> {
         let mut v = Validator::new();
         let agent = if with_agent {
             v.optional("agent_id", self.agent_id, agent_id)
@@ -174,6 +174,9 @@ pub struct ListMemoryQuery {
     /// Only this type: `semantic`, `episodic` or `procedural`.
     #[param(schema_with = crate::schemas::memory_type_param)]
     pub memory_type: Option<String>,
+    /// Only entries carrying this tag (1–64 characters).
+    #[param(min_length = 1, max_length = 64, pattern = r"^[^\x00-\x1F\x7F-\x9F]*$")]
+    pub tag: Option<String>,
     /// Page number, from 1 (default 1).
     #[param(minimum = 1, maximum = 4_294_967_295_i64)]
     pub page: Option<i64>,
@@ -209,21 +212,40 @@ pub async fn list(
     caller: Caller,
     query: QueryParams<ListMemoryQuery>,
 ) -> Result<Reply<MemoryList>, ApiError> {
-    let q = query.0;
-    let mut v = Validator::new();
-    let agent = v.optional("agent_id", q.agent_id, agent_id);
-    let memory_type = v.optional("memory_type", q.memory_type, memory_type);
-    let page = v.check_nested(
-        PageQuery { page: q.page, per_page: q.per_page }.try_into_domain().map_err(first_error),
-    );
-    let (agent, memory_type, page) = v.finish((agent, memory_type, page))?;
-    let (entries, total) = state.memory.list(&caller, agent, memory_type, page).await?;
+    let (agent, memory_type, tag, page) = query.0.try_into_domain()?;
+    let (entries, total) = state.memory.list(&caller, agent, memory_type, tag, page).await?;
     Ok(Reply::ok(MemoryList {
         memories: entries.into_iter().map(MemoryEntryResponse::from).collect(),
         total,
         page: page.page,
         per_page: page.per_page,
     }))
+}
+
+/// What a memory list asks for: the agent, the type, the tag and the page.
+pub(crate) type ListFilters = (Option<AgentId>, Option<MemoryType>, Option<String>, Page);
+
+impl ListMemoryQuery {
+    /// The agent, type, tag and page asked for.
+    pub(crate) fn try_into_domain(self) -> Result<ListFilters, ValidationErrors> {
+        let q = self;
+        let mut v = Validator::new();
+        let agent = v.optional("agent_id", q.agent_id, agent_id);
+        let memory_type = v.optional("memory_type", q.memory_type, memory_type);
+        let tag = v.optional("tag", q.tag, |t| {
+            agentry_domain::validation::check_text(
+                &t,
+                "tag",
+                agentry_domain::validation::TextKind::SingleLine,
+            )?;
+            agentry_domain::validation::check_length(&t, 1, memory::MAX_TAG_CHARS, "tag")?;
+            Ok(t)
+        });
+        let page = v.check_nested(
+            PageQuery { page: q.page, per_page: q.per_page }.try_into_domain().map_err(first_error),
+        );
+        v.finish((agent, memory_type, tag, page))
+    }
 }
 
 fn first_error(e: ValidationErrors) -> FieldError {
@@ -300,6 +322,26 @@ pub struct SearchMemoryRequest {
     /// `hybrid` (default: vectors and full text fused), `vector` or `lexical` alone.
     #[schema(schema_with = crate::schemas::search_mode_optional, example = "hybrid")]
     pub mode: Option<String>,
+}
+
+impl SearchMemoryRequest {
+    pub(crate) fn try_into_domain(self) -> Result<SearchQuery, ValidationErrors> {
+        let b = self;
+        let mut v = Validator::new();
+        let text = v.required("query", b.query, |q| memory::content(&q, "query"));
+        let top_k = v.optional("top_k", b.top_k, |n| bounded("top_k", n, 1, 100));
+        let mode = v.optional("mode", b.mode, search_mode);
+        let filter = search_filter(&mut v, b.agent_id, b.memory_type, b.tags, b.metadata);
+        let (text, top_k, mode, filter) = v.finish((text, top_k, mode, filter))?;
+        Ok(SearchQuery {
+            text,
+            filter,
+            skip: 0,
+            limit: top_k.unwrap_or(5),
+            count_access: false,
+            mode: mode.unwrap_or_default(),
+        })
+    }
 }
 
 fn search_mode(raw: String) -> Result<SearchMode, FieldError> {
@@ -421,21 +463,7 @@ pub async fn search(
     caller: Caller,
     body: JsonBody<SearchMemoryRequest>,
 ) -> Result<Reply<MemorySearchResponse>, ApiError> {
-    let b = body.0;
-    let mut v = Validator::new();
-    let text = v.required("query", b.query, |q| memory::content(&q, "query"));
-    let top_k = v.optional("top_k", b.top_k, |n| bounded("top_k", n, 1, 100));
-    let mode = v.optional("mode", b.mode, search_mode);
-    let filter = search_filter(&mut v, b.agent_id, b.memory_type, b.tags, b.metadata);
-    let (text, top_k, mode, filter) = v.finish((text, top_k, mode, filter))?;
-    let query = SearchQuery {
-        text,
-        filter,
-        skip: 0,
-        limit: top_k.unwrap_or(5),
-        count_access: false,
-        mode: mode.unwrap_or_default(),
-    };
+    let query = body.0.try_into_domain()?;
     let results = state.memory.search(&caller, query).await?;
     Ok(Reply::ok(MemorySearchResponse {
         results: results.hits.into_iter().map(MemorySearchHit::from).collect(),
