@@ -417,13 +417,14 @@ impl MemoryRepository for MemoryStore {
         page: Page,
     ) -> anyhow::Result<(Vec<MemoryEntry>, u64)> {
         use memory_entries as m;
-        // Tags are a JSON array (JSONB on PostgreSQL, text on SQLite); both print it with the
-        // same escapes, so one portable predicate finds the tag as a whole JSON string in it.
-        let tag_pattern = tag.as_ref().map(|t| {
+        // Tags are a JSON array (JSONB on PostgreSQL, text on SQLite), printed by both with
+        // the same escapes. A tag is an element when its JSON string follows `[`, `,` or a
+        // space: inside a string every `"` is escaped, so only a delimiter can follow those.
+        // `replace` compares exactly (unlike SQLite's LIKE, which ignores case) on both.
+        let tag_patterns = tag.as_ref().map(|t| {
             let quoted = serde_json::to_string(t).unwrap_or_default();
-            format!("%{}%", quoted.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"))
+            ["[", ",", " "].map(|before| format!("{before}{quoted}"))
         });
-        // Boxed per backend: the body below is expanded once for each.
         let (rows, total): (Vec<EntryRow>, i64) = with_conn!(self.db, conn => async {
             let query = || {
                 let mut q = m::table
@@ -436,11 +437,18 @@ impl MemoryRepository for MemoryStore {
                 if let Some(t) = memory_type {
                     q = q.filter(m::memory_type.eq(t.as_str()));
                 }
-                if let Some(pattern) = &tag_pattern {
+                if let Some([first, second, third]) = &tag_patterns {
+                    use diesel::sql_types::{Bool, Text};
+                    const TAGS: &str = "CAST(memory_entries.tags AS TEXT)";
+                    let (open, holds) = (format!("replace({TAGS}, "), format!(", '') <> {TAGS}"));
                     q = q.filter(
-                        diesel::dsl::sql::<diesel::sql_types::Bool>("CAST(memory_entries.tags AS TEXT) LIKE ")
-                            .bind::<diesel::sql_types::Text, _>(pattern.clone())
-                            .sql(" ESCAPE '\\'"),
+                        diesel::dsl::sql::<Bool>(&format!("({open}"))
+                            .bind::<Text, _>(first.clone())
+                            .sql(&format!("{holds} OR {open}"))
+                            .bind::<Text, _>(second.clone())
+                            .sql(&format!("{holds} OR {open}"))
+                            .bind::<Text, _>(third.clone())
+                            .sql(&format!("{holds})")),
                     );
                 }
                 q
