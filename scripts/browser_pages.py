@@ -3,7 +3,8 @@
 chromium-driver, through selenium):
 
 - the reset link's page changes the password, with JavaScript on and with it off;
-- the magic link's page signs in (the token it shows works on /auth/me);
+- the magic link's page signs in (the token it shows works on /auth/me), and its "Open the
+  console" link opens the console signed in;
 - an invitation's page registers a new address into the tenant with the invited role, with
   JavaScript on and with it off, on SQLite and, when AGENTRY_TEST_DATABASE_URL names a
   PostgreSQL server, on a fresh database there too;
@@ -140,7 +141,7 @@ class SmtpSink:
 
 
 class Service_:
-    def __init__(self, smtp, database_url=None):
+    def __init__(self, smtp, database_url=None, extra_env=None):
         self.dir = tempfile.mkdtemp(prefix="agentry-pages-")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -154,6 +155,7 @@ class Service_:
         if database_url:
             env["AGENTRY_DATABASE_URL"] = database_url
             env["AGENTRY_AUTO_MIGRATE"] = "true"
+        env.update(extra_env or {})
         self.process = subprocess.Popen([str(BINARY)], cwd=self.dir, env=env)
         for _ in range(100):
             try:
@@ -219,11 +221,15 @@ def magic_link(service, seen):
         assert "?token=" in driver.current_url, "the page called the API in place"
         token = driver.find_element(By.ID, "access_token").get_attribute("value")
         assert not csp_violations(driver), csp_violations(driver)
+        # The page signed the console in too: its link opens it.
+        WebDriverWait(driver, 10).until(ec.visibility_of_element_located((By.ID, "open-console"))).click()
+        WebDriverWait(driver, 10).until(ec.presence_of_element_located((By.ID, "new-agent")))
+        assert not csp_violations(driver), csp_violations(driver)
     finally:
         driver.quit()
     status, me, _ = call("GET", f"{service.base}/api/v1/auth/me", token=token)
     assert status == 200 and me["email"] == "ada@example.com", (status, me)
-    print("magic-link page: signed in")
+    print("magic-link page: signed in, and into the console")
 
 
 def invitation(service, seen, javascript, owner, tenant, address):

@@ -134,8 +134,12 @@
             block(call, "code", "", " " + data.arguments);
             text = null;
           } else if (event === "tool.result") {
-            const result = entry("tool", "tool " + data.name);
-            block(result, "pre", "code", data.error ? "error: " + data.error : JSON.stringify(data.output, null, 2));
+            const result = document.createElement("li");
+            result.className = "msg tool";
+            const details = block(result, "details", "", "");
+            block(details, "summary", "", "Result of " + data.name);
+            block(details, "pre", "code", data.error ? "error: " + data.error : JSON.stringify(data.output, null, 2));
+            transcript.appendChild(result);
           } else if (event === "message.completed") {
             if (text) text.textContent = data.content;
             block(reply, "div", "usage", data.usage.total_tokens + " tokens");

@@ -51,6 +51,22 @@ async function resetPassword(form) {
   }
 }
 
+// Signs the console in too (a session of its own; see POST /console/session) and offers it.
+async function openConsole(accessToken) {
+  try {
+    const response = await fetch("/console/session", {
+      method: "POST",
+      headers: { authorization: "Bearer " + accessToken },
+      credentials: "same-origin",
+    });
+    if (!response.ok) return;
+  } catch (_) {
+    return;
+  }
+  const link = document.getElementById("open-console");
+  if (link) link.hidden = false;
+}
+
 async function signIn(form) {
   const token = new FormData(form).get("token");
   const { ok, body } = await call("GET", "/api/v1/auth/magic-link/" + encodeURIComponent(token));
@@ -63,6 +79,7 @@ async function signIn(form) {
   document.getElementById("access_token").value = body.access_token;
   document.getElementById("refresh_token").value = body.refresh_token;
   document.getElementById("tokens").hidden = false;
+  await openConsole(body.access_token);
 }
 
 async function acceptInvitation(form) {
@@ -89,6 +106,7 @@ async function acceptInvitation(form) {
   document.getElementById("access_token").value = answer.access_token;
   document.getElementById("refresh_token").value = answer.refresh_token;
   document.getElementById("tokens").hidden = false;
+  await openConsole(answer.access_token);
 }
 
 document.addEventListener("DOMContentLoaded", () => {

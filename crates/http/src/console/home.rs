@@ -21,6 +21,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/sign-in", web::post().to(sign_in))
         .route("/magic-link", web::post().to(request_magic_link))
         .route("/sign-out", web::post().to(sign_out))
+        .route("/session", web::post().to(session_from_token))
         .route("/switch", web::get().to(switch));
 }
 
@@ -170,6 +171,29 @@ async fn sign_out(
     }
     let mut response = redirect("/console/sign-in");
     session::end(&req, &mut response);
+    Ok(response)
+}
+
+/// Starts a console session for the bearer of a user's access token: the magic-link and
+/// invitation pages sign in through the API with their script, then call this so that their
+/// "Open the console" link works. The console gets a session of its own (the page's tokens stay
+/// the caller's). No CSRF token is needed: no other site can make a browser send an
+/// `Authorization` header here (that would need a CORS preflight, which the service refuses).
+async fn session_from_token(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let token = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <access token> header is needed"))?
+        .to_owned();
+    let principal = authenticate_counted(&req, &token, None).await?;
+    principal.require_user_session().map_err(|e| ApiError::new(crate::error::ErrorCode::Forbidden, e.0))?;
+    let pair = state.accounts.start_session(&principal.user_id).await?;
+    let mut response = HttpResponse::NoContent().finish();
+    session::start(&req, &mut response, &pair, Some(&session::new_csrf_token()?));
     Ok(response)
 }
 

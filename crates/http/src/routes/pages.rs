@@ -205,7 +205,8 @@ fn tokens_block(access: &str, refresh: &str, hidden: bool) -> String {
         "<div id=\"tokens\"{hidden}><label for=\"access_token\">Access token (send as <code>Authorization: Bearer …</code>)</label>\
          <textarea id=\"access_token\" readonly>{access}</textarea>\
          <label for=\"refresh_token\">Refresh token (for <code>POST /api/v1/auth/refresh</code>)</label>\
-         <textarea id=\"refresh_token\" readonly>{refresh}</textarea></div>",
+         <textarea id=\"refresh_token\" readonly>{refresh}</textarea>\
+         <p><a href=\"/console\" id=\"open-console\"{hidden}>Open the console</a></p></div>",
         hidden = if hidden { " hidden" } else { "" },
         access = escape_html(access),
         refresh = escape_html(refresh),
@@ -237,8 +238,7 @@ async fn magic_link_submit(
                 StatusCode::OK,
                 "Signed in",
                 &format!(
-                    "<p class=\"ok\" id=\"result\">You are signed in. Your access token is valid for {} seconds.</p>\
-                     <p><a href=\"/console\" id=\"open-console\">Open the console</a></p>{}",
+                    "<p class=\"ok\" id=\"result\">You are signed in. Your access token is valid for {} seconds.</p>{}",
                     pair.access.expires_in,
                     tokens_block(&pair.access.token, pair.refresh_token.expose_secret(), false)
                 ),
@@ -355,6 +355,7 @@ struct InvitationForm {
 }
 
 async fn invitation_submit(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _throttle: SignInThrottle,
     body: web::Bytes,
@@ -383,22 +384,26 @@ async fn invitation_submit(
         Err(e) => Err(TeamError::Invalid(e)),
     };
     match outcome {
-        Ok(joined) => html(
-            StatusCode::OK,
-            "Welcome",
-            &format!(
-                "<p class=\"ok\" id=\"result\">You joined {tenant} as {role}. You are signed in; your access token is \
-                 valid for {expires} seconds.</p>{tokens}",
-                tenant = escape_html(&joined.tenant_name),
-                role = joined.role.as_str(),
-                expires = joined.tokens.access.expires_in,
-                tokens = tokens_block(
-                    &joined.tokens.access.token,
-                    joined.tokens.refresh_token.expose_secret(),
-                    false
+        Ok(joined) => {
+            let mut page = html(
+                StatusCode::OK,
+                "Welcome",
+                &format!(
+                    "<p class=\"ok\" id=\"result\">You joined {tenant} as {role}. You are signed in; your access token \
+                     is valid for {expires} seconds.</p>{tokens}",
+                    tenant = escape_html(&joined.tenant_name),
+                    role = joined.role.as_str(),
+                    expires = joined.tokens.access.expires_in,
+                    tokens = tokens_block(
+                        &joined.tokens.access.token,
+                        joined.tokens.refresh_token.expose_secret(),
+                        false
+                    ),
                 ),
-            ),
-        ),
+            );
+            console_session(&req, &state, &joined.tokens, &mut page).await;
+            page
+        }
         Err(TeamError::InvalidToken) => invitation_refused(),
         Err(TeamError::InvalidCredentials) => {
             error(StatusCode::UNAUTHORIZED, "The password is wrong. Go back and try again.")

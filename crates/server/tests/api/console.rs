@@ -25,7 +25,7 @@ impl Browser {
         Self { client, base: app.base.clone(), cookies: HashMap::new() }
     }
 
-    fn keep_cookies(&mut self, response: &Response) {
+    pub fn keep_cookies(&mut self, response: &Response) {
         for value in response.headers().get_all(SET_COOKIE) {
             let value = value.to_str().expect("cookie header");
             let (pair, attributes) = value.split_once(';').unwrap_or((value, ""));
@@ -195,4 +195,80 @@ async fn the_console_signs_in_acts_as_the_api_and_refuses_forms_without_their_to
 async fn list_agents(app: &TestApp, token: &str) -> (Vec<serde_json::Value>, u64) {
     let body = json_with_status(app.get_with_token("/api/v1/agents", token).await, 200).await;
     (body["agents"].as_array().unwrap().clone(), body["total"].as_u64().unwrap())
+}
+
+#[tokio::test]
+async fn the_memory_pages_add_filter_search_and_delete_as_the_api_does() {
+    on_both_databases(
+        |_| {},
+        |app| async move {
+            let token = app.access_token("ada@example.com").await;
+            let tenant = app.tenant_of(&token).await;
+            let agent = app.create_agent(&token, json!({"name": "Librarian"})).await;
+            let other = app.create_agent(&token, json!({"name": "Other"})).await;
+            let (agent, other) = (agent["id"].as_str().unwrap(), other["id"].as_str().unwrap());
+            let mut browser = Browser::new(&app);
+            browser.sign_in("ada@example.com").await;
+            let memory = format!("/console/{tenant}/agents/{agent}/memory");
+
+            for (content, tags) in [("Teal is the favourite colour.", "colours, likes"), ("Invoices go out monthly.", "billing")] {
+                let added = browser.post(&memory, &[("content", content), ("memory_type", "semantic"), ("tags", tags)], true).await;
+                assert_eq!(added.status(), 303);
+            }
+            let forged = browser.post(&memory, &[("content", "forged")], false).await;
+            assert_eq!(forged.status(), 403);
+            let listed = json_with_status(app.get_with_token(&format!("/api/v1/memory?agent_id={agent}"), &token).await, 200).await;
+            assert_eq!(listed["total"], 2, "{listed}");
+            assert_eq!(listed["memories"][0]["tags"], json!(["colours", "likes"]));
+
+            // The tag filter, as the API's own list filters.
+            let page = browser.get(&format!("{memory}?tag=billing")).await.text().await.unwrap();
+            assert!(page.contains("Invoices go out monthly.") && !page.contains("Teal is"), "{page}");
+            let api = json_with_status(app.get_with_token(&format!("/api/v1/memory?agent_id={agent}&tag=billing"), &token).await, 200).await;
+            assert_eq!(api["total"], 1);
+            // A search shows each hit's explanation.
+            let found = browser.get(&format!("{memory}?q=monthly+invoices&mode=lexical")).await.text().await.unwrap();
+            assert!(found.contains("Invoices go out monthly.") && found.contains("word rank 1"), "{found}");
+            // A document is stored as chunks and shown.
+            let stored = browser.post(&format!("{memory}/documents"), &[("title", "Handbook"), ("content", "Refunds take five days. Shipping is free.")], true).await;
+            assert_eq!(stored.status(), 200);
+            assert!(stored.text().await.unwrap().contains("Refunds take five days."));
+
+            // An entry of another agent is not this page's to delete.
+            let id = listed["memories"][0]["id"].as_str().unwrap();
+            let elsewhere = browser.post(&format!("/console/{tenant}/agents/{other}/memory/{id}/delete"), &[], true).await;
+            assert_eq!(elsewhere.status(), 404);
+            let deleted = browser.post(&format!("{memory}/{id}/delete"), &[], true).await;
+            assert_eq!(deleted.status(), 303);
+            assert_eq!(app.get_with_token(&format!("/api/v1/memory/{id}"), &token).await.status(), 404);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_page_signed_in_through_the_api_opens_the_console_with_a_session_of_its_own() {
+    let app = spawn().await;
+    let token = app.access_token("ada@example.com").await;
+    let client = Client::builder().redirect(redirect::Policy::none()).build().unwrap();
+    let started = client.post(app.url("/console/session")).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(started.status(), 204);
+    let mut browser = Browser::new(&app);
+    browser.keep_cookies(&started);
+    assert!(browser.cookies.contains_key("agentry_csrf"));
+    assert_ne!(browser.cookies["agentry_access"], token, "a session of its own");
+    let tenant = app.tenant_of(&token).await;
+    assert_eq!(browser.get(&format!("/console/{tenant}/agents")).await.status(), 200);
+    // Signing the console out leaves the page's own session alone.
+    assert_eq!(browser.post("/console/sign-out", &[], true).await.status(), 303);
+    assert_eq!(app.get_with_token("/api/v1/auth/me", &token).await.status(), 200);
+    // An API key does not open the console.
+    let key = json_with_status(
+        app.post_json_with_token("/api/v1/api-keys", &token, &json!({"name": "ci", "scopes": ["agents:read"]})).await,
+        201,
+    )
+    .await;
+    let refused =
+        client.post(app.url("/console/session")).bearer_auth(key["key"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(refused.status(), 403);
 }

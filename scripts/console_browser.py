@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""The console walked in headless Chromium (Debian's chromium and chromium-driver, through
+selenium) as a person uses it, on a fresh service of the given binary:
+
+- sign in with the password form;
+- create an agent with the memory_search tool;
+- add a memory and find it by a paraphrase, with its explanation (vector and word ranks);
+- chat in the playground: the reply streams in piece by piece, the tool call and its result
+  show inline, and the credits charged;
+- create and run a workflow and watch its steps complete on the live timeline;
+- subscribe a loopback receiver and see a delivery; retry a failed one;
+- create an API key (shown once) and use it; invite a member (mailed over SMTP);
+- look at billing with its chart;
+- every read page again with JavaScript off;
+- on every page: no content-security-policy violation and no console error; a screenshot of
+  each is kept in target/console-screenshots/ (also at 390 px wide).
+
+    scripts/console_browser.py [path/to/agentry]     (default: target/release/agentry)
+
+The language model is a small OpenAI-compatible server this script runs: it asks for one
+memory_search call, then streams its answer word by word. Everything talks to 127.0.0.1 only.
+"""
+
+import http.server
+import json
+import pathlib
+import re
+import sys
+import threading
+import time
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from browser_pages import PASSWORD, Service_, SmtpSink, browser, call  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "target" / "console-screenshots"
+ANSWER = "From memory: the customer's favourite colour is teal, so I would suggest the teal edition."
+
+
+class FakeModel:
+    """An OpenAI-compatible chat server on a free local port. Without a tool result in the
+    conversation it asks for memory_search; with one, it streams ANSWER word by word, slowly
+    enough for a person (and this script) to see the reply grow."""
+
+    def __init__(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_):
+                pass
+
+            def do_POST(self):  # noqa: N802 (the standard library's name)
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                tool_result = any(m.get("role") == "tool" for m in body["messages"])
+                if body.get("stream"):
+                    self.stream(tool_result)
+                else:
+                    self.whole(tool_result)
+
+            def whole(self, tool_result):
+                message = ({"role": "assistant", "content": ANSWER} if tool_result else
+                           {"role": "assistant", "content": None, "tool_calls": [{
+                               "id": "call_1", "type": "function",
+                               "function": {"name": "memory_search", "arguments": json.dumps({"query": "colour"})}}]})
+                data = json.dumps({"choices": [{"message": message,
+                                                "finish_reason": "stop" if tool_result else "tool_calls"}],
+                                   "usage": {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52}}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def stream(self, tool_result):
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+
+                def send(payload):
+                    line = f"data: {payload}\n\n".encode()
+                    self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                    self.wfile.flush()
+
+                if tool_result:
+                    for i, word in enumerate(ANSWER.split(" ")):
+                        piece = word if i == 0 else " " + word
+                        send(json.dumps({"choices": [{"delta": {"content": piece}, "finish_reason": None}]}))
+                        time.sleep(0.12)
+                    send(json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}]}))
+                else:
+                    send(json.dumps({"choices": [{"delta": {"tool_calls": [{
+                        "index": 0, "id": "call_1",
+                        "function": {"name": "memory_search", "arguments": json.dumps({"query": "colour"})}}]},
+                        "finish_reason": None}]}))
+                    send(json.dumps({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}))
+                send(json.dumps({"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 12,
+                                                          "total_tokens": 52}}))
+                send("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+class Receiver:
+    """A webhook receiver on a free local port answering `status`, keeping what it gets."""
+
+    def __init__(self, status):
+        self.received = []
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_):
+                pass
+
+            def do_POST(self):  # noqa: N802
+                receiver.received.append(self.rfile.read(int(self.headers["content-length"])))
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+
+class Walk:
+    """One browser session through the console, checking each page it sees."""
+
+    def __init__(self, service):
+        self.service = service
+        self.driver = browser(True)
+        self.driver.set_window_size(1280, 1000)
+        self.pages = []
+        SHOTS.mkdir(parents=True, exist_ok=True)
+
+    def wait(self, condition, timeout=20):
+        return WebDriverWait(self.driver, timeout).until(condition)
+
+    def find(self, css):
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def fill(self, element_id, text):
+        field = self.driver.find_element(By.ID, element_id)
+        field.clear()
+        field.send_keys(text)
+
+    def check(self, name, narrow=False):
+        """The page as it is now: no CSP violation, no console error, a screenshot (and one at
+        390 px wide when asked); its address is kept for the walk without JavaScript."""
+        problems = [e["message"] for e in self.driver.get_log("browser")
+                    if e["level"] == "SEVERE" or "Content Security Policy" in e["message"]]
+        assert not problems, f"{name}: {problems}"
+        assert self.driver.find_elements(By.CSS_SELECTOR, "main h1"), f"{name}: a main heading"
+        self.driver.save_screenshot(str(SHOTS / f"{name}.png"))
+        if narrow:
+            self.driver.set_window_size(390, 900)
+            width, room = self.driver.execute_script(
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            wide = self.driver.execute_script(
+                "return Array.from(document.querySelectorAll('body *')).filter(e => "
+                "e.getBoundingClientRect().right > document.documentElement.clientWidth + 1 && "
+                "!e.closest('.table-wrap, nav.sections')).slice(0, 8).map(e => e.tagName + '#' + e.id + '.' + e.className)")
+            assert width <= room, f"{name}: the page is {width} px wide in a {room} px window: {wide}"
+            self.driver.save_screenshot(str(SHOTS / f"{name}-390.png"))
+            self.driver.set_window_size(1280, 1000)
+        self.pages.append((name, self.driver.current_url))
+        print(f"console: {name}")
+
+    def sign_in(self):
+        self.driver.get(f"{self.service.base}/console")
+        self.wait(ec.presence_of_element_located((By.ID, "sign-in")))
+        self.check("sign-in", narrow=True)
+        self.fill("email", "ada@example.com")
+        self.fill("password", PASSWORD)
+        self.find("#sign-in").click()
+        self.wait(ec.presence_of_element_located((By.ID, "new-agent")))
+        self.check("agents", narrow=True)
+
+    def create_agent(self):
+        self.fill("name", "Concierge")
+        self.fill("config.tools", '[{"type": "memory_search"}]')
+        self.find("#create-agent").click()
+        self.wait(ec.presence_of_element_located((By.ID, "chat-form")))
+        self.agent_url = self.driver.current_url
+        self.check("agent", narrow=True)
+
+    def memory(self):
+        self.find("#memory-link").click()
+        self.wait(ec.presence_of_element_located((By.ID, "add-memory")))
+        self.fill("content", "The customer's favourite colour is teal.")
+        self.fill("tags", "preferences")
+        self.find("#add-memory-button").click()
+        self.wait(ec.text_to_be_present_in_element((By.ID, "entries"), "teal"))
+        # A paraphrase that shares no word with the memory: the vector search finds it.
+        self.fill("q", "Which hue does the client prefer?")
+        self.find("#search").click()
+        self.wait(ec.text_to_be_present_in_element((By.ID, "hits"), "teal"))
+        first = self.find("#hits .hit").text
+        assert "vector rank 1" in first, first
+        assert "word rank —" in first, first
+        self.check("memory", narrow=True)
+
+    def chat(self):
+        self.driver.get(self.agent_url)
+        self.fill("message", "What colour does the customer like?")
+        self.find("#send").click()
+        # The reply grows while it streams: watch its length change before it is complete.
+        seen = set()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            replies = self.driver.find_elements(By.CSS_SELECTOR, "#transcript .msg.assistant .text")
+            text = replies[-1].text if replies else ""
+            if text and text != ANSWER:
+                seen.add(len(text))
+            if self.find("#chat-status").get_attribute("data-done"):
+                break
+            time.sleep(0.03)
+        status = self.find("#chat-status").text
+        assert "Charged" in status, status
+        assert len(seen) >= 3, f"the reply did not stream: lengths seen {sorted(seen)}"
+        transcript = self.find("#transcript").text
+        assert "memory_search" in transcript, transcript
+        assert "teal" in self.find("#transcript .msg.tool pre").get_attribute("textContent"), "the tool's result"
+        assert ANSWER in transcript, transcript
+        self.check("chat")
+        # The conversation is kept: reloaded from the server, it shows the same exchange.
+        session = re.search(r"Conversation (\S+)\.", status).group(1)
+        self.driver.get(f"{self.agent_url}?session={session}")
+        history = self.find("#transcript").text
+        assert "memory_search" in history and ANSWER in history, history
+        self.check("chat-history")
+
+    def without_javascript(self):
+        """Every read page seen, again with JavaScript off: each renders its heading."""
+        driver = browser(False)
+        try:
+            driver.get(f"{self.service.base}/console/sign-in")
+            driver.find_element(By.ID, "email").send_keys("ada@example.com")
+            driver.find_element(By.ID, "password").send_keys(PASSWORD)
+            driver.find_element(By.ID, "sign-in").click()
+            WebDriverWait(driver, 20).until(ec.presence_of_element_located((By.ID, "new-agent")))
+            for name, url in self.pages:
+                if name == "sign-in":
+                    continue
+                driver.get(url)
+                assert driver.find_elements(By.CSS_SELECTOR, "main h1"), f"{name} without JavaScript"
+                assert not [e for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
+            print(f"console: {len(self.pages) - 1} pages read again with JavaScript off")
+        finally:
+            driver.quit()
+
+    def quit(self):
+        self.driver.quit()
+
+
+def main():
+    smtp = SmtpSink()
+    model = FakeModel()
+    env = {
+        "AGENTRY_LLM_PROVIDER": "openai",
+        "AGENTRY_LLM_BASE_URL": model.url,
+        "AGENTRY_LLM_API_KEY": "sk-local",
+        "AGENTRY_EMBEDDING_MODEL_DIR": str(ROOT / "data" / "models" / "all-MiniLM-L6-v2"),
+        "AGENTRY_EMBEDDING_PROVIDER": "minilm",
+    }
+    service = Service_(smtp, extra_env=env)
+    walk = None
+    try:
+        status, _, _ = call("POST", f"{service.base}/api/v1/auth/register",
+                            {"email": "ada@example.com", "password": PASSWORD, "full_name": "Ada Lovelace",
+                             "company": "Analytical Engines"})
+        assert status == 201, status
+        walk = Walk(service)
+        walk.sign_in()
+        walk.create_agent()
+        walk.memory()
+        walk.chat()
+        walk.without_javascript()
+        print(f"console: screenshots in {SHOTS}")
+    finally:
+        if walk:
+            walk.quit()
+        service.stop()
+
+
+if __name__ == "__main__":
+    main()
