@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use agentry_domain::memory::{Embedder, dot};
-use agentry_embed::{MiniLmEmbedder, MiniLmSettings};
+use agentry_embed::{BatchSettings, BatchingEmbedder, MiniLmEmbedder, MiniLmSettings};
 
 fn model_dir() -> PathBuf {
     match std::env::var_os("AGENTRY_EMBEDDING_MODEL_DIR") {
@@ -48,6 +48,33 @@ fn strings(items: &[&str]) -> Vec<String> {
 
 async fn one(e: &MiniLmEmbedder, text: &str) -> Vec<f32> {
     e.embed(&[text.to_string()]).await.unwrap().pop().unwrap()
+}
+
+/// The largest difference between two vectors' values.
+fn max_difference(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max)
+}
+
+/// How close a text's vector made in a batch must be to the one made alone: padding the text to
+/// the batch's longest and pooling over its own tokens only leaves rounding differences.
+const SAME: f32 = 1e-5;
+
+/// Texts of very different lengths: one word piece to past the 256-token limit.
+fn uneven_texts() -> Vec<String> {
+    let mut texts = strings(&[
+        "Hi",
+        "The customer's favourite colour is teal",
+        "Short one.",
+        "A considerably longer sentence, so that the shorter texts of this batch must be padded to \
+         its length, which the attention mask has to keep out of their mean: padding tokens would \
+         otherwise pull every short text's vector towards the padding's own representation.",
+        "ok",
+        "Invoices are sent on the first business day of the month, except in January, when they \
+         go out on the second, and the reminders follow a week later.",
+    ]);
+    texts.push("memory search batching ".repeat(120));
+    texts
 }
 
 #[tokio::test]
@@ -119,8 +146,8 @@ async fn a_text_gets_the_same_vector_alone_or_padded_in_a_batch() {
     assert_eq!(batch.len(), texts.len());
     for (text, in_batch) in texts.iter().zip(&batch) {
         let alone = one(e, text).await;
-        let diff = alone.iter().zip(in_batch).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-        assert!(diff < 1e-4, "{text:?}: max difference {diff}");
+        let diff = max_difference(&alone, in_batch);
+        assert!(diff < SAME, "{text:?}: max difference {diff}");
     }
 }
 
@@ -143,8 +170,8 @@ async fn many_texts_span_batches_and_keep_their_order() {
     assert_eq!(all.len(), 70);
     for i in [0, 31, 32, 33, 64, 69] {
         let alone = one(e, &texts[i]).await;
-        let diff = alone.iter().zip(&all[i]).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-        assert!(diff < 1e-4, "text {i}: max difference {diff}");
+        let diff = max_difference(&alone, &all[i]);
+        assert!(diff < SAME, "text {i}: max difference {diff}");
     }
 }
 
@@ -166,9 +193,49 @@ async fn concurrent_callers_each_get_their_own_vectors() {
     for (call, want) in calls.into_iter().zip(&expected) {
         let got = call.await.unwrap();
         for v in [&got[0], &got[2]] {
-            let diff = v.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-            assert!(diff < 1e-4, "max difference {diff}");
+            let diff = max_difference(v, want);
+            assert!(diff < SAME, "max difference {diff}");
         }
+    }
+}
+
+#[tokio::test]
+async fn texts_of_very_different_lengths_get_the_same_vectors_in_one_batch_as_alone() {
+    let Some(e) = embedder() else { return };
+    let texts = uneven_texts();
+    let batch = e.embed(&texts).await.unwrap();
+    let mut worst = 0.0f32;
+    for (text, in_batch) in texts.iter().zip(&batch) {
+        let diff = max_difference(&one(e, text).await, in_batch);
+        assert!(diff < SAME, "{text:?}: max difference {diff}");
+        worst = worst.max(diff);
+    }
+    eprintln!("largest difference between a text alone and in a batch: {worst:e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_callers_batched_together_get_what_each_would_get_alone() {
+    let Some(e) = embedder() else { return };
+    let texts = uneven_texts();
+    let mut alone = Vec::new();
+    for text in &texts {
+        alone.push(one(e, text).await);
+    }
+    // Closed only when every caller's text is in: one batch of them all, whatever the timing.
+    let settings = BatchSettings { max_texts: texts.len(), max_wait: std::time::Duration::from_secs(60) };
+    let batcher = BatchingEmbedder::new(std::sync::Arc::new(e.clone()), settings);
+    let callers: Vec<_> = texts
+        .iter()
+        .cloned()
+        .map(|text| {
+            let batcher = batcher.clone();
+            tokio::spawn(async move { batcher.embed_query(&text).await.unwrap() })
+        })
+        .collect();
+    for ((caller, want), text) in callers.into_iter().zip(&alone).zip(&texts) {
+        let got = caller.await.unwrap();
+        let diff = max_difference(&got, want);
+        assert!(diff < SAME, "{text:?}: max difference {diff}");
     }
 }
 

@@ -13,7 +13,8 @@ use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemoryS
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
 use agentry_embed::{
-    HashingEmbedder, MiniLmEmbedder, MiniLmSettings, OpenAiEmbedder, OpenAiEmbedderSettings,
+    BatchSettings, BatchingEmbedder, CachedEmbedder, HashingEmbedder, MiniLmEmbedder, MiniLmSettings,
+    OpenAiEmbedder, OpenAiEmbedderSettings,
 };
 use agentry_http::{MetricsExport, NotReady, Readiness};
 use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings, SmolLmModel, SmolLmSettings};
@@ -163,10 +164,33 @@ impl std::fmt::Debug for Overrides {
 /// The embedding model the configuration asks for. all-MiniLM-L6-v2 is loaded once per
 /// process and directory (about 90 MB), however many apps a test process starts.
 ///
+/// A real model (`minilm`, `openai`) is reached through a batcher, which embeds the texts of
+/// concurrent calls together, and a cache of recent search queries'
+/// vectors (`AGENTRY_EMBEDDING_CACHE_SIZE`); the `hashing` fallback costs less than either
+/// would save. Call it inside the tokio runtime the batcher is to run on.
+///
 /// # Errors
 /// When `minilm` is asked for and its files are missing or unreadable, or the OpenAI client
 /// cannot be built.
 pub fn build_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
+    let model = match model_embedder(config)? {
+        Model::Real(model) => model,
+        Model::Lexical(hashing) => return Ok(hashing),
+    };
+    // The cache outside the batcher: a query found in it does not wait for a batch.
+    let batched: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::new(model, BatchSettings::default()));
+    Ok(Arc::new(CachedEmbedder::new(batched, config.embedding_cache_size)))
+}
+
+/// An embedder as [`build_embedder`] finds it, before batching and caching.
+enum Model {
+    /// A sentence-embedding model: worth batching and caching.
+    Real(Arc<dyn Embedder>),
+    /// The `hashing` fallback: microseconds a text, nothing to save.
+    Lexical(Arc<dyn Embedder>),
+}
+
+fn model_embedder(config: &Config) -> anyhow::Result<Model> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, MiniLmEmbedder>>> = OnceLock::new();
@@ -182,9 +206,9 @@ pub fn build_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
         loaded.insert(dir.clone(), model.clone());
         Ok(Arc::new(model))
     };
-    match config.embedding_provider {
-        EmbeddingProvider::Minilm => minilm(),
-        EmbeddingProvider::Auto if MiniLmEmbedder::files_present(dir) => minilm(),
+    Ok(match config.embedding_provider {
+        EmbeddingProvider::Minilm => Model::Real(minilm()?),
+        EmbeddingProvider::Auto if MiniLmEmbedder::files_present(dir) => Model::Real(minilm()?),
         EmbeddingProvider::Auto | EmbeddingProvider::Hashing => {
             if config.embedding_provider == EmbeddingProvider::Auto {
                 tracing::warn!(
@@ -194,16 +218,16 @@ pub fn build_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
                      `agentry memory reindex`"
                 );
             }
-            Ok(Arc::new(HashingEmbedder::default()))
+            Model::Lexical(Arc::new(HashingEmbedder::default()))
         }
-        EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::new(OpenAiEmbedderSettings {
+        EmbeddingProvider::Openai => Model::Real(Arc::new(OpenAiEmbedder::new(OpenAiEmbedderSettings {
             base_url: config.embedding_base_url.clone(),
             api_key: config.embedding_api_key.clone(),
             model: config.embedding_model.clone(),
             dimension: config.embedding_dimension,
             timeout: Duration::from_secs(config.embedding_timeout_secs),
         })?)),
-    }
+    })
 }
 
 /// The memory service over `db` with `embedder`.

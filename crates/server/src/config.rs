@@ -226,6 +226,9 @@ pub struct Config {
     pub embedding_dimension: usize,
     /// Longest wait for an embeddings answer, in seconds.
     pub embedding_timeout_secs: u64,
+    /// Search queries whose vectors each process keeps (least recently used first out), so a
+    /// repeated query skips the model; 0 keeps none.
+    pub embedding_cache_size: usize,
     /// Age, in days, at which a memory's recency weight has halved in search ranking.
     pub memory_recency_half_life_days: f64,
     /// Most tokens of conversation history sent with a message.
@@ -349,6 +352,7 @@ impl Default for Config {
             embedding_model: "text-embedding-3-small".into(),
             embedding_dimension: 1536,
             embedding_timeout_secs: 30,
+            embedding_cache_size: 10_000,
             memory_recency_half_life_days: 30.0,
             chat_max_tokens: 1024,
             chat_history_tokens: 4000,
@@ -644,6 +648,7 @@ mod tests {
         assert_eq!(c.bind, "127.0.0.1:8080");
         assert_eq!(c.database_url, "sqlite://data/agentry.db");
         assert!(c.migrates_on_start());
+        assert_eq!(c.embedding_cache_size, 10_000);
         c.validate().unwrap();
     }
 
@@ -719,7 +724,9 @@ mod tests {
             jail.set_env("AGENTRY_LLM_MODEL", "007");
             jail.set_env("AGENTRY_WELCOME_CREDITS", "0042");
             jail.set_env("AGENTRY_WEBHOOK_ALLOW_INSECURE", "true");
+            jail.set_env("AGENTRY_EMBEDDING_CACHE_SIZE", "0");
             let c = Config::load(Path::new("none.toml")).map_err(|e| e.to_string())?;
+            assert_eq!(c.embedding_cache_size, 0);
             assert_eq!(c.redis_key_prefix, "2026");
             assert_eq!(c.secret_key.as_ref().map(|k| k.expose_secret().to_owned()), Some(digits.clone()));
             assert_eq!(c.jwt_secret.as_ref().map(|k| k.expose_secret().to_owned()), Some(digits));

@@ -15,8 +15,9 @@ pub struct EmbeddingModel {
     pub dimension: usize,
 }
 
-/// Why embedding failed.
-#[derive(Debug, thiserror::Error)]
+/// Why embedding failed. `Clone`, because one failed batch fails every caller whose texts it
+/// held.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedError {
     /// The provider answered with an error or something unreadable.
     #[error("the embedding provider failed: {0}")]

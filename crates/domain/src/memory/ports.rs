@@ -137,6 +137,17 @@ pub trait Embedder: Send + Sync {
     /// # Errors
     /// See [`EmbedError`].
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// The vector of a search query: what [`Embedder::embed`] makes of `text` alone. Search
+    /// asks through this method rather than `embed` so that an implementation may treat
+    /// queries apart from stored texts: the same question comes back again and again and is
+    /// worth remembering, a stored text is embedded once.
+    ///
+    /// # Errors
+    /// See [`EmbedError`]; [`EmbedError::Model`] when the model answered no vector.
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed(&[text.to_owned()]).await?.pop().ok_or_else(|| EmbedError::Model("no vector".into()))
+    }
 }
 
 /// The agents memory may belong to. The agents module makes every agent repository one: memory

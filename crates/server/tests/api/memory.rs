@@ -365,6 +365,80 @@ async fn another_tenants_memory_is_never_seen() {
     assert_eq!(app.get_with_token(&format!("/api/v1/memory/{mem_id}"), &ada).await.status(), 200);
 }
 
+/// An OpenAI-compatible embeddings server whose vector of a text is made of the text's bytes,
+/// so equal texts get equal vectors and the test can read what was sent.
+struct TextVectors;
+
+impl wiremock::Respond for TextVectors {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let data: Vec<Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let bytes = text.as_str().unwrap().as_bytes();
+                let sum: u32 = bytes.iter().map(|&b| u32::from(b)).sum();
+                json!({"index": i, "embedding": [bytes.len(), sum % 97, bytes[0], 1]})
+            })
+            .collect();
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({"data": data}))
+    }
+}
+
+/// The inputs of each request the embeddings server received, in order.
+async fn embedded(server: &wiremock::MockServer) -> Vec<Vec<String>> {
+    let requests = server.received_requests().await.unwrap();
+    requests
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            body["input"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_repeated_search_reaches_the_model_once_unless_the_cache_is_off() {
+    for (cache_size, query_calls) in [(10_000, 1), (0, 3)] {
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path("/v1/embeddings"))
+            .respond_with(TextVectors)
+            .mount(&server)
+            .await;
+        let app = spawn_with(|c| {
+            c.embedding_provider = agentry_server::config::EmbeddingProvider::Openai;
+            c.embedding_base_url = server.uri();
+            c.embedding_model = "text-vectors".into();
+            c.embedding_dimension = 4;
+            c.embedding_cache_size = cache_size;
+        })
+        .await;
+        let token = app.access_token("ada@example.com").await;
+        let agent = agent(&app, &token, json!(["semantic"])).await;
+        // Writes at once: each text reaches the model exactly once, whichever batches it went in.
+        let facts: Vec<String> = (0..6).map(|i| format!("Fact number {i} about the client")).collect();
+        let writes = facts.iter().map(|fact| add(&app, &token, json!({"agent_id": agent, "content": fact})));
+        futures_util::future::join_all(writes).await;
+        let mut sent: Vec<String> = embedded(&server).await.concat();
+        sent.sort();
+        assert_eq!(sent, facts, "cache size {cache_size}");
+
+        let query = json!({"agent_id": agent, "query": "Which fact is about the client?", "mode": "vector", "top_k": 10});
+        let first = search(&app, &token, query.clone()).await;
+        assert_eq!(first.len(), 6);
+        for _ in 0..2 {
+            let again = search(&app, &token, query.clone()).await;
+            let ids = |hits: &[Value]| hits.iter().map(|h| h["id"].clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&again), ids(&first), "the same vector, the same ranking");
+        }
+        let asked = embedded(&server).await.concat();
+        let embedded_query = asked.iter().filter(|t| t.starts_with("Which fact")).count();
+        assert_eq!(embedded_query, query_calls, "cache size {cache_size}: {asked:?}");
+    }
+}
+
 #[tokio::test]
 async fn bad_memory_requests_get_validation_errors() {
     let app = spawn().await;

@@ -164,7 +164,7 @@ impl MemoryService {
         let nearest = if mode == SearchMode::Lexical {
             Vec::new()
         } else {
-            let query = self.embed_one(text).await?.vector;
+            let query = d.embedder.embed_query(text).await?;
             d.memories.nearest(tenant, &model, &query, filter, now, n).await?
         };
         let lexical = if terms.is_empty() || mode == SearchMode::Vector {

@@ -87,6 +87,7 @@ impl Mocks {
 
     fn embeds(mut self) -> Self {
         self.embedder.expect_embed().returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+        self.embedder.expect_embed_query().returning(|_| Ok(vec![1.0, 0.0]));
         self
     }
 
@@ -217,6 +218,7 @@ async fn recall_skips_the_model_when_the_agent_remembers_nothing() {
     let mut m = Mocks::new();
     m.memories.expect_vector_count().returning(|_, _, _, _| Ok(0));
     m.embedder.expect_embed().never();
+    m.embedder.expect_embed_query().never();
     let got = m.service().recall_for(&tenant(), &AgentId::from_string("agt_1"), "hello").await.unwrap();
     assert!(got.is_empty());
 }
@@ -281,6 +283,74 @@ async fn documents_are_chunked_embedded_and_stored_at_once() {
     let out =
         m.service().add_documents(&caller(Role::Owner), &AgentId::from_string("agt_1"), docs).await.unwrap();
     assert_eq!(out.iter().map(|s| s.document.chunk_count).collect::<Vec<_>>(), vec![2, 1]);
+}
+
+#[tokio::test]
+async fn a_search_embeds_its_text_as_a_query() {
+    // Through `embed_query`, which the composition root caches, and never `embed`.
+    let mut m = Mocks::new().agent_exists();
+    m.embedder.expect_embed().never();
+    m.embedder.expect_embed_query().withf(|text| text == "teal?").times(1).returning(|_| Ok(vec![1.0, 0.0]));
+    m.memories
+        .expect_nearest()
+        .withf(|_, _, q, _, _, _| q == [1.0, 0.0])
+        .returning(|_, _, _, _, _, _| Ok(vec![]));
+    m.memories.expect_lexical().returning(|_, _, _, _, _| Ok(vec![]));
+    m.memories.expect_get_many().returning(|_, _| Ok(vec![]));
+    let query = SearchQuery {
+        text: "teal?".into(),
+        filter: MemoryFilter::default(),
+        skip: 0,
+        limit: 10,
+        count_access: false,
+        mode: SearchMode::Vector,
+    };
+    let r = m.service().search(&caller(Role::Owner), query).await.unwrap();
+    assert_eq!(r.total, 0);
+}
+
+#[tokio::test]
+async fn every_chunk_of_every_document_of_a_request_is_embedded_in_one_call() {
+    let mut m = Mocks::new().agent_exists();
+    m.embedder
+        .expect_embed()
+        .withf(|texts| texts.len() == 4 && texts[3] == "Third.")
+        .times(1)
+        .returning(|texts| Ok(texts.iter().map(|_| vec![0.0, 1.0]).collect()));
+    m.memories
+        .expect_insert()
+        .withf(|entries, docs| entries.len() == 4 && docs.len() == 3)
+        .times(1)
+        .returning(|_, _| Ok(()));
+    let docs = vec![
+        NewDocument {
+            title: "First".into(),
+            content: format!("{}. {}.", "a ".repeat(200), "b ".repeat(200)),
+            metadata: Map::new(),
+        },
+        NewDocument { title: "Second".into(), content: "Short.".into(), metadata: Map::new() },
+        NewDocument { title: "Third".into(), content: "Third.".into(), metadata: Map::new() },
+    ];
+    let out =
+        m.service().add_documents(&caller(Role::Owner), &AgentId::from_string("agt_1"), docs).await.unwrap();
+    assert_eq!(out.iter().map(|s| s.document.chunk_count).collect::<Vec<_>>(), vec![2, 1, 1]);
+}
+
+#[tokio::test]
+async fn a_reindex_batch_is_embedded_in_one_call() {
+    let mut m = Mocks::new();
+    m.memories.expect_stale_embeddings().returning(|_, limit| {
+        Ok((0..limit)
+            .map(|i| (tenant(), MemoryId::from_string(format!("mem_{i}")), format!("text {i}")))
+            .collect())
+    });
+    m.embedder
+        .expect_embed()
+        .withf(|texts| texts.len() == 50)
+        .times(1)
+        .returning(|texts| Ok(texts.iter().map(|_| vec![0.0, 1.0]).collect()));
+    m.memories.expect_set_embeddings().withf(|updates| updates.len() == 50).times(1).returning(|_| Ok(()));
+    assert_eq!(m.service().reindex_batch(50).await.unwrap(), 50);
 }
 
 #[test]
