@@ -211,32 +211,53 @@ async fn the_memory_pages_add_filter_search_and_delete_as_the_api_does() {
             browser.sign_in("ada@example.com").await;
             let memory = format!("/console/{tenant}/agents/{agent}/memory");
 
-            for (content, tags) in [("Teal is the favourite colour.", "colours, likes"), ("Invoices go out monthly.", "billing")] {
-                let added = browser.post(&memory, &[("content", content), ("memory_type", "semantic"), ("tags", tags)], true).await;
+            for (content, tags) in
+                [("Teal is the favourite colour.", "colours, likes"), ("Invoices go out monthly.", "billing")]
+            {
+                let added = browser
+                    .post(&memory, &[("content", content), ("memory_type", "semantic"), ("tags", tags)], true)
+                    .await;
                 assert_eq!(added.status(), 303);
             }
             let forged = browser.post(&memory, &[("content", "forged")], false).await;
             assert_eq!(forged.status(), 403);
-            let listed = json_with_status(app.get_with_token(&format!("/api/v1/memory?agent_id={agent}"), &token).await, 200).await;
+            let listed = json_with_status(
+                app.get_with_token(&format!("/api/v1/memory?agent_id={agent}"), &token).await,
+                200,
+            )
+            .await;
             assert_eq!(listed["total"], 2, "{listed}");
             assert_eq!(listed["memories"][0]["tags"], json!(["colours", "likes"]));
 
             // The tag filter, as the API's own list filters.
             let page = browser.get(&format!("{memory}?tag=billing")).await.text().await.unwrap();
             assert!(page.contains("Invoices go out monthly.") && !page.contains("Teal is"), "{page}");
-            let api = json_with_status(app.get_with_token(&format!("/api/v1/memory?agent_id={agent}&tag=billing"), &token).await, 200).await;
+            let api = json_with_status(
+                app.get_with_token(&format!("/api/v1/memory?agent_id={agent}&tag=billing"), &token).await,
+                200,
+            )
+            .await;
             assert_eq!(api["total"], 1);
             // A search shows each hit's explanation.
-            let found = browser.get(&format!("{memory}?q=monthly+invoices&mode=lexical")).await.text().await.unwrap();
+            let found =
+                browser.get(&format!("{memory}?q=monthly+invoices&mode=lexical")).await.text().await.unwrap();
             assert!(found.contains("Invoices go out monthly.") && found.contains("word rank 1"), "{found}");
             // A document is stored as chunks and shown.
-            let stored = browser.post(&format!("{memory}/documents"), &[("title", "Handbook"), ("content", "Refunds take five days. Shipping is free.")], true).await;
+            let stored = browser
+                .post(
+                    &format!("{memory}/documents"),
+                    &[("title", "Handbook"), ("content", "Refunds take five days. Shipping is free.")],
+                    true,
+                )
+                .await;
             assert_eq!(stored.status(), 200);
             assert!(stored.text().await.unwrap().contains("Refunds take five days."));
 
             // An entry of another agent is not this page's to delete.
             let id = listed["memories"][0]["id"].as_str().unwrap();
-            let elsewhere = browser.post(&format!("/console/{tenant}/agents/{other}/memory/{id}/delete"), &[], true).await;
+            let elsewhere = browser
+                .post(&format!("/console/{tenant}/agents/{other}/memory/{id}/delete"), &[], true)
+                .await;
             assert_eq!(elsewhere.status(), 404);
             let deleted = browser.post(&format!("{memory}/{id}/delete"), &[], true).await;
             assert_eq!(deleted.status(), 303);
@@ -264,11 +285,20 @@ async fn a_page_signed_in_through_the_api_opens_the_console_with_a_session_of_it
     assert_eq!(app.get_with_token("/api/v1/auth/me", &token).await.status(), 200);
     // An API key does not open the console.
     let key = json_with_status(
-        app.post_json_with_token("/api/v1/api-keys", &token, &json!({"name": "ci", "scopes": ["agents:read"]})).await,
+        app.post_json_with_token(
+            "/api/v1/auth/api-keys",
+            &token,
+            &json!({"name": "ci", "scopes": ["agents:read"]}),
+        )
+        .await,
         201,
     )
     .await;
-    let refused =
-        client.post(app.url("/console/session")).bearer_auth(key["key"].as_str().unwrap()).send().await.unwrap();
+    let refused = client
+        .post(app.url("/console/session"))
+        .bearer_auth(key["key"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 403);
 }
