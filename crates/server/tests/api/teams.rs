@@ -390,3 +390,34 @@ async fn expired_revoked_and_replaced_invitations_are_refused() {
     assert_eq!(json_with_status(accept(&app, body(&newer)).await, 400).await["error"], "invalid_token");
     assert_eq!(app.login("new@example.com", PASSWORD).await.status(), 401, "no account was made");
 }
+
+/// In the console, a member of two tenants switches between them, and acts in each with the
+/// role they have there: a viewer's form is refused as the API would refuse it.
+#[tokio::test]
+async fn the_consoles_tenant_switcher_moves_between_tenants_with_the_role_of_each() {
+    let (app, sink) = app_with_smtp().await;
+    let ada = owner(&app, "ada@example.com").await;
+    let grace = owner(&app, "grace@example.com").await;
+    let token = invited(&app, &sink, &ada, "grace@example.com", "viewer").await;
+    json_with_status(accept(&app, json!({"token": token, "password": PASSWORD})).await, 200).await;
+
+    let mut browser = crate::console::Browser::new(&app);
+    browser.sign_in("grace@example.com").await;
+    let own = format!("/console/{}/agents", grace.tenant);
+    let page = browser.get(&own).await.text().await.unwrap();
+    assert!(page.contains(&format!("value=\"{}\"", ada.tenant)), "the switcher offers Ada's tenant");
+    let switched = browser.landing(&format!("/console/switch?tenant_id={}", ada.tenant)).await;
+    assert_eq!(switched, format!("/console/{}/agents", ada.tenant));
+    // Not a tenant of hers: the switcher stays where she is.
+    let stayed = browser.landing("/console/switch?tenant_id=ten_nobody").await;
+    assert_eq!(stayed, own);
+
+    // A viewer reads Ada's agents but cannot create one: 403, as from the API, and nothing made.
+    assert_eq!(browser.get(&switched).await.status(), 200);
+    let refused = browser.post(&switched, &[("name", "Not allowed")], true).await;
+    assert_eq!(refused.status(), 403);
+    let agents = json_with_status(app.get_with_token("/api/v1/agents", &ada.token).await, 200).await;
+    assert_eq!(agents["total"], 0);
+    // In her own tenant she is the owner.
+    assert_eq!(browser.post(&own, &[("name", "Mine")], true).await.status(), 303);
+}
