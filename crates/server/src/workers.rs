@@ -191,6 +191,10 @@ fn spawn_tracked(
             }
             let free = source.concurrency().saturating_sub(units.len());
             if free > 0 {
+                // What `take` claims is leased to this loop before `take` returns: counted as
+                // running from the start, so a drain that finds nothing left to take never
+                // returns while this loop holds work it has claimed but not yet started.
+                let _taking = InFlight::enter(&running);
                 match source.take(free, keep_going.clone()).await {
                     Ok(taken) => {
                         for unit in taken {

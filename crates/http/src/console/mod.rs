@@ -26,6 +26,7 @@ pub mod session;
 mod agents;
 mod home;
 mod memory;
+mod workflows;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -50,7 +51,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::scope("/{tenant_id}")
                     .configure(home::configure_tenant)
                     .configure(agents::configure)
-                    .configure(memory::configure),
+                    .configure(memory::configure)
+                    .configure(workflows::configure),
             ),
     );
 }

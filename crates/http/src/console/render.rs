@@ -34,6 +34,13 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "agent_delete.html",
         "memory.html",
         "memory_document.html",
+        "workflows.html",
+        "workflow.html",
+        "workflow_delete.html",
+        "executions.html",
+        "execution.html",
+        "trigger.html",
+        "trigger_created.html",
     ];
     env
 });

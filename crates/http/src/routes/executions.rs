@@ -31,7 +31,7 @@ fn workflow_id(raw: String) -> Result<WorkflowId, ApiError> {
     Ok(WorkflowId::from_string(raw))
 }
 
-fn execution_id(raw: String) -> Result<ExecutionId, ApiError> {
+pub(crate) fn execution_id(raw: String) -> Result<ExecutionId, ApiError> {
     check_path_id(&raw, "execution_id")?;
     Ok(ExecutionId::from_string(raw))
 }
@@ -42,6 +42,17 @@ pub struct ExecuteRequest {
     /// Free-form object the steps' templates read as `input.*` (default `{}`).
     #[schema(schema_with = crate::schemas::execution_input)]
     pub input: Option<Value>,
+}
+
+impl ExecuteRequest {
+    /// The execution's input: an object, `{}` when absent or null.
+    pub(crate) fn try_into_domain(self) -> Result<Value, ValidationErrors> {
+        let input = match self.input {
+            None | Some(Value::Null) => Map::new(),
+            Some(raw) => super::input_object(raw).map_err(ValidationErrors::one)?,
+        };
+        Ok(Value::Object(input))
+    }
 }
 
 /// A started execution (the spec's Workflow execution).
@@ -186,6 +197,19 @@ pub struct ExecutionQuery {
     pub status: Option<String>,
 }
 
+impl ExecutionQuery {
+    /// The page and the status filter.
+    pub(crate) fn try_into_domain(
+        self,
+    ) -> Result<(agentry_domain::pagination::Page, Option<ExecutionStatus>), ValidationErrors> {
+        let mut v = Validator::new();
+        let page =
+            v.check_all(agentry_domain::pagination::Page::new(self.page, self.per_page).map_err(|e| e.0));
+        let status = v.optional("status", self.status, status_filter);
+        v.finish((page, status))
+    }
+}
+
 fn status_filter(raw: String) -> Result<ExecutionStatus, FieldError> {
     ExecutionStatus::parse(&raw).ok_or_else(|| {
         FieldError::new(
@@ -216,11 +240,8 @@ pub async fn execute(
     body: JsonBody<ExecuteRequest>,
 ) -> Result<Reply<ExecutionStarted>, ApiError> {
     let id = workflow_id(path.into_inner())?;
-    let input = match body.0.input {
-        None | Some(Value::Null) => Map::new(),
-        Some(raw) => super::input_object(raw).map_err(ValidationErrors::one)?,
-    };
-    let execution = state.executions.execute(&caller, &id, Value::Object(input)).await?;
+    let input = body.0.try_into_domain()?;
+    let execution = state.executions.execute(&caller, &id, input).await?;
     Ok(Reply::with_status(StatusCode::ACCEPTED, ExecutionStarted::from(&execution)))
 }
 
@@ -241,11 +262,7 @@ pub async fn list(
     query: QueryParams<ExecutionQuery>,
 ) -> Result<Reply<ExecutionList>, ApiError> {
     let id = workflow_id(path.into_inner())?;
-    let q = query.0;
-    let mut v = Validator::new();
-    let page = v.check_all(agentry_domain::pagination::Page::new(q.page, q.per_page).map_err(|e| e.0));
-    let status = v.optional("status", q.status, status_filter);
-    let (page, status) = v.finish((page, status))?;
+    let (page, status) = query.0.try_into_domain()?;
     let (executions, total) = state.executions.list(&caller, &id, status, page).await?;
     Ok(Reply::ok(ExecutionList {
         executions: executions.into_iter().map(ExecutionResponse::from).collect(),

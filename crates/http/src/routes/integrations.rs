@@ -37,7 +37,7 @@ pub fn configure_receivers(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/webhooks/integrations/{kind}").route(web::post().to(receive)));
 }
 
-fn integration_id(raw: String) -> Result<IntegrationId, ApiError> {
+pub(crate) fn integration_id(raw: String) -> Result<IntegrationId, ApiError> {
     check_path_id(&raw, "integration_id")?;
     Ok(IntegrationId::from_string(raw))
 }
@@ -65,7 +65,7 @@ pub struct CreateIntegrationRequest {
 }
 
 impl CreateIntegrationRequest {
-    fn try_into_domain(self) -> Result<NewIntegration, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<NewIntegration, ValidationErrors> {
         let mut v = Validator::new();
         let kind = v.required("kind", self.kind, Ok);
         let name = v.required("name", self.name, Ok);

@@ -34,7 +34,9 @@ fn workflow_id(raw: String) -> Result<WorkflowId, ApiError> {
     Ok(WorkflowId::from_string(raw))
 }
 
-fn schedule_ids((workflow, schedule): (String, String)) -> Result<(WorkflowId, ScheduleId), ApiError> {
+pub(crate) fn schedule_ids(
+    (workflow, schedule): (String, String),
+) -> Result<(WorkflowId, ScheduleId), ApiError> {
     check_path_id(&schedule, "schedule_id")?;
     Ok((workflow_id(workflow)?, ScheduleId::from_string(schedule)))
 }
@@ -90,7 +92,7 @@ pub struct UpdateScheduleRequest {
 }
 
 impl CreateScheduleRequest {
-    fn try_into_domain(self) -> Result<NewSchedule, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<NewSchedule, ValidationErrors> {
         let mut v = Validator::new();
         let cron = v.required("cron", self.cron, |c| text("cron", c));
         let timezone = v.optional("timezone", self.timezone, |t| text("timezone", t));
@@ -102,7 +104,7 @@ impl CreateScheduleRequest {
 }
 
 impl UpdateScheduleRequest {
-    fn try_into_domain(self) -> Result<SchedulePatch, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<SchedulePatch, ValidationErrors> {
         let mut v = Validator::new();
         let cron = v.optional("cron", self.cron, |c| text("cron", c));
         let timezone = v.optional("timezone", self.timezone, |t| text("timezone", t));

@@ -49,7 +49,7 @@ fn workflow_id(raw: String) -> Result<WorkflowId, ApiError> {
     Ok(WorkflowId::from_string(raw))
 }
 
-fn trigger_id(raw: String) -> Result<TriggerId, ApiError> {
+pub(crate) fn trigger_id(raw: String) -> Result<TriggerId, ApiError> {
     check_path_id(&raw, "webhook_id")?;
     Ok(TriggerId::from_string(raw))
 }
@@ -68,7 +68,7 @@ pub struct CreateTriggerRequest {
 }
 
 impl CreateTriggerRequest {
-    fn try_into_domain(self) -> Result<NewTrigger, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<NewTrigger, ValidationErrors> {
         let mut v = Validator::new();
         let name = v.required("name", self.name, Ok);
         let name = v.finish(name)?;

@@ -30,7 +30,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// A workflow id from a path.
-fn workflow_id(raw: String) -> Result<WorkflowId, ApiError> {
+pub(crate) fn workflow_id(raw: String) -> Result<WorkflowId, ApiError> {
     check_path_id(&raw, "workflow_id")?;
     Ok(WorkflowId::from_string(raw))
 }
@@ -56,7 +56,7 @@ pub struct CreateWorkflowRequest {
 }
 
 impl CreateWorkflowRequest {
-    fn try_into_domain(self) -> Result<NewWorkflow, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<NewWorkflow, ValidationErrors> {
         let mut v = Validator::new();
         let name = v.required("name", self.name, Ok);
         let steps = v.required("steps", self.steps, Ok);
@@ -87,7 +87,7 @@ pub struct UpdateWorkflowRequest {
 }
 
 impl UpdateWorkflowRequest {
-    fn try_into_domain(self) -> Result<WorkflowPatch, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<WorkflowPatch, ValidationErrors> {
         let mut v = Validator::new();
         let name = not_null(&mut v, "name", self.name, Ok);
         let steps = not_null(&mut v, "steps", self.steps, Ok);
