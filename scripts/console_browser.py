@@ -135,6 +135,32 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
 
+class SlowApi:
+    """A JSON API on a free local port that takes two seconds to answer: a workflow step that
+    calls it stays running long enough to be watched."""
+
+    def __init__(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                time.sleep(2)
+                data = json.dumps({"answer": "forty-two"}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/answer"
+
+
 class Walk:
     """One browser session through the console, checking each page it sees."""
 
@@ -242,6 +268,37 @@ class Walk:
         assert "memory_search" in history and ANSWER in history, history
         self.check("chat-history")
 
+    def workflow(self, slow_url):
+        """A workflow made in the editor and run: its timeline refreshes by itself while the
+        slow step runs, until both steps show completed."""
+        self.find("nav.sections a[href$='/workflows']").click()
+        self.wait(ec.presence_of_element_located((By.ID, "definition")))
+        self.check("workflows", narrow=True)
+        definition = {
+            "name": "Lookup",
+            "steps": [
+                {"id": "ask", "type": "http_request", "method": "GET", "url": slow_url},
+                {"id": "say", "type": "transform", "output": {"answer": "{{ steps.ask.output.body.answer }}"}},
+            ],
+        }
+        field = self.driver.find_element(By.ID, "definition")
+        field.clear()
+        field.send_keys(json.dumps(definition))
+        self.find("#create-workflow").click()
+        self.wait(ec.presence_of_element_located((By.ID, "run-workflow")))
+        self.check("workflow", narrow=True)
+        self.find("#run-workflow").click()
+        self.wait(ec.presence_of_element_located((By.ID, "timeline")))
+        live = bool(self.driver.find_elements(By.CSS_SELECTOR, "#timeline[data-live]"))
+        assert live, "the running execution's timeline refreshes itself"
+        self.check("execution-running")
+        # No reload from here: the page's script brings the steps in as they complete.
+        self.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline li.completed")) == 2, timeout=60)
+        self.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, "[data-live]"), timeout=30)
+        timeline = self.find("#timeline").text
+        assert "forty-two" in timeline, timeline
+        self.check("execution", narrow=True)
+
     def without_javascript(self):
         """Every read page seen, again with JavaScript off: each renders its heading."""
         driver = browser(False)
@@ -268,7 +325,11 @@ class Walk:
 def main():
     smtp = SmtpSink()
     model = FakeModel()
+    slow = SlowApi()
     env = {
+        # Workflow steps and webhooks reach this script's servers on 127.0.0.1 and over http.
+        "AGENTRY_WEBHOOK_ALLOW_PRIVATE": "true",
+        "AGENTRY_WEBHOOK_ALLOW_INSECURE": "true",
         "AGENTRY_LLM_PROVIDER": "openai",
         "AGENTRY_LLM_BASE_URL": model.url,
         "AGENTRY_LLM_API_KEY": "sk-local",
@@ -287,6 +348,7 @@ def main():
         walk.create_agent()
         walk.memory()
         walk.chat()
+        walk.workflow(slow.url)
         walk.without_javascript()
         print(f"console: screenshots in {SHOTS}")
     finally:

@@ -205,10 +205,11 @@ struct SwitchQuery {
 /// The tenant switcher's form (a GET, so it works without JavaScript).
 async fn switch(req: HttpRequest, signed_in: SignedIn) -> HttpResponse {
     let wanted = serde_urlencoded::from_str::<SwitchQuery>(req.query_string()).ok().and_then(|q| q.tenant_id);
-    let tenant = wanted
-        .filter(|t| signed_in.0.memberships.iter().any(|m| m.tenant_id.as_str() == t))
-        .unwrap_or_else(|| signed_in.0.principal.tenant_id.to_string());
-    redirect(format!("/console/{tenant}/agents"))
+    match wanted.filter(|t| signed_in.0.memberships.iter().any(|m| m.tenant_id.as_str() == t)) {
+        Some(tenant) => redirect(format!("/console/{tenant}/agents")),
+        // Not one of theirs (a stale page after leaving a tenant): the console's start.
+        None => redirect("/console"),
+    }
 }
 
 #[cfg(test)]
