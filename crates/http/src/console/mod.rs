@@ -26,6 +26,8 @@ pub mod session;
 mod agents;
 mod home;
 mod memory;
+mod time;
+mod webhooks;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -50,7 +52,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::scope("/{tenant_id}")
                     .configure(home::configure_tenant)
                     .configure(agents::configure)
-                    .configure(memory::configure),
+                    .configure(memory::configure)
+                    .configure(webhooks::configure),
             ),
     );
 }

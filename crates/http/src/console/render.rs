@@ -34,6 +34,10 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "agent_delete.html",
         "memory.html",
         "memory_document.html",
+        "webhooks.html",
+        "webhook.html",
+        "webhook_secret.html",
+        "webhook_delivery.html",
     ];
     env
 });
