@@ -25,6 +25,7 @@ pub mod session;
 
 mod agents;
 mod home;
+mod keys;
 mod memory;
 mod time;
 mod webhooks;
@@ -53,7 +54,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .configure(home::configure_tenant)
                     .configure(agents::configure)
                     .configure(memory::configure)
-                    .configure(webhooks::configure),
+                    .configure(webhooks::configure)
+                    .configure(keys::configure),
             ),
     );
 }

@@ -38,6 +38,8 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "webhook.html",
         "webhook_secret.html",
         "webhook_delivery.html",
+        "keys.html",
+        "key_created.html",
     ];
     env
 });
