@@ -27,6 +27,7 @@ mod agents;
 mod home;
 mod keys;
 mod memory;
+mod team;
 mod time;
 mod webhooks;
 
@@ -55,7 +56,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .configure(agents::configure)
                     .configure(memory::configure)
                     .configure(webhooks::configure)
-                    .configure(keys::configure),
+                    .configure(keys::configure)
+                    .configure(team::configure),
             ),
     );
 }

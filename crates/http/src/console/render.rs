@@ -40,6 +40,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "webhook_delivery.html",
         "keys.html",
         "key_created.html",
+        "team.html",
     ];
     env
 });
