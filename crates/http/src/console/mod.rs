@@ -24,6 +24,7 @@ mod render;
 pub mod session;
 
 mod agents;
+mod billing;
 mod home;
 mod keys;
 mod memory;
@@ -57,7 +58,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .configure(memory::configure)
                     .configure(webhooks::configure)
                     .configure(keys::configure)
-                    .configure(team::configure),
+                    .configure(team::configure)
+                    .configure(billing::configure),
             ),
     );
 }

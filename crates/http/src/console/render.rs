@@ -41,6 +41,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "keys.html",
         "key_created.html",
         "team.html",
+        "billing.html",
     ];
     env
 });
