@@ -161,7 +161,8 @@ pub(crate) struct Cadence {
     pub(crate) wake_delay: Duration,
 }
 
-/// A source with the count of the units its loop is running, which [`WorkSet::drain`] waits on.
+/// A source with the count of what its loop has in flight (a take, and the units taken), which
+/// [`WorkSet::drain`] waits on.
 #[derive(Clone)]
 struct Tracked {
     source: Arc<dyn Source>,
@@ -191,10 +192,11 @@ fn spawn_tracked(
             }
             let free = source.concurrency().saturating_sub(units.len());
             if free > 0 {
-                // What `take` claims is leased to this loop before `take` returns: counted as
-                // running from the start, so a drain that finds nothing left to take never
-                // returns while this loop holds work it has claimed but not yet started.
-                let _taking = InFlight::enter(&running);
+                // Taking is work in flight too: the fan-out does its work inside its take, and a
+                // claim holds rows that other takers skip until it commits. Counted, so that
+                // `WorkSet::drain` never ends while this loop holds what drain's own take
+                // could not see; released once the units it took are counted themselves.
+                let taking = InFlight::enter(&running);
                 match source.take(free, keep_going.clone()).await {
                     Ok(taken) => {
                         for unit in taken {
@@ -209,6 +211,7 @@ fn spawn_tracked(
                         tracing::error!(source = source.name(), error = ?e, "taking background work failed")
                     }
                 }
+                drop(taking);
             }
             let now = clock.now();
             let until_due = next_due.map(|due| (due - now).to_std().unwrap_or(Duration::ZERO));
@@ -239,7 +242,7 @@ fn spawn_tracked(
     })
 }
 
-/// Counts a unit in flight until it is dropped: also when the unit panics, so
+/// Counts a take or a unit in flight until it is dropped: also when the unit panics, so
 /// [`WorkSet::drain`] never waits for a unit that is gone.
 struct InFlight(Arc<AtomicUsize>);
 

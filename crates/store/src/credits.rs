@@ -107,6 +107,29 @@ RETURNING amount";
 
 const HOLD_GONE: &str = "the credit hold no longer exists";
 
+/// Credits spent in one day, as [`spent_per_day_sql`] counts them.
+#[derive(QueryableByName)]
+struct SpentRow {
+    #[diesel(sql_type = Text)]
+    day: String,
+    #[diesel(sql_type = BigInt)]
+    spent: i64,
+}
+
+/// A tenant's charges (parameter 1) since parameter 2, summed per UTC day. The
+/// (tenant_id, created_at) index makes it a range read of the window; the database sums, so
+/// the answer is a row a day however many chats there were.
+fn spent_per_day_sql(backend: crate::database::Backend) -> String {
+    let p = |n: u8| crate::leases::param(backend, n);
+    format!(
+        "SELECT {day} AS day, CAST(SUM(-delta) AS BIGINT) AS spent FROM credit_ledger \
+         WHERE tenant_id = {} AND created_at >= {} AND delta < 0 GROUP BY 1",
+        p(1),
+        p(2),
+        day = crate::types::bucket_sql(backend, "created_at", crate::types::Bucket::Day),
+    )
+}
+
 /// The amount a hold took.
 #[derive(QueryableByName)]
 struct HeldRow {
@@ -268,6 +291,21 @@ impl CreditRepository for CreditStore {
             })
             .collect::<anyhow::Result<_>>()?;
         Ok((entries, u64::try_from(total).unwrap_or(0)))
+    }
+
+    async fn spent_per_day(
+        &self,
+        tenant: &TenantId,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<(chrono::NaiveDate, i64)>> {
+        let sql = spent_per_day_sql(self.db.backend());
+        let (tenant, since) = (tenant.to_string(), DbTime(since));
+        let rows: Vec<SpentRow> = with_conn!(self.db, conn => diesel::sql_query(&sql)
+            .bind::<Text, _>(tenant.as_str())
+            .bind::<UtcTime, _>(since)
+            .load(conn)
+            .await)?;
+        rows.into_iter().map(|r| Ok((crate::types::parse_day(&r.day)?, r.spent))).collect()
     }
 
     async fn record_purchase(

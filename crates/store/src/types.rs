@@ -221,3 +221,56 @@ where
 pub(crate) fn parse_named<T: agentry_domain::Named>(value: &str, what: &str) -> anyhow::Result<T> {
     T::from_name(value).ok_or_else(|| anyhow::anyhow!("stored {what} {value:?} is unknown"))
 }
+
+/// A span of time that rows are counted per: the UTC hour or day a time falls in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bucket {
+    /// `2026-11-01T12`.
+    Hour,
+    /// `2026-11-01`.
+    Day,
+}
+
+/// SQL naming the [`Bucket`] that the [`UtcTime`] `column` falls in, as text of the same form on
+/// both backends (`2026-11-01T12`, `2026-11-01`), for `GROUP BY`. SQLite stores times as
+/// fixed-width RFC 3339 text, so the bucket is its prefix; PostgreSQL formats the instant in
+/// UTC, whatever the session's time zone.
+pub(crate) fn bucket_sql(backend: crate::database::Backend, column: &str, bucket: Bucket) -> String {
+    use crate::database::Backend;
+    match (backend, bucket) {
+        (Backend::Postgres, Bucket::Hour) => {
+            format!("to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24')")
+        }
+        (Backend::Postgres, Bucket::Day) => format!("to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),
+        (Backend::Sqlite, Bucket::Hour) => format!("substr({column}, 1, 13)"),
+        (Backend::Sqlite, Bucket::Day) => format!("substr({column}, 1, 10)"),
+    }
+}
+
+/// The start of the hour [`bucket_sql`] named (`2026-11-01T12`).
+pub(crate) fn parse_hour(text: &str) -> anyhow::Result<DateTime<Utc>> {
+    chrono::NaiveDateTime::parse_from_str(&format!("{text}:00"), "%Y-%m-%dT%H:%M")
+        .map(|t| t.and_utc())
+        .map_err(|e| anyhow::anyhow!("unreadable hour {text:?}: {e}"))
+}
+
+/// The day [`bucket_sql`] named (`2026-11-01`).
+pub(crate) fn parse_day(text: &str) -> anyhow::Result<chrono::NaiveDate> {
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|e| anyhow::anyhow!("unreadable day {text:?}: {e}"))
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use chrono::TimeZone as _;
+
+    use super::*;
+
+    #[test]
+    fn buckets_read_back_as_their_start() {
+        assert_eq!(parse_hour("2026-11-01T07").unwrap(), Utc.with_ymd_and_hms(2026, 11, 1, 7, 0, 0).unwrap());
+        assert_eq!(parse_day("2026-11-01").unwrap(), chrono::NaiveDate::from_ymd_opt(2026, 11, 1).unwrap());
+        assert!(parse_hour("2026-11-01").is_err());
+        assert!(parse_day("2026-11-01T07").is_err());
+    }
+}

@@ -17,8 +17,8 @@ use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::webhooks::{
     Attempt, AttemptErrorKind, ClaimedDelivery, DELIVERY_QUEUE, Delivery, DeliveryCounts, DeliveryStats,
-    DeliveryStatus, Dispatched, DueDelivery, FanOut, NewDelivery, Requeue, SealedSecret, Settlement,
-    StoredDelivery, StoredSubscription, Subscription, SubscriptionStatus, SubscriptionStop,
+    DeliveryStatus, Dispatched, DueDelivery, FanOut, HourCount, NewDelivery, Requeue, SealedSecret,
+    Settlement, StoredDelivery, StoredSubscription, Subscription, SubscriptionStatus, SubscriptionStop,
     SubscriptionTarget, WebhookRepository, nearest_rank_offset,
 };
 use agentry_domain::work::{Lease, LeaseQueue};
@@ -35,7 +35,7 @@ use crate::types::{DbJsonAs, DbTime};
 
 mod statements;
 
-use statements::{ClaimedRow, due_deliveries, one_delivery, pending_events_sql};
+use statements::{ClaimedRow, HourRow, due_deliveries, one_delivery, pending_events_sql, per_hour_sql};
 
 use crate::leases::prepare_claim;
 use crate::signals::WorkQueue;
@@ -770,6 +770,32 @@ impl WebhookRepository for WebhookStore {
             p50_ms: ms(p50),
             p99_ms: ms(p99),
         })
+    }
+
+    async fn per_hour(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<HourCount>> {
+        use diesel::sql_types::Text;
+        let sql = per_hour_sql(self.db.backend());
+        let (tenant, id, since) = (tenant.to_string(), subscription.to_string(), DbTime(since));
+        let rows: Vec<HourRow> = with_conn!(self.db, conn => diesel::sql_query(&sql)
+            .bind::<Text, _>(tenant.as_str())
+            .bind::<Text, _>(id.as_str())
+            .bind::<crate::types::UtcTime, _>(since)
+            .load(conn)
+            .await)?;
+        let mut counts = Vec::with_capacity(rows.len());
+        for row in rows {
+            // A status this version does not know is not counted, as in `stats`.
+            if let Some(status) = DeliveryStatus::parse(&row.status) {
+                let count = u64::try_from(row.n).unwrap_or(0);
+                counts.push(HourCount { hour: crate::types::parse_hour(&row.hour)?, status, count });
+            }
+        }
+        Ok(counts)
     }
 }
 

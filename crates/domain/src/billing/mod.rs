@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 use crate::events::{Event, EventPayload};
 use crate::ids::{CreditHoldId, EventId, IdGenerator, LedgerEntryId, PurchaseId, TenantId};
@@ -182,6 +182,35 @@ pub struct BillingOverview {
     pub rate_limits: Quota,
 }
 
+/// The credits spent on one UTC day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DailySpending {
+    /// The day.
+    pub day: NaiveDate,
+    /// The credits its charges took (the ledger's negative entries, as a positive number).
+    pub credits: i64,
+}
+
+/// The days of [`BillingService::spending_per_day`]: today and those before it.
+pub const SPENDING_DAYS: u32 = 30;
+
+/// `days` consecutive days from `first`, each with the credits `rows` give it: every day is
+/// there, with zero when nothing was spent; a row outside them is dropped.
+pub fn daily(first: NaiveDate, days: u32, rows: &[(NaiveDate, i64)]) -> Vec<DailySpending> {
+    let mut out: Vec<DailySpending> = first
+        .iter_days()
+        .take(usize::try_from(days).unwrap_or(usize::MAX))
+        .map(|day| DailySpending { day, credits: 0 })
+        .collect();
+    for &(day, credits) in rows {
+        let offset = (day - first).num_days();
+        if let Some(slot) = usize::try_from(offset).ok().and_then(|i| out.get_mut(i)) {
+            slot.credits += credits;
+        }
+    }
+    out
+}
+
 /// Why a billing operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BillingError {
@@ -258,6 +287,22 @@ impl BillingService {
     ) -> Result<(Vec<LedgerEntry>, u64), BillingError> {
         caller.require(Permission::BillingRead)?;
         Ok(self.credits.ledger(&caller.tenant_id, page).await?)
+    }
+
+    /// The credits spent per UTC day over the last [`SPENDING_DAYS`] days, today last (so far),
+    /// every day present.
+    ///
+    /// # Errors
+    /// [`BillingError::Forbidden`] without `billing:read`.
+    pub async fn spending_per_day(&self, caller: &Principal) -> Result<Vec<DailySpending>, BillingError> {
+        caller.require(Permission::BillingRead)?;
+        let today = self.clock.now().date_naive();
+        let first = today - chrono::Days::new(u64::from(SPENDING_DAYS) - 1);
+        let rows = self
+            .credits
+            .spent_per_day(&caller.tenant_id, first.and_time(chrono::NaiveTime::MIN).and_utc())
+            .await?;
+        Ok(daily(first, SPENDING_DAYS, &rows))
     }
 
     /// Buys credits through the payment provider; on success they are on the balance, in the
@@ -470,6 +515,35 @@ mod tests {
         repo.expect_record_purchase().never();
         let s = service(repo, Some(Arc::new(provider)));
         assert!(matches!(s.purchase(&caller(Role::Owner), 5).await, Err(BillingError::Declined(_))));
+    }
+
+    #[test]
+    fn every_day_of_the_window_is_there_with_what_it_spent() {
+        let first = NaiveDate::from_ymd_opt(2026, 10, 31).unwrap();
+        let day = |n: u64| first + chrono::Days::new(n);
+        let rows = [(day(0), 5), (day(2), 7), (first - chrono::Days::new(1), 100), (day(3), 100)];
+        let spent = daily(first, 3, &rows);
+        assert_eq!(
+            spent.iter().map(|d| (d.day, d.credits)).collect::<Vec<_>>(),
+            [(day(0), 5), (day(1), 0), (day(2), 7)]
+        );
+    }
+
+    #[tokio::test]
+    async fn spending_covers_the_last_30_days_ending_today() {
+        // The clock is at 2026-11-01 00:00: the window starts on 2026-10-03.
+        let first = NaiveDate::from_ymd_opt(2026, 10, 3).unwrap();
+        let mut repo = MockCreditRepository::new();
+        repo.expect_spent_per_day()
+            .withf(move |t, since| {
+                t.as_str() == "ten_1" && *since == first.and_hms_opt(0, 0, 0).unwrap().and_utc()
+            })
+            .times(1)
+            .returning(|_, _| Ok(vec![(NaiveDate::from_ymd_opt(2026, 11, 1).unwrap(), 12)]));
+        let spent = service(repo, None).spending_per_day(&caller(Role::Viewer)).await.unwrap();
+        assert_eq!(spent.len(), 30);
+        assert_eq!((spent[0].day, spent[0].credits), (first, 0));
+        assert_eq!((spent[29].day, spent[29].credits), (NaiveDate::from_ymd_opt(2026, 11, 1).unwrap(), 12));
     }
 
     #[tokio::test]

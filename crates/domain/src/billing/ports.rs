@@ -2,7 +2,7 @@
 //! payment provider.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{CreditHold, HoldRequest, LedgerEntry, Purchase};
 use crate::events::Event;
@@ -44,6 +44,16 @@ pub trait CreditRepository: Send + Sync {
 
     /// A page of the ledger, newest first, and the total number of entries.
     async fn ledger(&self, tenant: &TenantId, page: Page) -> anyhow::Result<(Vec<LedgerEntry>, u64)>;
+
+    /// The credits the tenant's charges (its negative ledger entries) took per UTC day since
+    /// `since` (a day's start), in any order; a day without charges has no row. Summed by the
+    /// database: a tenant's chats make a ledger entry each, thousands a day, and the answer
+    /// stays one row a day.
+    async fn spent_per_day(
+        &self,
+        tenant: &TenantId,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<(NaiveDate, i64)>>;
 
     /// Adds a completed purchase: its credits, its ledger entry and its event, atomically;
     /// returns the new balance.

@@ -35,11 +35,13 @@ pub use ports::{
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockHmac, MockSecretCipher, MockWebhookRepository, MockWebhookSender};
-pub use recovery::{DeliveryCounts, DeliveryStats, Requeue, nearest_rank_offset};
+pub use recovery::{
+    DeliveryCounts, DeliveryStats, HourCount, HourlyDeliveries, Requeue, hour_of, hourly, nearest_rank_offset,
+};
 pub use schedule::RetrySchedule;
 pub use service::{
-    DELIVERY_QUEUE, NewSubscription, STATS_WINDOW_HOURS, SubscriptionPatch, TestReport, WebhookError,
-    WebhookService, WebhookServiceDeps, WebhookSettings,
+    DELIVERY_QUEUE, HISTORY_HOURS, NewSubscription, STATS_WINDOW_HOURS, SubscriptionPatch, TestReport,
+    WebhookError, WebhookService, WebhookServiceDeps, WebhookSettings,
 };
 pub use subscription::{
     DetailsChange, IllegalStatusChange, StoredSubscription, Subscription, SubscriptionDetails,

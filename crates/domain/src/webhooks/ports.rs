@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::delivery::{ClaimedDelivery, Delivery, Settlement};
 use super::fanout::FanOut;
 use super::model::{Attempt, AttemptErrorKind, NewDelivery, SealedSecret};
-use super::recovery::{DeliveryStats, Requeue};
+use super::recovery::{DeliveryStats, HourCount, Requeue};
 use super::subscription::Subscription;
 use crate::ids::{DeliveryId, TenantId, WebhookId};
 use crate::work::Lease;
@@ -118,6 +118,17 @@ pub trait WebhookRepository: Send + Sync {
         subscription: &WebhookId,
         since: DateTime<Utc>,
     ) -> anyhow::Result<DeliveryStats>;
+
+    /// The subscription's deliveries created since `since` (an hour's start), counted per UTC
+    /// hour of their creation and per status, in any order; an hour and status without
+    /// deliveries has no row. Counted by the database: a busy subscription makes thousands of
+    /// deliveries a day, and the answer stays at most four rows an hour.
+    async fn per_hour(
+        &self,
+        tenant: &TenantId,
+        subscription: &WebhookId,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<HourCount>>;
 }
 
 /// Seals secrets that must be used in clear later (signing secrets) for storage: authenticated

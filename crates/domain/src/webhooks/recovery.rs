@@ -7,9 +7,10 @@
 //! (`webhook-id`), so a receiver that deduplicates by it never processes an event twice.
 //!
 //! [`DeliveryStats`] is what `GET /webhooks/{id}/stats` shows: deliveries per status and the
-//! receiver's response times over a window.
+//! receiver's response times over a window; [`HourlyDeliveries`] are the same counts hour by
+//! hour, for the console's chart.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, DurationRound as _, Utc};
 
 use super::model::DeliveryStatus;
 
@@ -91,6 +92,48 @@ pub struct DeliveryStats {
     pub p99_ms: Option<u64>,
 }
 
+/// The deliveries created in one UTC hour, per status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HourlyDeliveries {
+    /// The hour's start.
+    pub hour: DateTime<Utc>,
+    /// Deliveries created in it, per (current) status.
+    pub counts: DeliveryCounts,
+}
+
+/// One row of the store's count per hour: deliveries created in the hour starting at `hour`
+/// that are now in `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HourCount {
+    /// The hour's start (UTC).
+    pub hour: DateTime<Utc>,
+    /// Their status.
+    pub status: DeliveryStatus,
+    /// How many.
+    pub count: u64,
+}
+
+/// The start of the UTC hour `at` is in.
+pub fn hour_of(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.duration_trunc(Duration::hours(1)).unwrap_or(at)
+}
+
+/// `hours` consecutive hours from `first` (an hour's start), each with the counts `rows` give
+/// it: every hour is there, with zeros when nothing happened; a row outside them is dropped.
+pub fn hourly(first: DateTime<Utc>, hours: u32, rows: &[HourCount]) -> Vec<HourlyDeliveries> {
+    let mut buckets: Vec<HourlyDeliveries> = (0..i64::from(hours))
+        .map(|i| HourlyDeliveries { hour: first + Duration::hours(i), counts: DeliveryCounts::default() })
+        .collect();
+    for row in rows {
+        let offset = (row.hour - first).num_hours();
+        let slot = usize::try_from(offset).ok().and_then(|i| buckets.get_mut(i));
+        if let Some(bucket) = slot.filter(|b| b.hour == row.hour) {
+            bucket.counts.add(row.status, row.count);
+        }
+    }
+    buckets
+}
+
 /// The position, from 0 in ascending order, of the `percent`-th percentile of `n` values by the
 /// nearest-rank method (the smallest value at or below which `percent` % of them lie); `None`
 /// for no values. The stores read the value at this offset, so no database needs a percentile
@@ -146,6 +189,35 @@ mod tests {
         let all = Requeue::retry(None, None);
         assert_eq!((all.statuses.len(), all.since, all.reactivate), (2, None, false));
         assert_eq!(Requeue::retry(Some(DeliveryStatus::Failed), None).statuses, [DeliveryStatus::Failed]);
+    }
+
+    #[test]
+    fn every_hour_of_the_window_is_there_with_its_counts() {
+        use chrono::TimeZone as _;
+        let first = Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).unwrap();
+        assert_eq!(hour_of(first + Duration::minutes(59) + Duration::seconds(59)), first);
+        let row = |h: i64, status, count| HourCount { hour: first + Duration::hours(h), status, count };
+        let rows = [
+            row(0, DeliveryStatus::Delivered, 3),
+            row(0, DeliveryStatus::Failed, 1),
+            row(2, DeliveryStatus::Pending, 2),
+            // Outside the window, before and after: dropped.
+            row(-1, DeliveryStatus::Delivered, 7),
+            row(3, DeliveryStatus::Delivered, 7),
+        ];
+        let hours = hourly(first, 3, &rows);
+        assert_eq!(hours.len(), 3);
+        assert_eq!(
+            hours.iter().map(|h| h.hour).collect::<Vec<_>>(),
+            [0, 1, 2].map(|h| first + Duration::hours(h))
+        );
+        assert_eq!((hours[0].counts.delivered, hours[0].counts.failed, hours[0].counts.total()), (3, 1, 4));
+        assert_eq!(hours[1].counts.total(), 0);
+        assert_eq!((hours[2].counts.pending, hours[2].counts.total()), (2, 2));
+        // A row that is not at an hour's start is no hour of the window.
+        let odd =
+            [HourCount { hour: first + Duration::minutes(30), status: DeliveryStatus::Failed, count: 1 }];
+        assert!(hourly(first, 3, &odd).iter().all(|h| h.counts.total() == 0));
     }
 
     #[test]

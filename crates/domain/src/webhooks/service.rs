@@ -19,7 +19,7 @@ use super::model::{
 use super::ports::{
     Dispatched, Hmac, OutboundFailure, OutboundPost, SecretCipher, WebhookRepository, WebhookSender,
 };
-use super::recovery::{DeliveryStats, Requeue};
+use super::recovery::{DeliveryStats, HourlyDeliveries, Requeue, hour_of, hourly};
 use super::schedule::RetrySchedule;
 use super::signing::{new_secret, sign};
 use super::subscription::{DetailsChange, Subscription, SubscriptionDetails};
@@ -172,6 +172,9 @@ pub struct WebhookService {
 
 /// The window of [`WebhookService::stats`], in hours.
 pub const STATS_WINDOW_HOURS: i64 = 24;
+
+/// The hours of [`WebhookService::deliveries_per_hour`]: the current one and those before it.
+pub const HISTORY_HOURS: u32 = 24;
 
 /// The queue name of deliveries in metrics.
 pub const DELIVERY_QUEUE: &str = "webhook_deliveries";
@@ -543,6 +546,23 @@ impl WebhookService {
         let subscription = self.find(caller, id).await?;
         let since = self.deps.clock.now() - Duration::hours(STATS_WINDOW_HOURS);
         Ok(self.deps.webhooks.stats(&caller.tenant_id, subscription.id(), since).await?)
+    }
+
+    /// The subscription's deliveries per UTC hour of their creation and per status, over the
+    /// last [`HISTORY_HOURS`] hours (the current hour last, so far), every hour present.
+    ///
+    /// # Errors
+    /// [`WebhookError::NotFound`], [`WebhookError::Forbidden`].
+    pub async fn deliveries_per_hour(
+        &self,
+        caller: &Principal,
+        id: &WebhookId,
+    ) -> Result<Vec<HourlyDeliveries>, WebhookError> {
+        caller.require(Permission::WebhooksRead)?;
+        let subscription = self.find(caller, id).await?;
+        let first = hour_of(self.deps.clock.now()) - Duration::hours(i64::from(HISTORY_HOURS) - 1);
+        let rows = self.deps.webhooks.per_hour(&caller.tenant_id, subscription.id(), first).await?;
+        Ok(hourly(first, HISTORY_HOURS, &rows))
     }
 
     /// One fan-out pass over the outbox: the store applies [`fan_out`]'s decision.

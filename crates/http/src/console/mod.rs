@@ -24,8 +24,13 @@ mod render;
 pub mod session;
 
 mod agents;
+mod billing;
 mod home;
+mod keys;
 mod memory;
+mod team;
+mod time;
+mod webhooks;
 mod workflows;
 
 use actix_web::body::BoxBody;
@@ -52,7 +57,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .configure(home::configure_tenant)
                     .configure(agents::configure)
                     .configure(memory::configure)
-                    .configure(workflows::configure),
+                    .configure(workflows::configure)
+                    .configure(webhooks::configure)
+                    .configure(keys::configure)
+                    .configure(team::configure)
+                    .configure(billing::configure),
             ),
     );
 }

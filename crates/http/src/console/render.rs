@@ -41,6 +41,14 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "execution.html",
         "trigger.html",
         "trigger_created.html",
+        "webhooks.html",
+        "webhook.html",
+        "webhook_secret.html",
+        "webhook_delivery.html",
+        "keys.html",
+        "key_created.html",
+        "team.html",
+        "billing.html",
     ];
     env
 });

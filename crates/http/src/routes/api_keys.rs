@@ -1,7 +1,7 @@
 //! `/auth/api-keys`: self-service API keys, managed with a user's access token.
 
 use actix_web::web;
-use agentry_domain::identity::{ApiKey, NewApiKey};
+use agentry_domain::identity::{ApiKey, CreatedApiKey, NewApiKey};
 use agentry_domain::ids::ApiKeyId;
 use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator, check_path_id};
 use chrono::{DateTime, Utc};
@@ -39,7 +39,11 @@ pub struct CreateApiKeyRequest {
 }
 
 impl CreateApiKeyRequest {
-    fn try_into_domain(self) -> Result<NewApiKey, ValidationErrors> {
+    /// The new key, its name, scopes and expiry checked.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] naming each refused field.
+    pub(crate) fn try_into_domain(self) -> Result<NewApiKey, ValidationErrors> {
         let mut v = Validator::new();
         let expires_at = v.optional("expires_at", self.expires_at, |raw| {
             DateTime::parse_from_rfc3339(&raw).map(|t| t.with_timezone(&Utc)).map_err(|_| {
@@ -86,6 +90,20 @@ pub struct CreatedApiKeyResponse {
     #[serde(serialize_with = "timestamp::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<CreatedApiKey> for CreatedApiKeyResponse {
+    fn from(created: CreatedApiKey) -> Self {
+        let key = created.key;
+        Self {
+            id: key.id.into_string(),
+            name: key.name.as_str().to_owned(),
+            key: created.secret,
+            scopes: key.scopes.iter().map(|s| s.as_str()).collect(),
+            created_at: key.created_at,
+            expires_at: key.expires_at,
+        }
+    }
 }
 
 /// A key as listed: its prefix instead of the key.
@@ -160,15 +178,7 @@ pub async fn create(
 ) -> Result<Reply<CreatedApiKeyResponse>, ApiError> {
     let request = body.0.try_into_domain()?;
     let created = state.access.create_key(&caller, request).await?;
-    let key = created.key;
-    Ok(Reply::created(CreatedApiKeyResponse {
-        id: key.id.into_string(),
-        name: key.name.as_str().to_owned(),
-        key: created.secret,
-        scopes: key.scopes.iter().map(|s| s.as_str()).collect(),
-        created_at: key.created_at,
-        expires_at: key.expires_at,
-    }))
+    Ok(Reply::created(created.into()))
 }
 
 /// List the caller's keys in the tenant.

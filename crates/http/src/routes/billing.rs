@@ -1,7 +1,7 @@
 //! `/billing`: plan, balance, ledger and purchases.
 
 use actix_web::web;
-use agentry_domain::billing::{LedgerEntry, purchase_credits};
+use agentry_domain::billing::{BillingOverview, LedgerEntry, purchase_credits};
 use agentry_domain::validation::{ValidationErrors, Validator};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -41,6 +41,19 @@ pub struct BillingResponse {
     pub rate_limits: RateLimitsResponse,
 }
 
+impl From<BillingOverview> for BillingResponse {
+    fn from(o: BillingOverview) -> Self {
+        Self {
+            plan: o.plan.as_str(),
+            credits: o.credits,
+            rate_limits: RateLimitsResponse {
+                per_minute: o.rate_limits.per_minute,
+                per_day: o.rate_limits.per_day,
+            },
+        }
+    }
+}
+
 /// Plan, credits and limits of the tenant.
 #[utoipa::path(
     get, path = "/api/v1/billing", tag = "billing", operation_id = "getBilling", security(("bearer" = [])),
@@ -50,15 +63,7 @@ pub async fn overview(
     state: web::Data<AppState>,
     caller: Caller,
 ) -> Result<Reply<BillingResponse>, ApiError> {
-    let o = state.billing.overview(&caller).await?;
-    Ok(Reply::ok(BillingResponse {
-        plan: o.plan.as_str(),
-        credits: o.credits,
-        rate_limits: RateLimitsResponse {
-            per_minute: o.rate_limits.per_minute,
-            per_day: o.rate_limits.per_day,
-        },
-    }))
+    Ok(Reply::ok(state.billing.overview(&caller).await?.into()))
 }
 
 /// One ledger entry.

@@ -40,7 +40,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(web::resource("/auth/invitations/accept").route(web::post().to(accept)));
 }
 
-fn second_id(raw: &str, field: &str) -> Result<(), ApiError> {
+/// Checks the id after the tenant's in a path.
+pub(crate) fn second_id(raw: &str, field: &str) -> Result<(), ApiError> {
     // An id that cannot exist names nothing: 404, as an unknown one does.
     if check_path_id(raw, field).is_err() || check_length(raw, 1, 128, field).is_err() {
         return Err(ApiError::not_found(format!("no such {}", field.trim_end_matches("_id"))));
@@ -73,6 +74,16 @@ pub struct CreateInvitationRequest {
     pub role: Option<String>,
 }
 
+impl CreateInvitationRequest {
+    /// The invitation, its address and role checked.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] naming each refused field.
+    pub(crate) fn try_into_domain(self) -> Result<NewInvitation, ValidationErrors> {
+        NewInvitation::new(self.email, self.role)
+    }
+}
+
 /// A new role.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ChangeRoleRequest {
@@ -82,7 +93,11 @@ pub struct ChangeRoleRequest {
 }
 
 impl ChangeRoleRequest {
-    fn try_into_domain(self) -> Result<Role, ValidationErrors> {
+    /// The role, checked.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] for a missing or unknown role.
+    pub(crate) fn try_into_domain(self) -> Result<Role, ValidationErrors> {
         let mut v = Validator::new();
         let role = v.required("role", self.role, |r| r.parse::<Role>());
         v.finish(role)
@@ -197,7 +212,7 @@ pub async fn invite(
     caller: TenantCaller,
     body: JsonBody<CreateInvitationRequest>,
 ) -> Result<Reply<InvitationResponse>, ApiError> {
-    let request = NewInvitation::new(body.0.email, body.0.role)?;
+    let request = body.0.try_into_domain()?;
     let invitation = state.team.invite(&caller, request).await?;
     Ok(Reply::created(invitation.into()))
 }

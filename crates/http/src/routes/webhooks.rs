@@ -6,6 +6,7 @@
 //! segments are registered before this module's, so they are never taken for a subscription id.
 
 use actix_web::web;
+use agentry_domain::events::EventType;
 use agentry_domain::ids::{DeliveryId, WebhookId};
 use agentry_domain::memory::model as memory_model;
 use agentry_domain::patch::Patch;
@@ -84,7 +85,11 @@ fn metadata(
 }
 
 impl CreateWebhookRequest {
-    fn try_into_domain(self) -> Result<NewSubscription, ValidationErrors> {
+    /// The new subscription, its fields checked (the URL's target is the service's check).
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] naming each refused field.
+    pub(crate) fn try_into_domain(self) -> Result<NewSubscription, ValidationErrors> {
         let mut v = Validator::new();
         // Its form and target are the service's checks (WebhookService::check_url).
         let url = v.required("url", self.url, Ok);
@@ -123,7 +128,11 @@ pub struct UpdateWebhookRequest {
 }
 
 impl UpdateWebhookRequest {
-    fn try_into_domain(self) -> Result<SubscriptionPatch, ValidationErrors> {
+    /// The change, its fields checked.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] naming each refused field.
+    pub(crate) fn try_into_domain(self) -> Result<SubscriptionPatch, ValidationErrors> {
         let mut v = Validator::new();
         let url = v.optional("url", self.url, Ok);
         let events = v.optional("events", self.events, |e| check_events(&e));
@@ -181,7 +190,8 @@ pub struct WebhookResponse {
     pub updated_at: DateTime<Utc>,
 }
 
-fn response(state: &AppState, s: Subscription, signing_secret: Option<String>) -> WebhookResponse {
+/// A subscription as answered; `signing_secret` only where it is shown (creation, rotation).
+pub(crate) fn response(state: &AppState, s: Subscription, signing_secret: Option<String>) -> WebhookResponse {
     let now = state.clock.now();
     let d = s.details();
     WebhookResponse {
@@ -205,12 +215,14 @@ pub struct WebhookList {
     pub items: Vec<WebhookResponse>,
 }
 
-fn webhook_id(raw: String) -> Result<WebhookId, ApiError> {
+/// A subscription id from a path.
+pub(crate) fn webhook_id(raw: String) -> Result<WebhookId, ApiError> {
     check_path_id(&raw, "webhook_id")?;
     Ok(WebhookId::from_string(raw))
 }
 
-fn delivery_id(raw: String) -> Result<DeliveryId, ApiError> {
+/// A delivery id from a path.
+pub(crate) fn delivery_id(raw: String) -> Result<DeliveryId, ApiError> {
     check_path_id(&raw, "delivery_id")?;
     Ok(DeliveryId::from_string(raw))
 }
@@ -339,6 +351,26 @@ pub struct TestWebhookRequest {
     pub event_type: Option<String>,
 }
 
+impl TestWebhookRequest {
+    /// The event type to send a sample of.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] for a missing or unknown `event_type`.
+    pub(crate) fn try_into_domain(self) -> Result<EventType, ValidationErrors> {
+        let mut v = Validator::new();
+        let event_type = v.required("event_type", self.event_type, |t| {
+            EventSelector::parse(&t).map(EventSelector::sample).ok_or_else(|| {
+                FieldError::new(
+                    "event_type",
+                    FieldErrorKind::InvalidValue,
+                    format!("unknown event type; expected one of: {}", EventSelector::names().join(", ")),
+                )
+            })
+        });
+        v.finish(event_type)
+    }
+}
+
 /// What a test send did (the spec's fields, plus `error`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TestWebhookResponse {
@@ -369,17 +401,7 @@ pub async fn test(
     body: JsonBody<TestWebhookRequest>,
 ) -> Result<Reply<TestWebhookResponse>, ApiError> {
     let id = webhook_id(path.into_inner())?;
-    let mut v = Validator::new();
-    let event_type = v.required("event_type", body.0.event_type, |t| {
-        EventSelector::parse(&t).map(EventSelector::sample).ok_or_else(|| {
-            FieldError::new(
-                "event_type",
-                FieldErrorKind::InvalidValue,
-                format!("unknown event type; expected one of: {}", EventSelector::names().join(", ")),
-            )
-        })
-    });
-    let event_type = v.finish(event_type)?;
+    let event_type = body.0.try_into_domain()?;
     let report = state.webhooks.test(&caller, &id, event_type).await?;
     Ok(Reply::ok(TestWebhookResponse {
         success: report.success,
@@ -602,6 +624,18 @@ pub struct RecoverWebhookRequest {
     pub since: Option<String>,
 }
 
+impl RecoverWebhookRequest {
+    /// The time from which missed deliveries are recovered.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] for a missing `since` or one that is not RFC 3339.
+    pub(crate) fn try_into_domain(self) -> Result<DateTime<Utc>, ValidationErrors> {
+        let mut v = Validator::new();
+        let since = v.required("since", self.since, |raw| time_field("since", raw));
+        v.finish(since)
+    }
+}
+
 /// Deliveries queued again.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct QueuedResponse {
@@ -629,9 +663,7 @@ pub async fn recover(
     body: JsonBody<RecoverWebhookRequest>,
 ) -> Result<Reply<QueuedResponse>, ApiError> {
     let id = webhook_id(path.into_inner())?;
-    let mut v = Validator::new();
-    let since = v.required("since", body.0.since, |raw| time_field("since", raw));
-    let since = v.finish(since)?;
+    let since = body.0.try_into_domain()?;
     let queued = state.webhooks.recover(&caller, &id, since).await?;
     Ok(Reply::with_status(actix_web::http::StatusCode::ACCEPTED, QueuedResponse { queued }))
 }

@@ -7,6 +7,7 @@ mod auth;
 mod billing;
 mod chat;
 mod console;
+mod console_ops;
 mod console_workflows;
 mod durability;
 mod errors;

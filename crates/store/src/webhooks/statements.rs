@@ -65,3 +65,29 @@ pub(super) fn pending_events_sql(placeholder: char, lock: &str) -> String {
          WHERE dispatched_at IS NULL ORDER BY id LIMIT {placeholder}1 {lock}"
     )
 }
+
+/// A count of [`per_hour_sql`].
+#[derive(QueryableByName)]
+pub(super) struct HourRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub(super) hour: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub(super) status: String,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub(super) n: i64,
+}
+
+/// A tenant's subscription's deliveries (parameters 1 and 2) created since parameter 3, counted
+/// per UTC hour of creation and status: a range of the (subscription, created_at) index, grouped
+/// by the database, so the answer is a few rows an hour however many deliveries there were.
+pub(super) fn per_hour_sql(backend: Backend) -> String {
+    let p = |n: u8| param(backend, n);
+    format!(
+        "SELECT {hour} AS hour, status, COUNT(*) AS n FROM webhook_deliveries \
+         WHERE tenant_id = {} AND subscription_id = {} AND created_at >= {} GROUP BY 1, 2",
+        p(1),
+        p(2),
+        p(3),
+        hour = crate::types::bucket_sql(backend, "created_at", crate::types::Bucket::Hour),
+    )
+}

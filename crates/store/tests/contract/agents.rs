@@ -53,6 +53,12 @@ pub async fn setup(db: &Database) -> AgentStore {
     AgentStore::new(db.clone())
 }
 
+/// Stores agent `id` of `tenant` (with its event) in a database [`setup`] prepared.
+pub async fn setup_agent(db: &Database, id: &str, tenant: &str) {
+    let event = crate::harness::event(&format!("evt_{id}"), tenant, EventType::AgentCreated);
+    AgentStore::new(db.clone()).create(&agent(id, tenant), &event).await.unwrap();
+}
+
 async fn an_agent_and_its_event_are_stored_together(db: Database) {
     let repo = setup(&db).await;
     let a = agent("agt_1", "ten_1");

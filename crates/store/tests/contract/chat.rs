@@ -22,6 +22,7 @@ crate::contract!(
     deleting_an_agent_deletes_its_conversations,
     an_episodic_memory_is_stored_with_its_exchange,
     tool_calls_and_results_are_stored_in_order_between_the_two_messages,
+    charges_are_summed_per_utc_day_in_their_tenant_only,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -341,4 +342,57 @@ async fn tool_calls_and_results_are_stored_in_order_between_the_two_messages(db:
     assert_eq!(messages[1], call, "the calls read back as written");
     assert_eq!(messages[2], result);
     assert!(messages[3].tool_calls.is_empty());
+}
+
+/// Charges `cost` to `tenant` at `at` through a chat of its agent `agent`, as a chat does:
+/// a hold, then the exchange that settles it.
+async fn charge_at(
+    conversations: &ConversationStore,
+    credits: &CreditStore,
+    n: u32,
+    (tenant, agent): (&str, &str),
+    cost: i64,
+    at: DateTime<Utc>,
+) {
+    let hold_id = format!("hld_{n}");
+    let request = HoldRequest {
+        id: CreditHoldId::from_string(&hold_id),
+        tenant_id: TenantId::from_string(tenant),
+        wanted: 5,
+        minimum: 1,
+        created_at: at,
+    };
+    assert!(credits.hold(&request).await.unwrap().is_some());
+    let mut x = exchange_in(n, agent, &format!("ses_{n}"), &hold_id, cost, 0);
+    for m in [&mut x.user_message, &mut x.reply] {
+        m.tenant_id = TenantId::from_string(tenant);
+    }
+    x.settlement.hold.tenant_id = TenantId::from_string(tenant);
+    x.settlement.entry.tenant_id = TenantId::from_string(tenant);
+    x.settlement.entry.created_at = at;
+    x.events.clear();
+    conversations.record_exchange(&x).await.unwrap();
+}
+
+async fn charges_are_summed_per_utc_day_in_their_tenant_only(db: Database) {
+    let (conversations, credits) = setup(&db).await;
+    super::agents::setup_agent(&db, "agt_9", "ten_2").await;
+    let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 11, d).unwrap();
+    let at = |d: u32, h: u32, m: u32, s: u32| Utc.with_ymd_and_hms(2026, 11, d, h, m, s).unwrap();
+    let ours = ("ten_1", "agt_1");
+    // Before the window (the 1st), on the 3rd twice up to its last second, on the 4th from its
+    // first second; another tenant's on the 3rd.
+    charge_at(&conversations, &credits, 1, ours, 7, at(1, 12, 0, 0)).await;
+    charge_at(&conversations, &credits, 2, ours, 2, at(3, 0, 0, 0)).await;
+    charge_at(&conversations, &credits, 3, ours, 3, at(3, 23, 59, 59)).await;
+    charge_at(&conversations, &credits, 4, ours, 4, at(4, 0, 0, 1)).await;
+    charge_at(&conversations, &credits, 5, ("ten_2", "agt_9"), 5, at(3, 12, 0, 0)).await;
+    let since = at(2, 0, 0, 0);
+    let mut spent = credits.spent_per_day(&tenant(), since).await.unwrap();
+    spent.sort();
+    // The welcome grant is no spending; the 2nd had none.
+    assert_eq!(spent, [(day(3), 5), (day(4), 4)]);
+    let theirs = credits.spent_per_day(&TenantId::from_string("ten_2"), since).await.unwrap();
+    assert_eq!(theirs, [(day(3), 5)]);
+    assert!(credits.spent_per_day(&tenant(), at(5, 0, 0, 0)).await.unwrap().is_empty());
 }

@@ -2,7 +2,7 @@ use agentry_domain::agents::AgentRepository;
 use agentry_domain::events::{Event, EventType};
 use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
 use agentry_domain::webhooks::{
-    Attempt, AttemptErrorKind, AttemptMode, DeliveryStatus, DetailsChange, NewDelivery, Requeue,
+    Attempt, AttemptErrorKind, AttemptMode, DeliveryStatus, DetailsChange, HourCount, NewDelivery, Requeue,
     SealedSecret, Settlement, StoredSubscription, Subscription, SubscriptionStatus, SubscriptionTarget,
     WebhookRepository, fan_out, pair_id,
 };
@@ -25,6 +25,7 @@ crate::contract!(
     a_recovery_requeues_skipped_and_failed_since_a_time_with_a_fresh_schedule,
     a_bulk_retry_takes_the_status_asked_and_leaves_the_subscription,
     stats_count_deliveries_per_status_and_percentiles_of_answered_attempts,
+    deliveries_are_counted_per_hour_of_creation_and_status_in_their_tenant,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -519,4 +520,51 @@ async fn stats_count_deliveries_per_status_and_percentiles_of_answered_attempts(
     assert_eq!((empty.counts.total(), empty.attempts, empty.p50_ms, empty.p99_ms), (0, 0, None, None));
     let theirs = store.stats(&TenantId::from_string("ten_2"), &id, t0() - Duration::hours(24)).await.unwrap();
     assert_eq!((theirs.counts.total(), theirs.attempts), (0, 0));
+}
+
+async fn deliveries_are_counted_per_hour_of_creation_and_status_in_their_tenant(db: Database) {
+    // evt_3's delivery, made at 09:00, is delivered.
+    let (store, agents) = subscribed_with_one_delivery(&db).await;
+    let (tenant, id) = (TenantId::from_string("ten_1"), WebhookId::from_string("whk_1"));
+    let l1 = lease("l1", t0() + Duration::seconds(30));
+    let claimed = store.claim(&l1, t0(), 10).await.unwrap();
+    assert!(store.settle(&claimed[0].id, &l1, &settled(attempt(1, Some(200)), None), t0()).await.unwrap());
+    // One made in the last second of 09:00's hour, one at 10:00: the first waits for a retry,
+    // the second fails for good (and fails the subscription).
+    let (late, ten) = (t0() + Duration::minutes(59) + Duration::seconds(59), t0() + Duration::hours(1));
+    agent_created(&agents, "a", late).await;
+    store.dispatch(late, 100, fan_out).await.unwrap();
+    agent_created(&agents, "b", ten).await;
+    store.dispatch(ten, 100, fan_out).await.unwrap();
+    let l2 = lease("l2", ten + Duration::seconds(30));
+    let claimed = store.claim(&l2, ten, 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    for c in &claimed {
+        let next = (c.event_id.as_str() == "evt_a").then_some(ten + Duration::hours(1));
+        assert!(store.settle(&c.id, &l2, &settled(attempt(1, Some(500)), next), ten).await.unwrap());
+    }
+    // One more while it is failed, at 10:30: kept as skipped.
+    let half_past = ten + Duration::minutes(30);
+    agent_created(&agents, "c", half_past).await;
+    store.dispatch(half_past, 100, fan_out).await.unwrap();
+
+    let sorted = |mut rows: Vec<HourCount>| {
+        rows.sort_by_key(|r| (r.hour, r.status.as_str()));
+        rows.into_iter().map(|r| (r.hour, r.status, r.count)).collect::<Vec<_>>()
+    };
+    let all = sorted(store.per_hour(&tenant, &id, t0()).await.unwrap());
+    assert_eq!(
+        all,
+        [
+            (t0(), DeliveryStatus::Delivered, 1),
+            (t0(), DeliveryStatus::Pending, 1),
+            (ten, DeliveryStatus::Failed, 1),
+            (ten, DeliveryStatus::Skipped, 1),
+        ]
+    );
+    // From 10:00 on, only its hour; another tenant, or another subscription, counts nothing.
+    let later = sorted(store.per_hour(&tenant, &id, ten).await.unwrap());
+    assert_eq!(later, [(ten, DeliveryStatus::Failed, 1), (ten, DeliveryStatus::Skipped, 1)]);
+    assert!(store.per_hour(&TenantId::from_string("ten_2"), &id, t0()).await.unwrap().is_empty());
+    assert!(store.per_hour(&tenant, &WebhookId::from_string("whk_9"), t0()).await.unwrap().is_empty());
 }

@@ -529,3 +529,35 @@ async fn stats_cover_the_last_24_hours_for_a_reader() {
     let s = m.service().stats(&caller(Role::Viewer), &WebhookId::from_string("whk_1")).await.unwrap();
     assert_eq!(s.since, t0() - Duration::hours(24));
 }
+
+#[tokio::test]
+async fn deliveries_per_hour_are_the_last_24_hours_ending_with_the_current_one() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(Some(subscription())));
+    // t0 is at 12:00: the window starts at 13:00 the day before.
+    let first = t0() - Duration::hours(23);
+    m.webhooks
+        .expect_per_hour()
+        .withf(move |t, _, since| t.as_str() == "ten_1" && *since == first)
+        .times(1)
+        .returning(move |_, _, _| {
+            Ok(vec![crate::webhooks::HourCount { hour: t0(), status: DeliveryStatus::Failed, count: 2 }])
+        });
+    let hours = m
+        .service()
+        .deliveries_per_hour(&caller(Role::Viewer), &WebhookId::from_string("whk_1"))
+        .await
+        .unwrap();
+    assert_eq!(hours.len(), 24);
+    assert_eq!((hours[0].hour, hours[23].hour), (first, t0()));
+    assert_eq!((hours[23].counts.failed, hours[22].counts.total()), (2, 0));
+}
+
+#[tokio::test]
+async fn another_tenants_subscription_has_no_hours() {
+    let mut m = Mocks::new();
+    m.webhooks.expect_get().returning(|_, _| Ok(None));
+    m.webhooks.expect_per_hour().never();
+    let r = m.service().deliveries_per_hour(&caller(Role::Owner), &WebhookId::from_string("whk_9")).await;
+    assert!(matches!(r, Err(WebhookError::NotFound)));
+}

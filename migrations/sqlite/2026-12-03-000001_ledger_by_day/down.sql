@@ -1,0 +1,1 @@
+DROP INDEX credit_ledger_tenant_time_idx;
