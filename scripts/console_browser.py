@@ -111,9 +111,10 @@ class FakeModel:
 
 
 class Receiver:
-    """A webhook receiver on a free local port answering `status`, keeping what it gets."""
+    """A webhook receiver on a free local port. It answers the statuses in `answers` in turn
+    (the last one repeats) and keeps what it gets."""
 
-    def __init__(self, status):
+    def __init__(self, answers):
         self.received = []
         receiver = self
 
@@ -125,6 +126,7 @@ class Receiver:
 
             def do_POST(self):  # noqa: N802
                 receiver.received.append(self.rfile.read(int(self.headers["content-length"])))
+                status = answers[min(len(receiver.received), len(answers)) - 1]
                 self.send_response(status)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -299,6 +301,95 @@ class Walk:
         assert "forty-two" in timeline, timeline
         self.check("execution", narrow=True)
 
+    def section(self, path, ready_id):
+        self.find(f"nav.sections a[href$='/{path}']").click()
+        self.wait(ec.presence_of_element_located((By.ID, ready_id)))
+
+    def reload_until(self, css, text, timeout=30):
+        """Background work (a delivery) shows on the page after it happens: reload until it does."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            found = self.driver.find_elements(By.CSS_SELECTOR, css)
+            if found and text in found[0].text:
+                return found[0].text
+            time.sleep(0.5)
+            self.driver.refresh()
+        shown = [e.text for e in self.driver.find_elements(By.CSS_SELECTOR, css)]
+        raise AssertionError(f"{css} never showed {text!r}: {shown} on {self.driver.current_url}")
+
+    def webhooks(self, receiver):
+        """A loopback receiver that fails first: its test delivery is logged with the 500,
+        retried from the log, and then delivered with a 200."""
+        self.section("webhooks", "new-webhook")
+        self.check("webhooks", narrow=True)
+        self.fill("url", receiver.url)
+        self.find("#new-webhook input[name=events][value='*']").click()
+        self.fill("description", "Loopback receiver")
+        self.find("#create-webhook").click()
+        secret = self.wait(ec.presence_of_element_located((By.ID, "signing-secret"))).text
+        assert secret.startswith("whsec_"), secret
+        self.check("webhook-secret")
+        self.find("#to-subscription").click()
+        self.wait(ec.presence_of_element_located((By.ID, "send-test")))
+        subscription = self.driver.current_url
+        self.find("#send-test").click()
+        # The answer is the test delivery's own page, with its attempts.
+        self.wait(ec.url_contains("/deliveries/"))
+        self.reload_until("main", "500")
+        self.check("webhook-delivery")
+        self.driver.get(subscription)
+        self.reload_until("#delivery-log tbody tr", "500")
+        self.check("webhook-failed")
+        self.find("#delivery-log tbody tr button").click()
+        # The retry's answer is the delivery's page too: both attempts, the 500 then the 200.
+        self.wait(ec.url_contains("/deliveries/"))
+        self.reload_until("#delivery-status", "delivered")
+        attempts = self.find("#attempts").text
+        assert "500" in attempts and "200" in attempts, attempts
+        self.driver.get(subscription)
+        row = self.reload_until("#delivery-log tbody tr", "delivered")
+        assert "200" in row, row
+        assert len(receiver.received) == 2, "sent twice: the failure and the retry"
+        assert self.driver.find_elements(By.CSS_SELECTOR, "svg.chart"), "the 24-hour chart"
+        self.check("webhook", narrow=True)
+
+    def keys(self):
+        """A key made in the console is shown once and works on the API."""
+        self.section("keys", "new-key")
+        self.fill("name", "ci pipeline")
+        self.find("#new-key input[name=scopes][value='agents:read']").click()
+        self.find("#create-key").click()
+        key = self.wait(ec.presence_of_element_located((By.ID, "api-key"))).text
+        self.check("key-created")
+        status, body, _ = call("GET", f"{self.service.base}/api/v1/agents", token=key)
+        assert status == 200 and body["total"] == 1, (status, body)
+        self.find("#to-keys").click()
+        self.wait(ec.text_to_be_present_in_element((By.ID, "keys"), "ci pipeline"))
+        assert key not in self.driver.page_source, "the key is shown once"
+        self.check("keys", narrow=True)
+
+    def team(self, smtp, seen):
+        """An invitation sent from the console goes out over SMTP and waits in the list."""
+        self.section("team", "invite")
+        self.fill("email", "grace@example.com")
+        self.find("#send-invitation").click()
+        self.wait(ec.text_to_be_present_in_element((By.ID, "invitations"), "grace@example.com"))
+        self.service.link("/invitation", seen)
+        self.check("team", narrow=True)
+
+    def billing(self):
+        """The balance the API reports, the 30-day chart and the ledger with the chat's charge."""
+        self.section("billing", "balance")
+        token = call("POST", f"{self.service.base}/api/v1/auth/login",
+                     form={"username": "ada@example.com", "password": PASSWORD})[1]["access_token"]
+        _, billing, _ = call("GET", f"{self.service.base}/api/v1/billing", token=token)
+        balance = self.find("#balance").text
+        assert balance == str(billing["credits"]), (balance, billing)
+        assert self.driver.find_elements(By.CSS_SELECTOR, "svg.chart"), "the 30-day chart"
+        rows = self.driver.find_elements(By.CSS_SELECTOR, "#ledger tbody tr")
+        assert len(rows) >= 2, "the welcome grant and the chat's charge"
+        self.check("billing", narrow=True)
+
     def without_javascript(self):
         """Every read page seen, again with JavaScript off: each renders its heading."""
         driver = browser(False)
@@ -349,6 +440,10 @@ def main():
         walk.memory()
         walk.chat()
         walk.workflow(slow.url)
+        walk.webhooks(Receiver([500, 200]))
+        walk.keys()
+        walk.team(smtp, [])
+        walk.billing()
         walk.without_javascript()
         print(f"console: screenshots in {SHOTS}")
     finally:
