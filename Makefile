@@ -21,7 +21,7 @@ help:
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
 	@echo "make bench-chat   - only chat: streamed vs unstreamed, OpenAI endpoint vs chat, per database"
 	@echo "make bench-llm    - only the language model: SmolLM2 load, prefill and generated tokens/s"
-	@echo "make bench-hotpath - only the hot path: GET /agents, GET /auth/me and chat, per database"
+	@echo "make bench-hotpath - only the hot path: GET /agents, GET /auth/me and chat, per database, with the database baselines (pgbench, examples/sqlite_baseline)"
 	@echo "make bench-stores - only GET /api/v1/agents with each rate-limit store (memory, database, redis)"
 	@echo "make timing       - only the enumeration timing (forgot-password, magic-link)"
 	@echo "make conformance  - OpenAPI validation and schemathesis against a live release server"

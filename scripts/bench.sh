@@ -3,6 +3,14 @@
 # connections. Prints requests/s and p50/p99 latency per route, and each route's throughput as a
 # ratio to GET /healthz measured in the same run (the baseline: the HTTP stack alone).
 #
+# Beside GET /api/v1/agents and chat over 32 tenants, the database's own limit for the same work:
+# on PostgreSQL, pgbench -M prepared running exactly the statements the route sends per request
+# (scripts/bench/pg/*.sql, one copy per benchmark tenant, chosen at random per transaction) with
+# as many clients as the service has request connections, for as long as wrk ran; on SQLite
+# (GET /api/v1/agents), the same statements in a Rust loop on as many threads as the service
+# serves requests with (crates/store/examples/sqlite_baseline.rs). The route's req/s is printed
+# against that baseline's, with their ratio.
+#
 # Then SmolLM2 in process (scripts/bench.sh llm: load, prefill, generated tokens/s against the
 # memory-bandwidth limit) and the enumeration timing of forgot-password and magic-link (scripts/enumeration_timing.py):
 # the median answer time for an address with an account and for one without, per database.
@@ -29,20 +37,28 @@ if [ "${1:-}" != "timing" ] && ! command -v wrk >/dev/null 2>&1; then
     echo "installing wrk (Debian package)"
     apt-get install -y -qq wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 fi
+if [ -n "$pg_url" ] && ! command -v pgbench >/dev/null 2>&1; then
+    echo "installing pgbench (Debian package postgresql-client)"
+    apt-get install -y -qq postgresql-client >/dev/null ||
+        { apt-get update -qq && apt-get install -y -qq postgresql-client >/dev/null; }
+fi
+target_dir=${CARGO_TARGET_DIR:-target}
 # BENCH_BIN: a binary to measure instead of this tree's release build (to compare two builds).
 if [ -n "${BENCH_BIN:-}" ]; then
     bin=$BENCH_BIN
 else
     cargo build --release --quiet
-    bin=target/release/agentry
+    bin=$target_dir/release/agentry
 fi
 workdir=$(mktemp -d)
 # The real embedding model for memory (make model fetches it).
 export AGENTRY_EMBEDDING_MODEL_DIR="${AGENTRY_EMBEDDING_MODEL_DIR:-$PWD/data/models/all-MiniLM-L6-v2}"
 bash scripts/fetch-model.sh "$AGENTRY_EMBEDDING_MODEL_DIR" >/dev/null
 cargo build --release --locked --quiet --example memory_fill --example webhook_sink
-fill=target/release/examples/memory_fill
-sink=target/release/examples/webhook_sink
+cargo build --release --locked --quiet -p agentry-store --example sqlite_baseline
+fill=$target_dir/release/examples/memory_fill
+sink=$target_dir/release/examples/webhook_sink
+sqlite_baseline=$target_dir/release/examples/sqlite_baseline
 server_pid=""
 cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
@@ -83,12 +99,14 @@ new_tenant() { # $1 = database URL, $2 = agents to create
         agent=$(curl -fs -X POST "$base/api/v1/agents" -H "Authorization: Bearer $token" -H 'content-type: application/json' \
             -d "{\"name\": \"bench agent $i\", \"type\": \"assistant\"}" | json_field '["id"]')
     done
+    echo "$token $tenant $agent" >>"$workdir/ids.txt"
     echo "$token $agent"
 }
 
 # One tenant with 25 agents (the list route pages over them), and 32 tenants with an agent each
 # for chat spread over tenants. Sets $token and $agent, and writes the wrk scripts.
 prepare_tenants() { # $1 = database URL
+    : >"$workdir/ids.txt"
     read -r token agent < <(new_tenant "$1" 25)
     cat >"$workdir/chat.lua" <<'LUA'
 wrk.method = "POST"
@@ -101,6 +119,8 @@ LUA
         tokens="$tokens\"$t\","
         agents="$agents\"$a\","
     done
+    head -n 1 "$workdir/ids.txt" >"$workdir/ids-agents.txt"
+    tail -n +2 "$workdir/ids.txt" >"$workdir/ids-chat32.txt"
     cat >"$workdir/chat32.lua" <<LUA
 local tokens = {$tokens}
 local agents = {$agents}
@@ -125,6 +145,79 @@ run_wrk() {
     p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
     non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
     echo "$rps $p50 $p99 ${non2xx:-0}"
+}
+
+# The service's connections that serve requests: on PostgreSQL each HTTP worker thread pools its
+# own share of AGENTRY_DATABASE_MAX_CONNECTIONS, one more share going to the background workers
+# (crates/store/src/database.rs); on SQLite each worker thread reads on a connection of its own.
+service_workers() { echo "${AGENTRY_WORKERS:-$(nproc)}"; }
+request_connections() {
+    local workers max per
+    workers=$(service_workers)
+    max=${AGENTRY_DATABASE_MAX_CONNECTIONS:-16}
+    per=$((max / (workers + 1)))
+    [ "$per" -ge 1 ] || per=1
+    echo $((workers * per))
+}
+
+# wrk's duration (10s, 2m) in seconds, for pgbench and the SQLite loop.
+duration_seconds() {
+    case "$duration" in
+    *m) echo $((${duration%m} * 60)) ;;
+    *s) echo "${duration%s}" ;;
+    *) echo "$duration" ;;
+    esac
+}
+
+# The user id and refresh-token family of a bearer token (its `sub` and `sid` claims).
+token_ids() {
+    python3 -c 'import base64, json, sys
+p = sys.argv[1].split(".")[1]
+c = json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+print(c["sub"], c["sid"])' "$1"
+}
+
+# pgbench -M prepared on SCRIPT (scripts/bench/pg/), one copy per tenant of IDS ("token tenant
+# agent" lines) with that tenant's ids in place, pgbench drawing a copy at random for each
+# transaction; as many clients as the service's request connections, planned generically as
+# the service's connections plan (plan_cache_mode). Prints transactions per second.
+pg_baseline() { # url script ids
+    local files=() user family i=0 name
+    name=$(basename "$2" .sql)
+    while read -r tok ten agt; do
+        read -r user family < <(token_ids "$tok")
+        i=$((i + 1))
+        sed -e "s/:bench_user\b/'$user'/g; s/:bench_family\b/'$family'/g" \
+            -e "s/:bench_tenant\b/'$ten'/g; s/:bench_agent\b/'$agt'/g" "$2" >"$workdir/pg-$name-$i.sql"
+        files+=(-f "$workdir/pg-$name-$i.sql@1")
+    done <"$3"
+    PGOPTIONS="-c plan_cache_mode=force_generic_plan" pgbench -n -M prepared -c "$(request_connections)" \
+        -j "$threads" -T "$(duration_seconds)" -D run=$((RANDOM % 9000 + 1)) -D n=0 "${files[@]}" "$1" |
+        awk '/^tps/ {printf "%.0f\n", $3}'
+}
+
+# The SQLite loop over GET /api/v1/agents' statements for the tenant of IDS' first line.
+sqlite_agents_baseline() { # url ids
+    local tok ten agt user family
+    read -r tok ten agt <"$2"
+    read -r user family < <(token_ids "$tok")
+    "$sqlite_baseline" "${1#sqlite://}" "$(service_workers)" "$(duration_seconds)" "$user" "$family" "$ten"
+}
+
+# A route against its database's baseline, into $workdir/baselines.txt.
+report_baseline() { # backend route rps baseline-rps how
+    local ratio
+    ratio=$(python3 -c "print(f'{float($3)/float($4):.3f}')")
+    printf '%-10s %-24s %10s %12s %9s  %s\n' "$1" "$2" "$3" "$4" "${ratio}x" "$5" >>"$workdir/baselines.txt"
+}
+
+print_baselines() {
+    [ -s "$workdir/baselines.txt" ] || return 0
+    echo
+    echo "each route against its database's own limit for the same statements (same run, same duration)"
+    printf '%-10s %-24s %10s %12s %9s  %s\n' backend route "req/s" "baseline/s" "ratio" "baseline"
+    cat "$workdir/baselines.txt"
+    : >"$workdir/baselines.txt"
 }
 
 report() { # backend route rps p50 p99 non2xx baseline
@@ -161,6 +254,16 @@ bench_backend() { # name url
     report "$1" "GET /healthz" "$h_rps" "$h_p50" "$h_p99" "$h_err" "$h_rps"
     read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/agents")
     report "$1" "GET /api/v1/agents" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    case "$2" in
+    postgres*)
+        report_baseline "$1" "GET /api/v1/agents" "$rps" "$(pg_baseline "$2" scripts/bench/pg/agents.sql \
+            "$workdir/ids-agents.txt")" "pgbench -M prepared -c $(request_connections) scripts/bench/pg/agents.sql"
+        ;;
+    sqlite*)
+        report_baseline "$1" "GET /api/v1/agents" "$rps" "$(sqlite_agents_baseline "$2" "$workdir/ids-agents.txt")" \
+            "examples/sqlite_baseline, $(service_workers) threads"
+        ;;
+    esac
     read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/auth/me")
     report "$1" "GET /api/v1/auth/me" "$rps" "$p50" "$p99" "$err" "$h_rps"
     read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/chat.lua" \
@@ -168,7 +271,14 @@ bench_backend() { # name url
     report "$1" "POST chat (1 tenant)" "$rps" "$p50" "$p99" "$err" "$h_rps"
     read -r rps p50 p99 err < <(run_wrk -s "$workdir/chat32.lua" "$base")
     report "$1" "POST chat (32 tenants)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    case "$2" in
+    postgres*)
+        report_baseline "$1" "POST chat (32 tenants)" "$rps" "$(pg_baseline "$2" scripts/bench/pg/chat.sql \
+            "$workdir/ids-chat32.txt")" "pgbench -M prepared -c $(request_connections) scripts/bench/pg/chat.sql × 32 tenants"
+        ;;
+    esac
     stop_server
+    print_baselines
 }
 
 # Memory: ingestion with the real model, search over 10,000 and 100,000 entries of one agent

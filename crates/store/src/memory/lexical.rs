@@ -2,6 +2,7 @@
 //! PostgreSQL) with common words left out of the ranking, as Lucene's common-terms query does.
 
 use super::*;
+use crate::database::DbPool;
 
 /// The words this process found common in a search scope (see [`COMMON_TERM_MATCHES`]), for
 /// [`COMMON_TERM_TTL`]. Counting a common word is the expensive case — on PostgreSQL it reads
@@ -67,6 +68,14 @@ const PG_LEXICAL: &str = "SELECT id FROM memory_entries \
      AND (expires_at IS NULL OR expires_at > $4) AND ($5 = '' OR strpos($5, ',' || memory_type || ',') > 0) \
      ORDER BY ts_rank_cd(search_vector, to_tsquery('english', $1)) DESC, id LIMIT $6";
 
+/// The word counts and the ranked match planned for their words, not generically as the
+/// service's connections plan every other statement (`plan_cache_mode = force_generic_plan`,
+/// [`crate::database`]). A generic plan cannot fold `to_tsquery('english', $1)` into a
+/// constant: where it scans the table (an agent of 10,000 entries, whose full-text index still
+/// holds them all in its pending list) it parses and stems the word again for every row,
+/// 13.7 ms for a word count against 1.3 ms planned for the word (`docs/performance.md`).
+const PG_CUSTOM_PLANS: &str = "SET LOCAL plan_cache_mode = force_custom_plan";
+
 impl MemoryStore {
     /// The ids of the entries in `filter` that match `terms`, best first, at most `limit`.
     pub(super) async fn lexical_ids(
@@ -107,45 +116,66 @@ impl MemoryStore {
         // COMMON_TERM_MATCHES entries of the scope carries little weight in bm25, yet ranking
         // it means scoring every one of those entries. The query is any of the rare words;
         // when every word is common, all of them together.
-        let mut rare = Vec::with_capacity(terms.len());
-        if terms.len() > 1 {
-            for term in &terms {
-                let key = CommonTerms::key(tenant.as_str(), &agent, &types, term);
-                if self.common_terms.is_common(&key) {
-                    continue;
+        //
+        // The statements run with the words in hand (`$conn` of either backend): the word
+        // counts of the words not known to be common, then the ranked match.
+        macro_rules! statements {
+            ($conn:ident, $common_terms:expr, $tenant:expr, $agent:expr, $types:expr, $terms:expr) => {{
+                let mut rare = Vec::with_capacity($terms.len());
+                if $terms.len() > 1 {
+                    for term in &$terms {
+                        let key = CommonTerms::key($tenant, $agent, $types, term);
+                        if $common_terms.is_common(&key) {
+                            continue;
+                        }
+                        let counted: Vec<CountRow> = diesel::sql_query(count_sql)
+                            .bind::<Text, _>(term)
+                            .bind::<Text, _>($tenant)
+                            .bind::<Text, _>($agent)
+                            .bind::<UtcTime, _>(DbTime(now))
+                            .bind::<Text, _>($types)
+                            .bind::<BigInt, _>(COMMON_TERM_MATCHES)
+                            .load($conn)
+                            .await?;
+                        if <[CountRow]>::first(&counted).is_none_or(|c| c.n < COMMON_TERM_MATCHES) {
+                            rare.push(term.as_str());
+                        } else {
+                            $common_terms.remember(key);
+                        }
+                    }
                 }
-                let counted: Vec<CountRow> = with_conn!(self.db, conn => diesel::sql_query(count_sql)
-                    .bind::<Text, _>(term)
-                    .bind::<Text, _>(tenant.as_str())
-                    .bind::<Text, _>(&agent)
-                    .bind::<UtcTime, _>(DbTime(now))
-                    .bind::<Text, _>(&types)
-                    .bind::<BigInt, _>(COMMON_TERM_MATCHES)
-                    .load(conn)
-                    .await)?;
-                if <[CountRow]>::first(&counted).is_none_or(|c| c.n < COMMON_TERM_MATCHES) {
-                    rare.push(term.as_str());
+                let matching = if $terms.len() > 1 && rare.is_empty() {
+                    $terms.join(all)
+                } else if rare.is_empty() {
+                    $terms.join(any)
                 } else {
-                    self.common_terms.remember(key);
-                }
-            }
+                    rare.join(any)
+                };
+                diesel::sql_query(sql)
+                    .bind::<Text, _>(&matching)
+                    .bind::<Text, _>($tenant)
+                    .bind::<Text, _>($agent)
+                    .bind::<UtcTime, _>(DbTime(now))
+                    .bind::<Text, _>($types)
+                    .bind::<BigInt, _>(limit)
+                    .load::<IdRow>($conn)
+                    .await
+            }};
         }
-        let matching = if terms.len() > 1 && rare.is_empty() {
-            terms.join(all)
-        } else if rare.is_empty() {
-            terms.join(any)
-        } else {
-            rare.join(any)
+        let rows: Vec<IdRow> = match &self.db.pool {
+            DbPool::Sqlite(_) => with_conn!(self.db, conn => async {
+                statements!(conn, self.common_terms, tenant.as_str(), &agent, &types, terms)
+            }.await)?,
+            // Planned for the words at hand (see PG_CUSTOM_PLANS), in a transaction of its own
+            // so that the setting ends with it.
+            DbPool::Pg(pools) => {
+                let (common_terms, tenant) = (Arc::clone(&self.common_terms), tenant.to_string());
+                pg_transaction!(pools, conn => {
+                    diesel_async::SimpleAsyncConnection::batch_execute(conn, PG_CUSTOM_PLANS).await?;
+                    Ok(statements!(conn, common_terms, &tenant, &agent, &types, terms)?)
+                })?
+            }
         };
-        let rows: Vec<IdRow> = with_conn!(self.db, conn => diesel::sql_query(sql)
-            .bind::<Text, _>(&matching)
-            .bind::<Text, _>(tenant.as_str())
-            .bind::<Text, _>(&agent)
-            .bind::<UtcTime, _>(DbTime(now))
-            .bind::<Text, _>(&types)
-            .bind::<BigInt, _>(limit)
-            .load(conn)
-            .await)?;
         Ok(rows.into_iter().map(|r| MemoryId::from_string(r.id)).collect())
     }
 }
