@@ -44,7 +44,7 @@ fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
 }
 
 /// The bearer token of the request, before it is verified.
-fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
+pub(crate) fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
     let value = req
         .headers()
         .get(header::AUTHORIZATION)

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::render::{bare_page, redirect};
 use super::session::{self, Form, SignedIn};
 use crate::AppState;
-use crate::access::{AuthThrottle, Recovery, SignIn, authenticate_counted};
+use crate::access::{AuthThrottle, Recovery, SignIn, authenticate_counted, bearer_token};
 use crate::error::ApiError;
 
 /// Routes at the console's root.
@@ -56,14 +56,7 @@ fn safe_next(next: Option<String>) -> String {
 /// The CSRF token of the sign-in forms: the browser's, or a new one set with the page. Signing
 /// in checks it too, so another site cannot sign a visitor into an account of its own.
 fn sign_in_csrf(req: &HttpRequest) -> Result<(String, bool), ApiError> {
-    let existing = req
-        .headers()
-        .get_all(actix_web::http::header::COOKIE)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, v)| k.trim() == session::CSRF_COOKIE && !v.trim().is_empty())
-        .map(|(_, v)| v.trim().to_owned());
+    let existing = session::cookies(req).remove(session::CSRF_COOKIE).filter(|v| !v.is_empty());
     match existing {
         Some(token) => Ok((token, false)),
         None => Ok((session::new_csrf_token()?, true)),
@@ -180,15 +173,7 @@ async fn sign_out(
 /// the caller's). No CSRF token is needed: no other site can make a browser send an
 /// `Authorization` header here (that would need a CORS preflight, which the service refuses).
 async fn session_from_token(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let token = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <access token> header is needed"))?
-        .to_owned();
+    let token = bearer_token(&req)?;
     let principal = authenticate_counted(&req, &token, None).await?;
     principal.require_user_session().map_err(|e| ApiError::new(crate::error::ErrorCode::Forbidden, e.0))?;
     let pair = state.accounts.start_session(&principal.user_id).await?;

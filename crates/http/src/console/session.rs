@@ -141,14 +141,7 @@ pub fn add_refreshed_cookies(response: &mut actix_web::dev::ServiceResponse<acti
         return;
     };
     let request = response.request().clone();
-    for value in [
-        set_cookie(&request, ACCESS_COOKIE, &pair.access.token, COOKIE_MAX_AGE_SECS),
-        set_cookie(&request, SESSION_COOKIE, pair.refresh_token.expose_secret(), COOKIE_MAX_AGE_SECS),
-    ] {
-        if let Ok(value) = header::HeaderValue::from_str(&value) {
-            response.headers_mut().append(header::SET_COOKIE, value);
-        }
-    }
+    start(&request, response.response_mut(), &pair, None);
 }
 
 /// The signed-in user of a console request, acting in `tenant` (or their first tenant).
