@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use agentry_domain::memory::{EmbedError, Embedder, EmbeddingModel};
 use async_trait::async_trait;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
 /// How batches are formed.
@@ -25,15 +25,21 @@ pub struct BatchSettings {
     /// own and goes to the model straight away, not through the queue.
     pub max_texts: usize,
     /// How long a batch waits for more texts after its first text arrived, unless it fills up
-    /// first. Texts that arrive while a batch is being embedded wait for that batch in any case
-    /// and go together in the next one.
+    /// first. Texts that arrive while the batches in flight are being embedded wait for them in
+    /// any case and go together in the next one.
     pub max_wait: Duration,
+    /// Batches being embedded at once (at least 1). The next batch forms only when one of them
+    /// is done, so under load it is full.
+    pub max_in_flight: usize,
 }
 
 impl Default for BatchSettings {
-    /// 32 texts (sentence-transformers' batch size, and [`crate::MiniLmSettings`]'), 5 ms.
+    /// 32 texts (sentence-transformers' batch size, and [`crate::MiniLmSettings`]'), no
+    /// waiting (a text that finds the model idle goes at once: under load the queue fills the
+    /// next batch while the current ones run), two batches at once (`MiniLmSettings`'
+    /// concurrency on two or more cores: one batch's forward pass keeps one core busy).
     fn default() -> Self {
-        Self { max_texts: 32, max_wait: Duration::from_millis(5) }
+        Self { max_texts: 32, max_wait: Duration::ZERO, max_in_flight: 2 }
     }
 }
 
@@ -45,8 +51,9 @@ struct Request {
 }
 
 /// An [`Embedder`] that gathers the texts of concurrent calls into batches for the one it
-/// wraps: one batch at a time, each of at most [`BatchSettings::max_texts`] texts, closed
-/// [`BatchSettings::max_wait`] after its first text arrived or when full. Every caller gets
+/// wraps: at most [`BatchSettings::max_in_flight`] batches at a time, each of at most
+/// [`BatchSettings::max_texts`] texts, closed [`BatchSettings::max_wait`] after its first
+/// text arrived or when full. Every caller gets
 /// its own vectors, in order, exactly as the wrapped embedder makes them (whose vectors must not
 /// depend on the other texts of a batch: see `MiniLmEmbedder`'s masked pooling).
 ///
@@ -79,7 +86,11 @@ impl<E: Embedder + ?Sized + 'static> BatchingEmbedder<E> {
     /// # Panics
     /// Outside a tokio runtime, where the task that forms the batches cannot be started.
     pub fn new(inner: Arc<E>, settings: BatchSettings) -> Self {
-        let settings = BatchSettings { max_texts: settings.max_texts.max(1), ..settings };
+        let settings = BatchSettings {
+            max_texts: settings.max_texts.max(1),
+            max_in_flight: settings.max_in_flight.max(1),
+            ..settings
+        };
         // Unbounded: every request in it is a caller awaiting its answer, so the callers bound
         // it (and HTTP's own limits bound them).
         let (queue, requests) = mpsc::unbounded_channel();
@@ -117,17 +128,21 @@ impl<E: Embedder + ?Sized + 'static> Embedder for BatchingEmbedder<E> {
     }
 }
 
-/// The loop of the batching task: takes the first waiting request, gathers more until the batch
-/// is full or `max_wait` after that request arrived, embeds the batch, answers, and again.
-/// Requests arriving meanwhile wait in the queue, so under load the next batch is full at once.
+/// The loop of the batching task: waits for a free slot among `max_in_flight`, takes the first
+/// waiting request, gathers more until the batch is full or `max_wait` after that request
+/// arrived, starts embedding the batch (answering its callers when done), and again. Requests
+/// arriving while every slot is busy wait in the queue, so under load the next batch is full
+/// at once.
 async fn form_batches<E: Embedder + ?Sized + 'static>(
     inner: Arc<E>,
     mut requests: mpsc::UnboundedReceiver<Request>,
     settings: BatchSettings,
 ) {
+    let slots = Arc::new(Semaphore::new(settings.max_in_flight));
     // A request that did not fit into the previous batch opens the next one.
     let mut carried: Option<Request> = None;
     loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { return };
         let first = match carried.take() {
             Some(request) => request,
             None => match requests.recv().await {
@@ -162,7 +177,11 @@ async fn form_batches<E: Embedder + ?Sized + 'static>(
             count += request.texts.len();
             batch.push(request);
         }
-        embed_batch(&inner, batch).await;
+        let inner = Arc::clone(&inner);
+        tokio::spawn(async move {
+            embed_batch(&inner, batch).await;
+            drop(slot);
+        });
     }
 }
 
@@ -211,8 +230,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::sync::Mutex;
-
-    use tokio::sync::Semaphore;
 
     use super::*;
 
@@ -268,7 +285,7 @@ mod tests {
     /// Settings where only a full batch closes (the wait is an hour), so what goes into which
     /// batch does not depend on timing.
     fn by_count(max_texts: usize) -> BatchSettings {
-        BatchSettings { max_texts, max_wait: Duration::from_secs(3600) }
+        BatchSettings { max_texts, max_wait: Duration::from_secs(3600), max_in_flight: 1 }
     }
 
     #[tokio::test]
@@ -296,7 +313,7 @@ mod tests {
         let gate = Arc::new(Semaphore::new(0));
         let (model, mut started) = Counting::new(Some(gate.clone()));
         // Batches close when full; the wait only ends the last, partial one.
-        let settings = BatchSettings { max_texts: 4, max_wait: Duration::from_millis(50) };
+        let settings = BatchSettings { max_texts: 4, max_wait: Duration::from_millis(50), max_in_flight: 1 };
         let batcher = BatchingEmbedder::new(model.clone(), settings);
         // A first batch, full at once, is held in the model.
         let first = {
@@ -336,11 +353,55 @@ mod tests {
     async fn a_lone_text_waits_for_company_at_most_max_wait() {
         let (model, _) = Counting::new(None);
         let wait = Duration::from_millis(30);
-        let batcher = BatchingEmbedder::new(model.clone(), BatchSettings { max_texts: 32, max_wait: wait });
+        let batcher = BatchingEmbedder::new(
+            model.clone(),
+            BatchSettings { max_texts: 32, max_wait: wait, max_in_flight: 1 },
+        );
         let started = Instant::now();
         assert_eq!(batcher.embed_query("alone").await.unwrap(), vector_of("alone"));
         assert!(started.elapsed() >= wait, "answered after {:?}", started.elapsed());
         assert_eq!(model.calls(), vec![vec!["alone".to_owned()]]);
+    }
+
+    #[tokio::test]
+    async fn by_default_a_text_that_finds_the_model_idle_goes_at_once() {
+        let gate = Arc::new(Semaphore::new(0));
+        let (model, mut started) = Counting::new(Some(gate.clone()));
+        let batcher = BatchingEmbedder::new(model.clone(), BatchSettings::default());
+        let alone = {
+            let batcher = batcher.clone();
+            tokio::spawn(async move { batcher.embed_query("alone").await.unwrap() })
+        };
+        // With any wait for company it would not have started: nobody else comes.
+        let first = tokio::time::timeout(Duration::from_secs(60), started.recv()).await;
+        assert_eq!(first.expect("the lone text was sent to the model"), Some(1));
+        gate.add_permits(1);
+        assert_eq!(alone.await.unwrap(), vector_of("alone"));
+    }
+
+    #[tokio::test]
+    async fn up_to_max_in_flight_batches_run_at_once_and_the_next_waits_for_one_to_end() {
+        let gate = Arc::new(Semaphore::new(0));
+        let (model, mut started) = Counting::new(Some(gate.clone()));
+        let batcher = BatchingEmbedder::new(model.clone(), BatchSettings { max_in_flight: 2, ..by_count(2) });
+        let ask = |prefix: &'static str| {
+            let batcher = batcher.clone();
+            tokio::spawn(async move { batcher.embed(&texts(prefix, 2)).await.unwrap() })
+        };
+        let callers = [(ask("a"), "a"), (ask("b"), "b"), (ask("c"), "c")];
+        // Two full batches are in the model at once, both held there.
+        assert_eq!(started.recv().await, Some(2));
+        assert_eq!(started.recv().await, Some(2));
+        tokio::task::yield_now().await;
+        assert_eq!(model.calls().len(), 2, "the third batch waits for a free slot");
+        gate.add_permits(100);
+        for (caller, prefix) in callers {
+            assert_eq!(
+                caller.await.unwrap(),
+                texts(prefix, 2).iter().map(|t| vector_of(t)).collect::<Vec<_>>()
+            );
+        }
+        assert_eq!(model.calls().len(), 3);
     }
 
     #[tokio::test]
@@ -391,7 +452,7 @@ mod tests {
     async fn callers_that_went_away_are_left_out_of_the_batch() {
         let gate = Arc::new(Semaphore::new(0));
         let (model, mut started) = Counting::new(Some(gate.clone()));
-        let settings = BatchSettings { max_texts: 2, max_wait: Duration::from_millis(50) };
+        let settings = BatchSettings { max_texts: 2, max_wait: Duration::from_millis(50), max_in_flight: 1 };
         let batcher = BatchingEmbedder::new(model.clone(), settings);
         let first = {
             let batcher = batcher.clone();

@@ -222,7 +222,11 @@ async fn concurrent_callers_batched_together_get_what_each_would_get_alone() {
         alone.push(one(e, text).await);
     }
     // Closed only when every caller's text is in: one batch of them all, whatever the timing.
-    let settings = BatchSettings { max_texts: texts.len(), max_wait: std::time::Duration::from_secs(60) };
+    let settings = BatchSettings {
+        max_texts: texts.len(),
+        max_wait: std::time::Duration::from_secs(60),
+        max_in_flight: 1,
+    };
     let batcher = BatchingEmbedder::new(std::sync::Arc::new(e.clone()), settings);
     let callers: Vec<_> = texts
         .iter()

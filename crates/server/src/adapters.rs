@@ -178,7 +178,11 @@ pub fn build_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
         Model::Lexical(hashing) => return Ok(hashing),
     };
     // The cache outside the batcher: a query found in it does not wait for a batch.
-    let batched: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::new(model, BatchSettings::default()));
+    let settings = BatchSettings {
+        max_wait: std::time::Duration::from_millis(config.embedding_batch_wait_ms),
+        ..BatchSettings::default()
+    };
+    let batched: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::new(model, settings));
     Ok(Arc::new(CachedEmbedder::new(batched, config.embedding_cache_size)))
 }
 

@@ -229,6 +229,9 @@ pub struct Config {
     /// Search queries whose vectors each process keeps (least recently used first out), so a
     /// repeated query skips the model; 0 keeps none.
     pub embedding_cache_size: usize,
+    /// How long, in milliseconds, a batch of texts to embed waits for more texts after its
+    /// first arrived (a full batch of 32 goes at once); 0 sends what is waiting at once.
+    pub embedding_batch_wait_ms: u64,
     /// Age, in days, at which a memory's recency weight has halved in search ranking.
     pub memory_recency_half_life_days: f64,
     /// Most tokens of conversation history sent with a message.
@@ -353,6 +356,7 @@ impl Default for Config {
             embedding_dimension: 1536,
             embedding_timeout_secs: 30,
             embedding_cache_size: 10_000,
+            embedding_batch_wait_ms: 0,
             memory_recency_half_life_days: 30.0,
             chat_max_tokens: 1024,
             chat_history_tokens: 4000,
@@ -429,6 +433,10 @@ impl Config {
         anyhow::ensure!(
             (1..=60_000).contains(&self.redis_timeout_ms),
             "AGENTRY_REDIS_TIMEOUT_MS must be from 1 to 60000"
+        );
+        anyhow::ensure!(
+            self.embedding_batch_wait_ms <= 1000,
+            "AGENTRY_EMBEDDING_BATCH_WAIT_MS must be from 0 to 1000"
         );
         anyhow::ensure!(self.auth_rate_per_minute >= 1, "AGENTRY_AUTH_RATE_PER_MINUTE must be at least 1");
         anyhow::ensure!(
@@ -649,6 +657,7 @@ mod tests {
         assert_eq!(c.database_url, "sqlite://data/agentry.db");
         assert!(c.migrates_on_start());
         assert_eq!(c.embedding_cache_size, 10_000);
+        assert_eq!(c.embedding_batch_wait_ms, 0);
         c.validate().unwrap();
     }
 
@@ -725,8 +734,10 @@ mod tests {
             jail.set_env("AGENTRY_WELCOME_CREDITS", "0042");
             jail.set_env("AGENTRY_WEBHOOK_ALLOW_INSECURE", "true");
             jail.set_env("AGENTRY_EMBEDDING_CACHE_SIZE", "0");
+            jail.set_env("AGENTRY_EMBEDDING_BATCH_WAIT_MS", "5");
             let c = Config::load(Path::new("none.toml")).map_err(|e| e.to_string())?;
             assert_eq!(c.embedding_cache_size, 0);
+            assert_eq!(c.embedding_batch_wait_ms, 5);
             assert_eq!(c.redis_key_prefix, "2026");
             assert_eq!(c.secret_key.as_ref().map(|k| k.expose_secret().to_owned()), Some(digits.clone()));
             assert_eq!(c.jwt_secret.as_ref().map(|k| k.expose_secret().to_owned()), Some(digits));
@@ -750,6 +761,10 @@ mod tests {
             jail.set_env("AGENTRY_DATABASE_URL", "mysql://x");
             let err = Config::load(Path::new("none.toml")).unwrap_err().to_string();
             assert!(err.contains("unsupported database URL"), "{err}");
+            jail.set_env("AGENTRY_DATABASE_URL", "sqlite://data/agentry.db");
+            jail.set_env("AGENTRY_EMBEDDING_BATCH_WAIT_MS", "1001");
+            let err = Config::load(Path::new("none.toml")).unwrap_err().to_string();
+            assert!(err.contains("AGENTRY_EMBEDDING_BATCH_WAIT_MS"), "{err}");
             Ok(())
         });
     }
