@@ -1,0 +1,1 @@
+ALTER INDEX memory_entries_search_idx SET (fastupdate = on);
