@@ -6,9 +6,9 @@
 # Beside GET /api/v1/agents and chat over 32 tenants, the database's own limit for the same work:
 # on PostgreSQL, pgbench -M prepared running exactly the statements the route sends per request
 # (scripts/bench/pg/*.sql, one copy per benchmark tenant, chosen at random per transaction) with
-# as many clients as the service has request connections, for as long as wrk ran; on SQLite
-# (GET /api/v1/agents), the same statements in a Rust loop on as many threads as the service
-# serves requests with (crates/store/examples/sqlite_baseline.rs). The route's req/s is printed
+# as many clients as the service has request connections, for as long as wrk ran; on SQLite,
+# the same statements in a Rust loop on as many threads as the service serves requests with
+# (crates/store/examples/sqlite_baseline.rs). The route's req/s is printed
 # against that baseline's, with their ratio.
 #
 # Then SmolLM2 in process (scripts/bench.sh llm: load, prefill, generated tokens/s against the
@@ -177,22 +177,37 @@ c = json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
 print(c["sub"], c["sid"])' "$1"
 }
 
-# pgbench -M prepared on SCRIPT (scripts/bench/pg/), one copy per tenant of IDS ("token tenant
-# agent" lines) with that tenant's ids in place, pgbench drawing a copy at random for each
-# transaction; as many clients as the service's request connections, planned generically as
-# the service's connections plan (plan_cache_mode). Prints transactions per second.
+# pgbench -M prepared on SCRIPT (scripts/bench/pg/), with the ids of the tenants of IDS ("token
+# tenant agent" lines) in place: one script in which each transaction takes the tenants in turn
+# (`\if` branches, one per tenant), as the wrk script does, so that no two clients start on the
+# same tenant's row; as many clients as the service's request connections, planned generically
+# as the service's connections plan (plan_cache_mode) and, as they do, without TLS. Prints
+# transactions per second.
 pg_baseline() { # url script ids
-    local files=() user family i=0 name
+    local user family name count script
     name=$(basename "$2" .sql)
+    script="$workdir/pg-$name.sql"
+    count=$(wc -l <"$3")
+    # The meta-commands (\set) once, then the statements once per tenant.
+    { grep '^\\' "$2" || true; } >"$script"
+    [ "$count" -gt 1 ] && echo "\\set tenant (:client_id + :n) % $count" >>"$script"
+    local i=0
     while read -r tok ten agt; do
         read -r user family < <(token_ids "$tok")
+        if [ "$count" -gt 1 ]; then
+            if [ "$i" -eq 0 ]; then echo "\\if :tenant = 0"; else echo "\\elif :tenant = $i"; fi
+        fi
+        grep -v '^\\' "$2" | grep -v '^--' |
+            sed -e "s/:bench_user\b/'$user'/g; s/:bench_family\b/'$family'/g" \
+                -e "s/:bench_tenant\b/'$ten'/g; s/:bench_agent\b/'$agt'/g"
         i=$((i + 1))
-        sed -e "s/:bench_user\b/'$user'/g; s/:bench_family\b/'$family'/g" \
-            -e "s/:bench_tenant\b/'$ten'/g; s/:bench_agent\b/'$agt'/g" "$2" >"$workdir/pg-$name-$i.sql"
-        files+=(-f "$workdir/pg-$name-$i.sql@1")
-    done <"$3"
+    done <"$3" >>"$script"
+    [ "$count" -gt 1 ] && echo "\\endif" >>"$script"
+    # Without TLS, as the service connects (libpq would otherwise negotiate it on TCP).
+    local url="$1?sslmode=disable"
+    [[ "$1" == *\?* ]] && url="$1&sslmode=disable"
     PGOPTIONS="-c plan_cache_mode=force_generic_plan" pgbench -n -M prepared -c "$(request_connections)" \
-        -j "$threads" -T "$(duration_seconds)" -D run=$((RANDOM % 9000 + 1)) -D n=0 "${files[@]}" "$1" |
+        -j "$threads" -T "$(duration_seconds)" -D run=$((RANDOM % 9000 + 1)) -D n=0 -f "$script" "$url" |
         awk '/^tps/ {printf "%.0f\n", $3}'
 }
 
@@ -201,7 +216,19 @@ sqlite_agents_baseline() { # url ids
     local tok ten agt user family
     read -r tok ten agt <"$2"
     read -r user family < <(token_ids "$tok")
-    "$sqlite_baseline" "${1#sqlite://}" "$(service_workers)" "$(duration_seconds)" "$user" "$family" "$ten"
+    "$sqlite_baseline" agents "${1#sqlite://}" "$(service_workers)" "$(duration_seconds)" "$user" "$family" "$ten"
+}
+
+# The SQLite loop over a chat's statements, over the tenants of IDS in turn, on as many threads
+# as wrk has connections: a chat's writes wait for the writer's commit, and how many chats wait
+# at once decides how many share a commit (the service's 64 are requests in flight, not threads).
+sqlite_chat_baseline() { # url ids
+    local tok ten agt user family
+    while read -r tok ten agt; do
+        read -r user family < <(token_ids "$tok")
+        echo "$user $family $ten $agt"
+    done <"$2" >"$workdir/sqlite-chat-ids.txt"
+    "$sqlite_baseline" chat "${1#sqlite://}" "$connections" "$(duration_seconds)" "$workdir/sqlite-chat-ids.txt"
 }
 
 # A route against its database's baseline, into $workdir/baselines.txt.
@@ -252,33 +279,50 @@ bench_backend() { # name url
     prepare_tenants "$2"
     read -r h_rps h_p50 h_p99 h_err < <(run_wrk "$base/healthz")
     report "$1" "GET /healthz" "$h_rps" "$h_p50" "$h_p99" "$h_err" "$h_rps"
-    read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/agents")
-    report "$1" "GET /api/v1/agents" "$rps" "$p50" "$p99" "$err" "$h_rps"
-    case "$2" in
-    postgres*)
-        report_baseline "$1" "GET /api/v1/agents" "$rps" "$(pg_baseline "$2" scripts/bench/pg/agents.sql \
-            "$workdir/ids-agents.txt")" "pgbench -M prepared -c $(request_connections) scripts/bench/pg/agents.sql"
-        ;;
-    sqlite*)
-        report_baseline "$1" "GET /api/v1/agents" "$rps" "$(sqlite_agents_baseline "$2" "$workdir/ids-agents.txt")" \
-            "examples/sqlite_baseline, $(service_workers) threads"
-        ;;
-    esac
+    local agents_rps chat32_rps
+    read -r agents_rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/agents")
+    report "$1" "GET /api/v1/agents" "$agents_rps" "$p50" "$p99" "$err" "$h_rps"
     read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" "$base/api/v1/auth/me")
     report "$1" "GET /api/v1/auth/me" "$rps" "$p50" "$p99" "$err" "$h_rps"
     read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/chat.lua" \
         "$base/api/v1/agents/$agent/chat")
     report "$1" "POST chat (1 tenant)" "$rps" "$p50" "$p99" "$err" "$h_rps"
-    read -r rps p50 p99 err < <(run_wrk -s "$workdir/chat32.lua" "$base")
-    report "$1" "POST chat (32 tenants)" "$rps" "$p50" "$p99" "$err" "$h_rps"
+    read -r chat32_rps p50 p99 err < <(run_wrk -s "$workdir/chat32.lua" "$base")
+    report "$1" "POST chat (32 tenants)" "$chat32_rps" "$p50" "$p99" "$err" "$h_rps"
+    # The baselines run on the same database once the service has stopped, so that neither its
+    # background work (the outbox's fan-out of the chats' events) nor its idle threads share
+    # the CPUs or the database with them.
+    stop_server
     case "$2" in
     postgres*)
-        report_baseline "$1" "POST chat (32 tenants)" "$rps" "$(pg_baseline "$2" scripts/bench/pg/chat.sql \
+        report_baseline "$1" "GET /api/v1/agents" "$agents_rps" "$(pg_baseline "$2" scripts/bench/pg/agents.sql \
+            "$workdir/ids-agents.txt")" "pgbench -M prepared -c $(request_connections) scripts/bench/pg/agents.sql"
+        report_baseline "$1" "POST chat (32 tenants)" "$chat32_rps" "$(pg_baseline "$2" scripts/bench/pg/chat.sql \
             "$workdir/ids-chat32.txt")" "pgbench -M prepared -c $(request_connections) scripts/bench/pg/chat.sql × 32 tenants"
         ;;
+    sqlite*)
+        report_baseline "$1" "GET /api/v1/agents" "$agents_rps" "$(sqlite_agents_baseline "$2" "$workdir/ids-agents.txt")" \
+            "examples/sqlite_baseline agents, $(service_workers) threads"
+        report_baseline "$1" "POST chat (32 tenants)" "$chat32_rps" "$(sqlite_chat_baseline "$2" "$workdir/ids-chat32.txt")" \
+            "examples/sqlite_baseline chat, $connections threads, 32 tenants"
+        ;;
     esac
-    stop_server
     print_baselines
+}
+
+# Lua for a wrk script whose requests each need a number of their own, distinct across the
+# runs of one server: `offset + n`, where `n` counts a thread's requests and `offset` sets the
+# threads and the runs (RUN, 1 to 9) apart. Seven digits at most: a handful of tokens in a query.
+lua_thread_numbers() { # run
+    cat <<LUA
+local threads = 0
+function setup(thread)
+    threads = threads + 1
+    thread:set("offset", ${1:-1} * 1000000 + threads * 100000)
+end
+offset = 0
+n = 0
+LUA
 }
 
 # Memory: ingestion with the real model, search over 10,000 and 100,000 entries of one agent
@@ -294,21 +338,34 @@ bench_memory() { # name url
     dim=$(curl -fs "$base/readyz" | json_field '["embedding"]["dimension"]')
     read -r h_rps _ < <(run_wrk "$base/healthz")
     cat >"$workdir/ingest.lua" <<LUA
-local n = 0
+$(lua_thread_numbers)
 request = function()
     n = n + 1
-    local body = '{"agent_id": "$other", "content": "Customer note ' .. n .. ': prefers delivery on weekday mornings and pays by invoice."}'
+    local body = '{"agent_id": "$other", "content": "Customer note ' .. (offset + n) .. ': prefers delivery on weekday mornings and pays by invoice."}'
     return wrk.format("POST", "/api/v1/memory", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer $token"}, body)
 end
 LUA
     read -r rps p50 p99 err < <(run_wrk -s "$workdir/ingest.lua" "$base")
     report "$1" "POST /memory (ingest)" "$rps" "$p50" "$p99" "$err" "$h_rps"
-    cat >"$workdir/search.lua" <<LUA
+    # Searches whose queries differ (a customer number in each), so that every one is embedded:
+    # the query cache would otherwise answer all but the first. The repeated query, which the
+    # cache answers, is measured apart.
+    search_lua() { # run (1 to 9)
+        cat <<LUA
+$(lua_thread_numbers "$1")
+request = function()
+    n = n + 1
+    local body = '{"agent_id": "$agent", "query": "when does customer ' .. (offset + n) .. ' want the delivery of the laptop?", "top_k": 5}'
+    return wrk.format("POST", "/api/v1/memory/search", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer $token"}, body)
+end
+LUA
+    }
+    cat >"$workdir/search-repeated.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '{"agent_id": "$agent", "query": "when does the customer want the delivery of the laptop?", "top_k": 5}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
-    local have=0
+    local have=0 run=2
     for size in 10000 100000; do
         "$fill" "$2" "$tenant" "$agent" $((size - have)) "$model" "$dim" >/dev/null
         have=$size
@@ -318,12 +375,17 @@ LUA
         curl -fs -X POST "$base/api/v1/memory/search" -H "Authorization: Bearer $token" \
             -H 'content-type: application/json' -d '{"agent_id": "'"$agent"'", "query": "warm up"}' >/dev/null
         # One client at a time: the latency of a search, not of a queue of them.
-        read -r rps p50 p99 err < <(threads=1 connections=1 run_wrk -H "Authorization: Bearer $token" \
-            -s "$workdir/search.lua" "$base/api/v1/memory/search")
+        search_lua "$run" >"$workdir/search.lua"
+        read -r rps p50 p99 err < <(threads=1 connections=1 run_wrk -s "$workdir/search.lua" "$base")
         report "$1" "search ${size} (1 client)" "$rps" "$p50" "$p99" "$err" "$h_rps"
-        read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/search.lua" "$base/api/v1/memory/search")
+        search_lua "$((run + 1))" >"$workdir/search.lua"
+        run=$((run + 2))
+        read -r rps p50 p99 err < <(run_wrk -s "$workdir/search.lua" "$base")
         report "$1" "search ${size}" "$rps" "$p50" "$p99" "$err" "$h_rps"
     done
+    read -r rps p50 p99 err < <(run_wrk -H "Authorization: Bearer $token" -s "$workdir/search-repeated.lua" \
+        "$base/api/v1/memory/search")
+    report "$1" "search ${size}, one query" "$rps" "$p50" "$p99" "$err" "$h_rps"
     python3 scripts/memory_quality.py "$base" "$1 $(curl -fs "$base/readyz" | json_field '["embedding"]["provider"]')" "$token" \
         >>"$workdir/quality.txt"
     stop_server

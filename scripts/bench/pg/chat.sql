@@ -3,9 +3,9 @@
 -- principal; agents.rs: the agent; memory.rs: the tenant's memory version; credits.rs: the
 -- hold; conversations.rs: the exchange, which releases the hold and writes the session, both
 -- messages, both events, the settlement and its ledger entry). Run by scripts/bench.sh through
--- pgbench -M prepared, one copy of this file per benchmark tenant with :bench_user,
--- :bench_family, :bench_tenant and :bench_agent replaced by its ids, pgbench choosing a tenant
--- at random for each transaction. The new rows' ids are made from a per-client counter
+-- pgbench -M prepared, the statements once per benchmark tenant with :bench_user,
+-- :bench_family, :bench_tenant and :bench_agent replaced by its ids, each transaction taking
+-- the tenants in turn (one `\if` branch per tenant). The new rows' ids are made from a per-client counter
 -- (-D run=N -D n=0: unique within a run and across runs on one database), the messages and
 -- events are those of the benchmark's chat, and the figures (2 credits wanted, at least 1,
 -- 1 charged) those of its reply.
