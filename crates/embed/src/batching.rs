@@ -16,6 +16,7 @@ use std::time::Duration;
 use agentry_domain::memory::{EmbedError, Embedder, EmbeddingModel};
 use async_trait::async_trait;
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// How batches are formed.
@@ -139,10 +140,15 @@ async fn form_batches<E: Embedder + ?Sized + 'static>(
     settings: BatchSettings,
 ) {
     let slots = Arc::new(Semaphore::new(settings.max_in_flight));
+    // The batches being embedded, owned by this task: when it ends (the embedder was dropped),
+    // they are aborted with it rather than left running.
+    let mut running = JoinSet::new();
     // A request that did not fit into the previous batch opens the next one.
     let mut carried: Option<Request> = None;
     loop {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { return };
+        // Batches that ended since: nothing to read from them (each answered its callers).
+        while running.try_join_next().is_some() {}
         let first = match carried.take() {
             Some(request) => request,
             None => match requests.recv().await {
@@ -178,7 +184,7 @@ async fn form_batches<E: Embedder + ?Sized + 'static>(
             batch.push(request);
         }
         let inner = Arc::clone(&inner);
-        tokio::spawn(async move {
+        running.spawn(async move {
             embed_batch(&inner, batch).await;
             drop(slot);
         });
@@ -207,8 +213,8 @@ async fn embed_batch<E: Embedder + ?Sized + 'static>(inner: &Arc<E>, batch: Vec<
         .collect();
     let wanted = unique.len();
     let model = Arc::clone(inner);
-    // On a task of its own, so that a panic in the model fails this batch's callers, not every
-    // later one with the batching task.
+    // On a task of its own, so that a panic in the model answers this batch's callers with an
+    // error that says so (rather than dropping their answers unsent).
     let result = match tokio::spawn(async move { model.embed(&unique).await }).await {
         Ok(Ok(vectors)) if vectors.len() == wanted => Ok(vectors),
         Ok(Ok(vectors)) => Err(EmbedError::Model(format!("{} vectors for {wanted} texts", vectors.len()))),
