@@ -218,9 +218,12 @@ type Unit = Box<dyn FnOnce(&mut SqliteConnection) -> anyhow::Result<i64> + Send>
 /// The most units in one transaction, as in the service's writer.
 const MAX_GROUP: usize = 64;
 
-/// The way to the writer thread: a unit and where its answer goes once its group committed.
+/// A unit waiting for the writer, with where its answer goes once its group committed.
+type Queued = (Unit, mpsc::SyncSender<anyhow::Result<i64>>);
+
+/// The way to the writer thread.
 #[derive(Clone)]
-struct Writer(mpsc::Sender<(Unit, mpsc::SyncSender<anyhow::Result<i64>>)>);
+struct Writer(mpsc::Sender<Queued>);
 
 impl Writer {
     /// Runs `unit` in the writer's next group and waits for the group's commit.
@@ -233,10 +236,7 @@ impl Writer {
 
 /// The writer thread's loop: the units waiting when it is free, in one transaction, then each
 /// unit's answer, until every [`Writer`] is dropped.
-fn write_in_groups(
-    mut conn: SqliteConnection,
-    units: &mpsc::Receiver<(Unit, mpsc::SyncSender<anyhow::Result<i64>>)>,
-) -> anyhow::Result<()> {
+fn write_in_groups(mut conn: SqliteConnection, units: &mpsc::Receiver<Queued>) -> anyhow::Result<()> {
     while let Ok(first) = units.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
