@@ -310,18 +310,24 @@ bench_backend() { # name url
     print_baselines
 }
 
-# Lua for a wrk script whose requests each need a number of their own, distinct across the
-# runs of one server: `offset + n`, where `n` counts a thread's requests and `offset` sets the
-# threads and the runs (RUN, 1 to 9) apart. Seven digits at most: a handful of tokens in a query.
-lua_thread_numbers() { # run
+# A wrk script of POSTs to PATH (as the bench tenant's $token), each body BEFORE, a number of its
+# own, AFTER: distinct across the runs of one server, `offset + n`, where `n` counts a thread's
+# requests and `offset` sets the threads and the runs (RUN, 1 to 9) apart. Seven digits at
+# most: a handful of tokens in a text.
+lua_numbered_posts() { # run path before after
     cat <<LUA
 local threads = 0
 function setup(thread)
     threads = threads + 1
-    thread:set("offset", ${1:-1} * 1000000 + threads * 100000)
+    thread:set("offset", $1 * 1000000 + threads * 100000)
 end
 offset = 0
 n = 0
+request = function()
+    n = n + 1
+    local body = '$3' .. (offset + n) .. '$4'
+    return wrk.format("POST", "$2", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer $token"}, body)
+end
 LUA
 }
 
@@ -337,28 +343,16 @@ bench_memory() { # name url
     model=$(curl -fs "$base/readyz" | json_field '["embedding"]["model"]')
     dim=$(curl -fs "$base/readyz" | json_field '["embedding"]["dimension"]')
     read -r h_rps _ < <(run_wrk "$base/healthz")
-    cat >"$workdir/ingest.lua" <<LUA
-$(lua_thread_numbers)
-request = function()
-    n = n + 1
-    local body = '{"agent_id": "$other", "content": "Customer note ' .. (offset + n) .. ': prefers delivery on weekday mornings and pays by invoice."}'
-    return wrk.format("POST", "/api/v1/memory", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer $token"}, body)
-end
-LUA
+    lua_numbered_posts 1 /api/v1/memory '{"agent_id": "'"$other"'", "content": "Customer note ' \
+        ': prefers delivery on weekday mornings and pays by invoice."}' >"$workdir/ingest.lua"
     read -r rps p50 p99 err < <(run_wrk -s "$workdir/ingest.lua" "$base")
     report "$1" "POST /memory (ingest)" "$rps" "$p50" "$p99" "$err" "$h_rps"
     # Searches whose queries differ (a customer number in each), so that every one is embedded:
     # the query cache would otherwise answer all but the first. The repeated query, which the
     # cache answers, is measured apart.
-    search_lua() { # run (1 to 9)
-        cat <<LUA
-$(lua_thread_numbers "$1")
-request = function()
-    n = n + 1
-    local body = '{"agent_id": "$agent", "query": "when does customer ' .. (offset + n) .. ' want the delivery of the laptop?", "top_k": 5}'
-    return wrk.format("POST", "/api/v1/memory/search", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer $token"}, body)
-end
-LUA
+    search_lua() { # run (2 to 9)
+        lua_numbered_posts "$1" /api/v1/memory/search '{"agent_id": "'"$agent"'", "query": "when does customer ' \
+            ' want the delivery of the laptop?", "top_k": 5}'
     }
     cat >"$workdir/search-repeated.lua" <<LUA
 wrk.method = "POST"
