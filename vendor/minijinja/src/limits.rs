@@ -13,6 +13,15 @@
 //! - the render's deadline has not passed (checked with the fuel, per instruction).
 //!
 //! Without limits in force nothing is checked, so the engine behaves as upstream's.
+//!
+//! Compiling a template folds its constant expressions (`'x' * 3` becomes `'xxx'`), which runs
+//! the same operations before any render, on the thread that compiles. Folding is bounded
+//! whether or not limits are in force ([`fold`]): a folded value is at most
+//! [`MAX_FOLDED_BYTES`] (a larger one is left to the render, whose limits then apply), the
+//! values one compilation keeps folded add up to at most [`MAX_FOLDED_TOTAL_BYTES`], and nothing
+//! larger is ever allocated to find that out. A fold refused because its value would exceed the
+//! limits in force marks them as hit ([`value_limit_hit`]), so a caller that compiles under
+//! limits learns that the template can never render.
 
 use std::cell::Cell;
 use std::fmt;
@@ -43,6 +52,41 @@ struct Active {
 
 thread_local! {
     static ACTIVE: Cell<Option<Active>> = const { Cell::new(None) };
+    /// Whether the operations under way are a constant fold of the compiler ([`fold`]).
+    static FOLDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The largest value (a string's bytes, a sequence's items) the compiler builds by folding a
+/// constant expression; a larger one is computed by the render, under its limits.
+pub const MAX_FOLDED_BYTES: usize = 4 * 1024;
+
+/// The most bytes the folded constants of one compilation may add up to; past it, constant
+/// expressions are compiled as code and computed by the render.
+pub const MAX_FOLDED_TOTAL_BYTES: usize = 256 * 1024;
+
+/// Runs a constant fold of the compiler: every operation it runs refuses, before allocating,
+/// a value over [`MAX_FOLDED_BYTES`] (and one over the limits in force, marking them as hit),
+/// so `f` returns `None` instead of building it.
+pub(crate) fn fold<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FOLDING.with(|folding| folding.set(self.0));
+        }
+    }
+    let _restore = Restore(FOLDING.with(|folding| folding.replace(true)));
+    f()
+}
+
+/// The bytes a folded constant keeps: a string's length, 16 per sequence or map item.
+pub(crate) fn folded_size(value: &Value) -> usize {
+    match value.kind() {
+        ValueKind::String => value.as_str().map_or(0, str::len),
+        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => {
+            value.len().unwrap_or(0).saturating_mul(16)
+        }
+        _ => 0,
+    }
 }
 
 /// Runs `f` with `limits` in force on this thread, restoring what was in force before.
@@ -67,7 +111,8 @@ pub fn value_limit_hit() -> bool {
     ACTIVE.with(Cell::get).is_some_and(|a| a.overflowed)
 }
 
-/// Checks that a value of `len` bytes (or items) may be built.
+/// Checks that a value of `len` bytes (or items) may be built: within the limits in force,
+/// and within [`MAX_FOLDED_BYTES`] while folding.
 pub(crate) fn check_len(len: usize) -> Result<(), Error> {
     ACTIVE.with(|cell| match cell.get() {
         Some(mut a) if len > a.limits.max_value_bytes => {
@@ -75,6 +120,10 @@ pub(crate) fn check_len(len: usize) -> Result<(), Error> {
             cell.set(Some(a));
             Err(too_large(a.limits.max_value_bytes))
         }
+        _ if len > MAX_FOLDED_BYTES && FOLDING.with(Cell::get) => Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "the constant is too large to fold; it is computed when rendered",
+        )),
         _ => Ok(()),
     })
 }

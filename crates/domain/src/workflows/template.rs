@@ -476,8 +476,20 @@ pub struct TemplateSyntaxError(pub String);
 /// # Errors
 /// [`TemplateSyntaxError`] with MiniJinja's reason and, for a template of several lines, the line.
 pub fn analyze(source: &str) -> Result<TemplateRefs, TemplateSyntaxError> {
-    let template =
-        engine().template_from_str(source).map_err(|e| TemplateSyntaxError(describe(&e, source)))?;
+    // Compiled under a render's limits: compiling folds constant expressions, and a constant
+    // past the largest value (`'x' * 99999999`) is refused here, when it is saved, rather than
+    // at every render. The engine never builds it to find out (`vendor/minijinja/PATCHES.md`).
+    let limits =
+        Limits { max_value_bytes: MAX_RENDERED_BYTES, max_total_bytes: MAX_BUILT_BYTES, deadline: None };
+    let template = with_limits(limits, || {
+        let compiled = engine().template_from_str(source);
+        if minijinja::limits::value_limit_hit() {
+            return Err(TemplateSyntaxError(format!(
+                "a constant expression builds a value over {MAX_RENDERED_BYTES} bytes, so it can never render"
+            )));
+        }
+        compiled.map_err(|e| TemplateSyntaxError(describe(&e, source)))
+    })?;
     let mut refs = TemplateRefs::default();
     for var in template.undeclared_variables(true) {
         let mut segments = var.split('.');

@@ -124,6 +124,9 @@ pub struct CodeGenerator<'source> {
     filter_local_ids: BTreeMap<&'source str, LocalId>,
     test_local_ids: BTreeMap<&'source str, LocalId>,
     raw_template_bytes: usize,
+    /// The bytes of folded constants this compilation may still keep (see
+    /// `limits::MAX_FOLDED_TOTAL_BYTES`).
+    fold_budget: usize,
 }
 
 impl<'source> CodeGenerator<'source> {
@@ -138,6 +141,7 @@ impl<'source> CodeGenerator<'source> {
             filter_local_ids: BTreeMap::new(),
             test_local_ids: BTreeMap::new(),
             raw_template_bytes: 0,
+            fold_budget: crate::limits::MAX_FOLDED_TOTAL_BYTES,
         }
     }
 
@@ -188,6 +192,7 @@ impl<'source> CodeGenerator<'source> {
         let mut sub = CodeGenerator::new(self.instructions.name(), self.instructions.source());
         sub.current_line = self.current_line;
         sub.span_stack = self.span_stack.last().copied().into_iter().collect();
+        sub.fold_budget = self.fold_budget;
         sub
     }
 
@@ -195,6 +200,7 @@ impl<'source> CodeGenerator<'source> {
     #[cfg(feature = "multi_template")]
     fn finish_subgenerator(&mut self, sub: CodeGenerator<'source>) -> Instructions<'source> {
         self.current_line = sub.current_line;
+        self.fold_budget = sub.fold_budget;
         let (instructions, blocks) = sub.finish();
         self.blocks.extend(blocks);
         instructions
@@ -663,12 +669,28 @@ impl<'source> CodeGenerator<'source> {
         }
     }
 
+    /// The value of `expr` when it is a constant the compilation may keep: literals always
+    /// (they are the source's own size), a folded expression within the bounds of
+    /// `limits::fold` and this compilation's remaining budget.
+    fn fold(&mut self, expr: &ast::Expr<'source>) -> Option<Value> {
+        if let ast::Expr::Const(c) = expr {
+            return Some(c.value.clone());
+        }
+        let value = crate::limits::fold(|| expr.as_const())?;
+        let size = crate::limits::folded_size(&value);
+        if size > self.fold_budget {
+            return None;
+        }
+        self.fold_budget -= size;
+        Some(value)
+    }
+
     /// Compiles an expression.
     pub fn compile_expr(&mut self, expr: &ast::Expr<'source>) {
         // try to do constant folding
-        if let Some(v) = expr.as_const() {
+        if let Some(v) = self.fold(expr) {
             self.set_line_from_span(expr.span());
-            self.add(Instruction::LoadConst(v.clone()));
+            self.add(Instruction::LoadConst(v));
             return;
         }
 
