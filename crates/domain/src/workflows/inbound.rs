@@ -159,7 +159,16 @@ pub fn header_object<N: AsRef<str>, V: AsRef<str>>(
 /// # Errors
 /// [`InboundError::Invalid`] naming the field within `body` (`body.user.name`).
 pub fn check_storable(input: &Value) -> Result<(), InboundError> {
-    crate::storable::check(input, "body").map_err(|e| InboundError::Invalid(ValidationErrors::one(e)))
+    check_storable_as(input, "body")
+}
+
+/// [`check_storable`] for what templates read as `trigger` (the call's query, headers and
+/// body), naming the field within `trigger`.
+///
+/// # Errors
+/// [`InboundError::Invalid`] naming the field (`trigger.query.q`).
+pub fn check_storable_as(value: &Value, root: &str) -> Result<(), InboundError> {
+    crate::storable::check(value, root).map_err(|e| InboundError::Invalid(ValidationErrors::one(e)))
 }
 
 /// Counts an inbound call against its tenant's plan limit, as an authenticated request of the

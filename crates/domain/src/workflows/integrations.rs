@@ -306,7 +306,7 @@ impl IntegrationService {
             "headers": header_object(headers, &[]),
         });
         check_storable(&input)?;
-        check_storable(&details)?;
+        inbound::check_storable_as(&details, "trigger")?;
         let workflow = &target.workflow;
         if !workflow.is_active {
             return Err(InboundError::Inactive);

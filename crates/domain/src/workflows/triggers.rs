@@ -354,7 +354,10 @@ pub fn call_input(call: &TriggerCall) -> Result<(Value, Value), InboundError> {
         "headers": header_object(headers, &["x-webhook-secret", "x-service-signature"]),
         "body": body,
     });
-    check_storable(&trigger)?;
+    // The body first, named as the caller sent it (`body.name`); then the rest of what the call
+    // carried (a query parameter: `trigger.query.q`).
+    check_storable(&input)?;
+    inbound::check_storable_as(&trigger, "trigger")?;
     Ok((input, trigger))
 }
 

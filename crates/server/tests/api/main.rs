@@ -18,6 +18,7 @@ mod integrations;
 mod limits;
 mod memory;
 mod metrics;
+mod nul_bodies;
 mod openai;
 mod operations;
 mod probes;
