@@ -76,7 +76,21 @@ impl CronSpec {
             ));
         });
         match (cron, zone) {
-            (Ok(cron), Ok(zone)) => Ok(Self { cron, zone }),
+            (Ok(cron), Ok(zone)) => {
+                let spec = Self { cron, zone };
+                // An expression may parse and still name no date at all (`0 0 31 2 *`): refused
+                // rather than stored as a schedule that never runs. The ticks of an expression
+                // recur every four years at most, so any starting point finds one if any exists.
+                if spec.next_after(DateTime::UNIX_EPOCH).is_none() {
+                    errors.push(FieldError::new(
+                        "cron",
+                        FieldErrorKind::InvalidValue,
+                        "cron never matches a date (such as the 31st of February), so it would never run",
+                    ));
+                    return Err(errors);
+                }
+                Ok(spec)
+            }
             _ => Err(errors),
         }
     }

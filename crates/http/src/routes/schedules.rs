@@ -54,8 +54,10 @@ fn flag(raw: Value) -> Result<bool, FieldError> {
     })
 }
 
-/// A new schedule.
+/// A new schedule. A field it does not know is refused (a misspelt `is_actve` would otherwise
+/// leave a schedule running that its author meant to pause).
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateScheduleRequest {
     /// A standard 5-field cron expression (minute hour day-of-month month day-of-week), or
     /// `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`.
@@ -74,8 +76,9 @@ pub struct CreateScheduleRequest {
 }
 
 /// A change of a schedule: absent fields stay. A new expression or zone, or resuming, computes
-/// the next tick from now.
+/// the next tick from now. A field it does not know is refused.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateScheduleRequest {
     /// A new cron expression.
     #[schema(value_type = Option<String>, min_length = 1, max_length = 100)]

@@ -141,6 +141,12 @@ async fn schedules_are_validated_and_scoped_to_their_tenant() {
                 (json!({"cron": "* * * *"}), vec!["cron"]),
                 (json!({"cron": "* * * * *", "timezone": "Mars/Olympus"}), vec!["timezone"]),
                 (json!({"cron": 5, "input": [1], "is_active": "yes"}), vec!["cron", "input", "is_active"]),
+                // Parses, but names no date: it would never run.
+                (json!({"cron": "0 0 31 2 *"}), vec!["cron"]),
+                // A field schedules do not have (a misspelt `is_active`).
+                (json!({"cron": "* * * * *", "is_actve": false}), vec!["is_actve"]),
+                // U+0000, in the input as anywhere in a body.
+                (json!({"cron": "* * * * *", "input": {"note": "a\u{0}b"}}), vec!["input.note"]),
             ] {
                 let error = json_with_status(app.post_json_with_token(&path, &ada, &body).await, 422).await;
                 let named: Vec<&str> = error["details"]
@@ -160,6 +166,15 @@ async fn schedules_are_validated_and_scoped_to_their_tenant() {
             .await;
             assert_eq!(made["next_run_at"], Value::Null, "paused from the start");
             let one = format!("{path}/{}", made["id"].as_str().unwrap());
+            // An update is read by the same rules.
+            for (body, field) in [
+                (json!({"cron": "0 0 30 2 *"}), "cron"),
+                (json!({"paused": true}), "paused"),
+                (json!({"input": {"note": "a\u{0}b"}}), "input.note"),
+            ] {
+                let error = json_with_status(app.patch_json_with_token(&one, &ada, &body).await, 422).await;
+                assert_eq!(error["details"][0]["field"], field, "{body} → {error}");
+            }
 
             // Another tenant finds neither the workflow's schedules nor the schedule.
             let eve = app.access_token("eve@example.com").await;

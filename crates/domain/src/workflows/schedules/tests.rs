@@ -42,11 +42,19 @@ fn the_next_tick_is_read_in_the_schedules_zone() {
         Some(utc(2026, 11, 28, 8, 0)),
         "strictly after"
     );
-    assert_eq!(
-        CronSpec::parse("0 0 30 2 *", "UTC").unwrap().next_after(t0()),
-        None,
-        "30 February never comes"
-    );
+}
+
+#[test]
+fn an_expression_that_names_no_date_is_refused() {
+    for never in ["0 0 30 2 *", "0 0 31 2 *", "0 0 31 4,6,9,11 *"] {
+        let errors = CronSpec::parse(never, "UTC").unwrap_err();
+        assert_eq!(errors.len(), 1, "{never}");
+        assert_eq!(errors[0].field, "cron");
+        assert!(errors[0].message.contains("never matches"), "{never}: {}", errors[0].message);
+    }
+    // Rare is not never: the 29th of February comes every four years.
+    let leap = CronSpec::parse("0 0 29 2 *", "UTC").unwrap();
+    assert_eq!(leap.next_after(utc(2026, 11, 27, 0, 0)), Some(utc(2028, 2, 29, 0, 0)));
 }
 
 #[test]
