@@ -36,6 +36,19 @@ struct OneTimeTokenRow {
     expires_at: DbTime,
 }
 
+impl From<&OneTimeToken> for OneTimeTokenRow {
+    fn from(token: &OneTimeToken) -> Self {
+        Self {
+            id: token.id.to_string(),
+            user_id: token.user_id.to_string(),
+            purpose: token.purpose.as_str().to_owned(),
+            token_digest: token.digest.as_str().to_owned(),
+            created_at: token.created_at.into(),
+            expires_at: token.expires_at.into(),
+        }
+    }
+}
+
 fn purpose_of(value: &str) -> anyhow::Result<TokenPurpose> {
     match value {
         "password_reset" => Ok(TokenPurpose::PasswordReset),
@@ -47,32 +60,45 @@ fn purpose_of(value: &str) -> anyhow::Result<TokenPurpose> {
 #[async_trait]
 impl OneTimeTokenRepository for OneTimeTokenStore {
     async fn insert(&self, token: &OneTimeToken) -> anyhow::Result<()> {
-        let row = OneTimeTokenRow {
-            id: token.id.to_string(),
-            user_id: token.user_id.to_string(),
-            purpose: token.purpose.as_str().to_owned(),
-            token_digest: token.digest.as_str().to_owned(),
-            created_at: token.created_at.into(),
-            expires_at: token.expires_at.into(),
-        };
+        let row = OneTimeTokenRow::from(token);
         transaction!(self.db, conn => Ok(diesel::insert_into(one_time_tokens::table).values(&row).execute(conn).await?))?;
         Ok(())
     }
 
-    async fn count_issued_since(
+    async fn insert_within_budget(
         &self,
-        user: &UserId,
-        purpose: TokenPurpose,
+        token: &OneTimeToken,
         since: DateTime<Utc>,
-    ) -> anyhow::Result<u64> {
-        let n: i64 = with_conn!(self.db, conn => one_time_tokens::table
-            .filter(one_time_tokens::user_id.eq(user.as_str()))
-            .filter(one_time_tokens::purpose.eq(purpose.as_str()))
-            .filter(one_time_tokens::created_at.ge(DbTime(since)))
-            .count()
-            .get_result(conn)
-            .await)?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        max: u64,
+    ) -> anyhow::Result<bool> {
+        let row = OneTimeTokenRow::from(token);
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let stored = transaction!(self.db, conn => {
+            // A write to the user's row (changing nothing) holds its lock until the end of the
+            // transaction, so concurrent requests for one address, from any instance, count
+            // one after the other, each seeing the tokens the one before stored. (SQLite's one
+            // writer runs them one at a time already.)
+            let locked = diesel::update(users::table.filter(users::id.eq(&row.user_id)))
+                .set(users::updated_at.eq(users::updated_at))
+                .execute(conn)
+                .await?;
+            if locked == 0 {
+                return Ok(false);
+            }
+            let issued: i64 = one_time_tokens::table
+                .filter(one_time_tokens::user_id.eq(&row.user_id))
+                .filter(one_time_tokens::purpose.eq(&row.purpose))
+                .filter(one_time_tokens::created_at.ge(DbTime(since)))
+                .count()
+                .get_result(conn)
+                .await?;
+            if issued >= max {
+                return Ok(false);
+            }
+            diesel::insert_into(one_time_tokens::table).values(&row).execute(conn).await?;
+            Ok(true)
+        })?;
+        Ok(stored)
     }
 
     async fn find_usable(

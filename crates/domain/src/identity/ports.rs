@@ -206,13 +206,15 @@ pub trait OneTimeTokenRepository: Send + Sync {
     /// Stores a new token.
     async fn insert(&self, token: &OneTimeToken) -> anyhow::Result<()>;
 
-    /// How many tokens for `purpose` the user was sent since `since`.
-    async fn count_issued_since(
+    /// Stores `token` only if fewer than `max` tokens for its purpose were issued to its user
+    /// since `since`; whether it was stored. Counting and storing are one decision: MUST let
+    /// no more than `max` of any number of concurrent calls (from any instance) store.
+    async fn insert_within_budget(
         &self,
-        user: &UserId,
-        purpose: TokenPurpose,
+        token: &OneTimeToken,
         since: DateTime<Utc>,
-    ) -> anyhow::Result<u64>;
+        max: u64,
+    ) -> anyhow::Result<bool>;
 
     /// The unused, unexpired token for `purpose` stored under `digest`.
     async fn find_usable(

@@ -184,15 +184,6 @@ impl RecoveryService {
             return Ok(());
         }
         let now = d.clock.now();
-        let sent = d
-            .tokens
-            .count_issued_since(&user.id, purpose, now - Duration::hours(1))
-            .await
-            .map_err(transient)?;
-        if sent >= self.policy.max_emails_per_hour {
-            tracing::info!(user_id = %user.id, purpose = purpose.as_str(), "e-mail budget spent; not sending");
-            return Ok(());
-        }
         let secret = d.secrets.random_token();
         let ttl = match purpose {
             TokenPurpose::PasswordReset => self.policy.reset_ttl,
@@ -206,7 +197,17 @@ impl RecoveryService {
             created_at: now,
             expires_at: now + ttl,
         };
-        d.tokens.insert(&token).await.map_err(transient)?;
+        // The budget is counted and the token stored in one decision, so that requests for one
+        // address on several instances at once never send more than the budget between them.
+        let within_budget = d
+            .tokens
+            .insert_within_budget(&token, now - Duration::hours(1), self.policy.max_emails_per_hour)
+            .await
+            .map_err(transient)?;
+        if !within_budget {
+            tracing::info!(user_id = %user.id, purpose = purpose.as_str(), "e-mail budget spent; not sending");
+            return Ok(());
+        }
         let message = self.compose(&user.email, user.full_name.as_str(), purpose, &secret, ttl);
         if let Err(e) = d.mailer.send(&message).await {
             if let Err(cleanup) = d.tokens.delete(&token.id).await {
@@ -426,19 +427,17 @@ mod tests {
     async fn a_known_address_gets_a_reset_link_with_a_stored_digest() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
-        m.tokens.expect_count_issued_since().returning(|_, _, since| {
-            assert_eq!(since, t0() - Duration::hours(1));
-            Ok(0)
-        });
         m.tokens
-            .expect_insert()
-            .withf(|t| {
+            .expect_insert_within_budget()
+            .withf(|t, since, max| {
                 t.digest.as_str() == "digest(tok)"
                     && t.purpose == TokenPurpose::PasswordReset
                     && t.expires_at == t0() + Duration::minutes(60)
+                    && *since == t0() - Duration::hours(1)
+                    && *max == 3
             })
             .times(1)
-            .returning(|_| Ok(()));
+            .returning(|_, _, _| Ok(true));
         m.mailer
             .expect_send()
             .withf(|msg| {
@@ -458,8 +457,7 @@ mod tests {
     async fn a_refused_e_mail_deletes_its_token_and_asks_for_a_retry() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
-        m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(0));
-        m.tokens.expect_insert().times(1).returning(|_| Ok(()));
+        m.tokens.expect_insert_within_budget().times(1).returning(|_, _, _| Ok(true));
         m.mailer.expect_send().returning(|_| Err(anyhow::anyhow!("connection refused")));
         m.tokens.expect_delete().withf(|id| id.as_str() == "ott_1").times(1).returning(|_| Ok(()));
         let err = m.service().deliver(&request(TokenPurpose::MagicLink)).await.unwrap_err();
@@ -470,11 +468,12 @@ mod tests {
     async fn a_magic_link_points_at_its_page_and_lives_15_minutes() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
-        m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(0));
         m.tokens
-            .expect_insert()
-            .withf(|t| t.purpose == TokenPurpose::MagicLink && t.expires_at == t0() + Duration::minutes(15))
-            .returning(|_| Ok(()));
+            .expect_insert_within_budget()
+            .withf(|t, _, _| {
+                t.purpose == TokenPurpose::MagicLink && t.expires_at == t0() + Duration::minutes(15)
+            })
+            .returning(|_, _, _| Ok(true));
         m.mailer
             .expect_send()
             .withf(|msg| {
@@ -490,7 +489,7 @@ mod tests {
     async fn unknown_inactive_and_over_budget_addresses_get_nothing() {
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(None));
-        m.tokens.expect_insert().never();
+        m.tokens.expect_insert_within_budget().never();
         m.mailer.expect_send().never();
         m.service().deliver(&request(TokenPurpose::PasswordReset)).await.unwrap();
 
@@ -501,8 +500,7 @@ mod tests {
 
         let mut m = Mocks::new();
         m.accounts.expect_find_credentials().returning(|_| Ok(Some(ada(true))));
-        m.tokens.expect_count_issued_since().returning(|_, _, _| Ok(3));
-        m.tokens.expect_insert().never();
+        m.tokens.expect_insert_within_budget().times(1).returning(|_, _, _| Ok(false));
         m.mailer.expect_send().never();
         m.service().deliver(&request(TokenPurpose::PasswordReset)).await.unwrap();
 

@@ -12,6 +12,7 @@ crate::contract!(
     concurrent_consumers_of_one_token_let_exactly_one_through,
     a_reset_sets_the_password_and_revokes_every_refresh_token,
     issued_tokens_are_counted_per_user_purpose_and_time,
+    concurrent_requests_never_exceed_the_budget,
     an_unsent_token_can_be_deleted,
 );
 
@@ -135,18 +136,43 @@ async fn an_unsent_token_can_be_deleted(db: Database) {
     repo.insert(&t).await.unwrap();
     repo.delete(&t.id).await.unwrap();
     assert!(repo.find_usable(&t.digest, TokenPurpose::MagicLink, t0()).await.unwrap().is_none());
-    let user = UserId::from_string("usr_1");
-    assert_eq!(repo.count_issued_since(&user, TokenPurpose::MagicLink, t0()).await.unwrap(), 0);
+    // Deleted, it no longer counts against the budget.
+    let again = token("ott_b", TokenPurpose::MagicLink, t0());
+    assert!(repo.insert_within_budget(&again, t0(), 1).await.unwrap());
 }
 
 async fn issued_tokens_are_counted_per_user_purpose_and_time(db: Database) {
     let repo = setup(&db).await;
+    let since = t0() - Duration::hours(1);
+    // With a budget of two: the one older than the hour does not count, the one within it does.
     repo.insert(&token("ott_a", TokenPurpose::PasswordReset, t0() - Duration::minutes(90))).await.unwrap();
     repo.insert(&token("ott_b", TokenPurpose::PasswordReset, t0() - Duration::minutes(30))).await.unwrap();
-    repo.insert(&token("ott_c", TokenPurpose::PasswordReset, t0())).await.unwrap();
-    repo.insert(&token("ott_d", TokenPurpose::MagicLink, t0())).await.unwrap();
-    let user = UserId::from_string("usr_1");
+    assert!(
+        repo.insert_within_budget(&token("ott_c", TokenPurpose::PasswordReset, t0()), since, 2)
+            .await
+            .unwrap()
+    );
+    let over = token("ott_d", TokenPurpose::PasswordReset, t0());
+    assert!(!repo.insert_within_budget(&over, since, 2).await.unwrap(), "two within the hour");
+    assert!(repo.find_usable(&over.digest, TokenPurpose::PasswordReset, t0()).await.unwrap().is_none());
+    // Another purpose has its own budget.
+    assert!(
+        repo.insert_within_budget(&token("ott_e", TokenPurpose::MagicLink, t0()), since, 2).await.unwrap()
+    );
+}
+
+/// The budget holds under concurrency: 12 requests for one address at once store 3 tokens.
+async fn concurrent_requests_never_exceed_the_budget(db: Database) {
+    let repo = setup(&db).await;
     let since = t0() - Duration::hours(1);
-    assert_eq!(repo.count_issued_since(&user, TokenPurpose::PasswordReset, since).await.unwrap(), 2);
-    assert_eq!(repo.count_issued_since(&user, TokenPurpose::MagicLink, since).await.unwrap(), 1);
+    let attempts = (0..12).map(|i| {
+        let repo = repo.clone();
+        tokio::spawn(async move {
+            let t = token(&format!("ott_{i}"), TokenPurpose::PasswordReset, t0());
+            repo.insert_within_budget(&t, since, 3).await.unwrap()
+        })
+    });
+    let stored =
+        futures_util::future::join_all(attempts).await.into_iter().filter(|r| *r.as_ref().unwrap()).count();
+    assert_eq!(stored, 3);
 }
