@@ -210,7 +210,7 @@ impl NewDeliveryRow {
             is_test: d.test,
             status: if d.skipped { DeliveryStatus::Skipped.as_str() } else { PENDING },
             attempts: i64::from(lease.is_some()),
-            next_attempt_at: (!d.skipped).then_some(DbTime(d.created_at)),
+            next_attempt_at: (!d.skipped).then_some(DbTime(d.due_at)),
             lease_token: lease.map(|l| l.token.clone()),
             lease_until: lease.map(|l| DbTime(l.until)),
             lease_owner: None,
@@ -407,7 +407,13 @@ impl WebhookRepository for WebhookStore {
         Ok(n == 1)
     }
 
-    async fn dispatch(&self, now: DateTime<Utc>, limit: u32, fan_out: FanOut) -> anyhow::Result<Dispatched> {
+    async fn dispatch(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+        first_delay: chrono::Duration,
+        fan_out: FanOut,
+    ) -> anyhow::Result<Dispatched> {
         use diesel::sql_types::BigInt;
         let sql = match self.db.backend() {
             Backend::Postgres => pending_events_sql('$', "FOR UPDATE SKIP LOCKED"),
@@ -468,7 +474,7 @@ impl WebhookRepository for WebhookStore {
                             .ok()
                     })
                     .collect();
-                for delivery in fan_out(&events, &targets, now.0).map_err(encode)? {
+                for delivery in fan_out(&events, &targets, now.0, first_delay).map_err(encode)? {
                     report.deliveries += diesel::insert_into(webhook_deliveries::table)
                         .values(&NewDeliveryRow::new(&delivery, None))
                         .on_conflict_do_nothing()

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 use super::model::{EventSelectors, InvalidStoredState, NewDelivery, SubscriptionStatus};
 use crate::events::Event;
@@ -61,12 +61,14 @@ impl SubscriptionTarget {
 }
 
 /// The fan-out decision the store applies: [`fan_out`], or a stand-in in tests.
-pub type FanOut = fn(&[Event], &[SubscriptionTarget], DateTime<Utc>) -> anyhow::Result<Vec<NewDelivery>>;
+pub type FanOut =
+    fn(&[Event], &[SubscriptionTarget], DateTime<Utc>, Duration) -> anyhow::Result<Vec<NewDelivery>>;
 
 /// The deliveries `events` make to `subscriptions`: one per (event, subscription) pair where
 /// the subscription [selects](SubscriptionTarget::selects) the event, however many of its
 /// selectors match, with the id [`pair_id`], the event's envelope as the body (serialised once
-/// per event); due at `now` for an active subscription, `skipped` for one that is not.
+/// per event); made at `now` and due `first_delay` later (the retry schedule's first delay) for
+/// an active subscription, `skipped` for one that is not.
 ///
 /// # Errors
 /// When an event's envelope does not serialise (typed payloads always do).
@@ -74,6 +76,7 @@ pub fn fan_out(
     events: &[Event],
     subscriptions: &[SubscriptionTarget],
     now: DateTime<Utc>,
+    first_delay: Duration,
 ) -> anyhow::Result<Vec<NewDelivery>> {
     let mut of_tenant: HashMap<&TenantId, Vec<&SubscriptionTarget>> = HashMap::new();
     for s in subscriptions {
@@ -103,6 +106,7 @@ pub fn fan_out(
                 test: false,
                 skipped: !s.receives(),
                 created_at: now,
+                due_at: now + first_delay,
             });
         }
     }
@@ -172,7 +176,7 @@ mod tests {
 
     /// The (event, subscription) pairs of a fan-out.
     fn pairs(events: &[Event], targets: &[SubscriptionTarget]) -> Vec<(String, String)> {
-        fan_out(events, targets, t0())
+        fan_out(events, targets, t0(), Duration::zero())
             .unwrap()
             .into_iter()
             .map(|d| (d.event_id.into_string(), d.subscription_id.into_string()))
@@ -224,11 +228,11 @@ mod tests {
         for status in [SubscriptionStatus::Failed, SubscriptionStatus::Disabled] {
             let mut stopped = target("whk_1", "ten_1", &["*"]);
             stopped.status = status;
-            let made = fan_out(&events, &[stopped], t0()).unwrap();
+            let made = fan_out(&events, &[stopped], t0(), Duration::zero()).unwrap();
             assert_eq!(made.len(), 1, "{status}");
             assert!(made[0].skipped, "{status}");
         }
-        let active = fan_out(&events, &[target("whk_1", "ten_1", &["*"])], t0()).unwrap();
+        let active = fan_out(&events, &[target("whk_1", "ten_1", &["*"])], t0(), Duration::zero()).unwrap();
         assert!(!active[0].skipped);
     }
 
@@ -237,7 +241,7 @@ mod tests {
         let events = [low("evt_1", "ten_1"), low("evt_1", "ten_1")];
         let targets =
             [target("whk_1", "ten_1", &["*", "billing.credits.low"]), target("whk_1", "ten_1", &["*"])];
-        let deliveries = fan_out(&events, &targets, t0()).unwrap();
+        let deliveries = fan_out(&events, &targets, t0(), Duration::zero()).unwrap();
         assert_eq!(deliveries.len(), 1);
         let d = &deliveries[0];
         assert_eq!(d.id, pair_id(&EventId::from_string("evt_1"), &WebhookId::from_string("whk_1")));

@@ -225,8 +225,10 @@ pub struct NewDelivery {
     pub test: bool,
     /// Recorded for a subscription that is not active: stored `skipped`, not due.
     pub skipped: bool,
-    /// Creation time, and when the first attempt is due.
+    /// Creation time.
     pub created_at: DateTime<Utc>,
+    /// When the first attempt is due: creation time plus the retry schedule's first delay.
+    pub due_at: DateTime<Utc>,
 }
 
 crate::string_enum! {

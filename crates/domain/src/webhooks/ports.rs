@@ -47,10 +47,16 @@ pub trait WebhookRepository: Send + Sync {
     /// Fan-out: in one transaction, takes up to `limit` outbox events not yet dispatched
     /// (oldest first; on PostgreSQL locked so that concurrent dispatchers take disjoint ones),
     /// reads the subscriptions of their tenants (every status), stores the deliveries
-    /// `fan_out` decides (due at `now`), and marks the events dispatched. MUST never create two
-    /// deliveries for one (event, subscription) pair, also when several instances dispatch at
-    /// once.
-    async fn dispatch(&self, now: DateTime<Utc>, limit: u32, fan_out: FanOut) -> anyhow::Result<Dispatched>;
+    /// `fan_out` decides (made at `now`, due `first_delay` later), and marks the events
+    /// dispatched. MUST never create two deliveries for one (event, subscription) pair, also
+    /// when several instances dispatch at once.
+    async fn dispatch(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+        first_delay: chrono::Duration,
+        fan_out: FanOut,
+    ) -> anyhow::Result<Dispatched>;
 
     /// Stores a delivery already claimed under `lease` as its first attempt (a test delivery,
     /// sent by the request that made it).

@@ -374,6 +374,7 @@ impl WebhookService {
             test: true,
             skipped: false,
             created_at: now,
+            due_at: now,
         };
         let lease = self.new_lease(now);
         self.deps.webhooks.insert_claimed(&delivery, &lease).await?;
@@ -570,7 +571,11 @@ impl WebhookService {
     /// # Errors
     /// When storage fails.
     pub async fn dispatch(&self) -> anyhow::Result<Dispatched> {
-        self.deps.webhooks.dispatch(self.deps.clock.now(), self.settings.dispatch_batch, fan_out).await
+        let first_delay = self.settings.schedule.first_delay();
+        self.deps
+            .webhooks
+            .dispatch(self.deps.clock.now(), self.settings.dispatch_batch, first_delay, fan_out)
+            .await
     }
 
     fn new_lease(&self, now: DateTime<Utc>) -> Lease {

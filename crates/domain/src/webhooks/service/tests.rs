@@ -339,8 +339,11 @@ async fn another_tenants_subscription_is_not_found() {
 #[tokio::test]
 async fn a_fan_out_pass_hands_the_store_the_domains_decision() {
     let mut m = Mocks::new();
-    m.webhooks.expect_dispatch().withf(|now, limit, _| *now == t0() && *limit == 200).times(1).returning(
-        |now, _, decide| {
+    m.webhooks
+        .expect_dispatch()
+        .withf(|now, limit, first_delay, _| *now == t0() && *limit == 200 && first_delay.is_zero())
+        .times(1)
+        .returning(|now, _, first_delay, decide| {
             // What the store reads: one event, and its tenant's subscription listening to it.
             let event = crate::events::Event {
                 id: EventId::from_string("evt_1"),
@@ -356,15 +359,14 @@ async fn a_fan_out_pass_hands_the_store_the_domains_decision() {
                 t0(),
             )
             .unwrap();
-            let deliveries = decide(&[event], &[target], now).unwrap();
+            let deliveries = decide(&[event], &[target], now, first_delay).unwrap();
             assert_eq!(deliveries.len(), 1);
             assert_eq!(
                 deliveries[0].id,
                 crate::webhooks::pair_id(&EventId::from_string("evt_1"), &WebhookId::from_string("whk_1"))
             );
             Ok(Dispatched { events: 1, deliveries: deliveries.len() })
-        },
-    );
+        });
     assert_eq!(m.service().dispatch().await.unwrap(), Dispatched { events: 1, deliveries: 1 });
 }
 
