@@ -111,6 +111,11 @@ impl AgentService {
     /// [`AgentError::Forbidden`] without `agents:read`.
     pub async fn all(&self, caller: &Principal) -> Result<Vec<Agent>, AgentError> {
         caller.require(Permission::AgentsRead)?;
+        self.all_of_tenant(caller).await
+    }
+
+    /// Every agent of the caller's tenant, without a permission check of its own.
+    async fn all_of_tenant(&self, caller: &Principal) -> Result<Vec<Agent>, AgentError> {
         let mut all = Vec::new();
         for page in 1.. {
             let (agents, total) =
@@ -130,12 +135,19 @@ impl AgentService {
     /// # Errors
     /// [`AgentError::NotFound`] when none is the caller's.
     pub async fn by_model(&self, caller: &Principal, model: &str) -> Result<Agent, AgentError> {
+        // Naming the model is part of chatting with it: the chat's permission (`agents:write`,
+        // as `/agents/{id}/chat` asks), not the list's.
+        caller.require(Permission::AgentsWrite)?;
         match model.strip_prefix("agent:") {
             Some(name) => {
-                let all = self.all(caller).await?;
+                let all = self.all_of_tenant(caller).await?;
                 all.into_iter().find(|a| a.name.as_str() == name).ok_or(AgentError::NotFound)
             }
-            None => self.get(caller, &AgentId::from_string(model)).await,
+            None => self
+                .agents
+                .get(&caller.tenant_id, &AgentId::from_string(model))
+                .await?
+                .ok_or(AgentError::NotFound),
         }
     }
 

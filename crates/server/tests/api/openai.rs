@@ -214,3 +214,34 @@ async fn the_openai_python_client_works_unchanged() {
     assert!(run.status.success(), "{out}\n{}", String::from_utf8_lossy(&run.stderr));
     assert!(out.contains("all checks passed"), "{out}");
 }
+
+/// `agents:write` is the chat permission on both chat routes (docs/agents.md); `agents:read`
+/// alone chats on neither.
+#[tokio::test]
+async fn the_chat_scope_is_the_same_on_both_chat_routes() {
+    let app = spawn().await;
+    let token = app.access_token("ada@example.com").await;
+    let agent = new_agent(&app, &token, "Helper").await;
+    let key = |scopes: Value| {
+        let app = &app;
+        let token = token.clone();
+        async move {
+            let body = json!({"name": "scoped", "scopes": scopes});
+            let created =
+                json_with_status(app.post_json_with_token("/api/v1/auth/api-keys", &token, &body).await, 201)
+                    .await;
+            created["key"].as_str().unwrap().to_owned()
+        }
+    };
+    let writer = key(json!(["agents:write"])).await;
+    let reader = key(json!(["agents:read"])).await;
+    let completion = |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+    for model in [agent.as_str(), "agent:Helper"] {
+        assert_eq!(complete(&app, &writer, completion(model), None).await.status(), 200, "{model}");
+        assert_eq!(complete(&app, &reader, completion(model), None).await.status(), 403, "{model}");
+    }
+    let chat = format!("/api/v1/agents/{agent}/chat");
+    let message = json!({"message": "hi"});
+    assert_eq!(app.post_json_with_token(&chat, &writer, &message).await.status(), 200);
+    assert_eq!(app.post_json_with_token(&chat, &reader, &message).await.status(), 403);
+}
