@@ -96,6 +96,11 @@ async fn sign_in(
     _throttle: AuthThrottle<SignIn>,
     form: Form,
 ) -> Result<HttpResponse, ApiError> {
+    // Besides the form's token (checked by `Form`): a session is never started from another
+    // site's page.
+    if crate::origin::is_cross_origin(&req) {
+        return Err(session::csrf_refused());
+    }
     let next = safe_next(form.get("next"));
     let email = form.get("email").unwrap_or_default();
     let password = SecretString::from(form.get("password").unwrap_or_default());
@@ -171,8 +176,12 @@ async fn sign_out(
 /// invitation pages sign in through the API with their script, then call this so that their
 /// "Open the console" link works. The console gets a session of its own (the page's tokens stay
 /// the caller's). No CSRF token is needed: no other site can make a browser send an
-/// `Authorization` header here (that would need a CORS preflight, which the service refuses).
+/// `Authorization` header here (that would need a CORS preflight, which the service refuses);
+/// a request a browser says came from another origin is refused all the same.
 async fn session_from_token(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    if crate::origin::is_cross_origin(&req) {
+        return Err(session::csrf_refused());
+    }
     let token = bearer_token(&req)?;
     let principal = authenticate_counted(&req, &token, None).await?;
     principal.require_user_session().map_err(|e| ApiError::new(crate::error::ErrorCode::Forbidden, e.0))?;

@@ -82,6 +82,52 @@ fn link_token(req: &HttpRequest) -> Option<String> {
         .filter(|t| magic_link_token(t).is_ok())
 }
 
+/// The cookie of the forms that sign in (the magic link's and the invitation's), scoped to the
+/// page's own path: the page sets it, its form carries the same value, and the post is taken
+/// only with both (and not from another origin). Another site can make a browser post the form
+/// with its own link's token, but can neither read nor set this cookie, so it cannot sign a
+/// visitor in to an account of its own (login CSRF).
+const PAGE_CSRF_COOKIE: &str = "agentry_page_csrf";
+
+/// A page's form token, and the `Set-Cookie` value that goes with it (scoped to `path`).
+fn page_csrf(req: &HttpRequest, path: &str) -> Option<(String, String)> {
+    let token = crate::console::session::new_csrf_token().ok()?;
+    let secure = if req.connection_info().scheme() == "https" { "; Secure" } else { "" };
+    let cookie =
+        format!("{PAGE_CSRF_COOKIE}={token}; Path={path}; HttpOnly; SameSite=Strict; Max-Age=3600{secure}");
+    Some((token, cookie))
+}
+
+/// Adds the page's form-token cookie to `response`.
+fn with_page_csrf(mut response: HttpResponse, cookie: &str) -> HttpResponse {
+    if let Ok(value) = header::HeaderValue::from_str(cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// Whether a sign-in form's post is the page's own: same origin, and its token is the page's
+/// cookie.
+fn is_own_form(req: &HttpRequest, presented: Option<&str>) -> bool {
+    if crate::origin::is_cross_origin(req) {
+        return false;
+    }
+    let expected = crate::console::session::cookies(req).remove(PAGE_CSRF_COOKIE).unwrap_or_default();
+    matches!(presented, Some(p) if !expected.is_empty()
+        && crate::console::session::constant_time_eq(p.as_bytes(), expected.as_bytes()))
+}
+
+/// The answer to a sign-in form that is not the page's own (another site's, or a page older
+/// than its cookie): nothing happens and no cookie is set.
+fn foreign_form(title: &str) -> HttpResponse {
+    html(
+        StatusCode::FORBIDDEN,
+        title,
+        "<p class=\"error\" id=\"result\">This form was not sent from its page. Open the link from the e-mail \
+         again and use the button there.</p>",
+    )
+}
+
 fn incomplete_link(title: &str) -> HttpResponse {
     html(
         StatusCode::BAD_REQUEST,
@@ -184,19 +230,32 @@ async fn magic_link_page(req: HttpRequest) -> HttpResponse {
     let Some(token) = link_token(&req) else {
         return incomplete_link("Sign in to Agentry");
     };
+    let Some((csrf, cookie)) = page_csrf(&req, "/magic-link") else {
+        return unavailable("Sign in to Agentry");
+    };
     // A button, not an automatic sign-in: mail scanners that open links must not spend them.
-    html(
+    let page = html(
         StatusCode::OK,
         "Sign in to Agentry",
         &format!(
             "<form method=\"post\" action=\"/magic-link\" data-api=\"magic-link\">\
              <input type=\"hidden\" name=\"token\" value=\"{token}\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
              <p>The link signs you in once.</p>\
              <button type=\"submit\" id=\"submit\">Sign in</button></form>\
              <p id=\"result\" role=\"status\"></p>{tokens}",
             token = escape_html(&token),
             tokens = tokens_block("", "", true),
         ),
+    );
+    with_page_csrf(page, &cookie)
+}
+
+fn unavailable(title: &str) -> HttpResponse {
+    html(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        title,
+        "<p class=\"error\" id=\"result\">Something went wrong. Try again later.</p>",
     )
 }
 
@@ -216,6 +275,7 @@ fn tokens_block(access: &str, refresh: &str, hidden: bool) -> String {
 #[derive(Debug, Deserialize)]
 struct MagicLinkForm {
     token: Option<SecretString>,
+    csrf: Option<String>,
 }
 
 async fn magic_link_submit(
@@ -225,11 +285,13 @@ async fn magic_link_submit(
     body: web::Bytes,
 ) -> HttpResponse {
     const TITLE: &str = "Sign in to Agentry";
-    let token = serde_urlencoded::from_bytes::<MagicLinkForm>(&body)
-        .ok()
-        .and_then(|f| f.token)
-        .filter(|t| magic_link_token(t.expose_secret()).is_ok());
-    let Some(token) = token else {
+    let Ok(form) = serde_urlencoded::from_bytes::<MagicLinkForm>(&body) else {
+        return incomplete_link(TITLE);
+    };
+    if !is_own_form(&req, form.csrf.as_deref()) {
+        return foreign_form(TITLE);
+    }
+    let Some(token) = form.token.filter(|t| magic_link_token(t.expose_secret()).is_ok()) else {
         return incomplete_link(TITLE);
     };
     match state.recovery.exchange_magic_link(token.expose_secret()).await {
@@ -326,14 +388,18 @@ async fn invitation_page(req: HttpRequest, state: web::Data<AppState>) -> HttpRe
             email = escape_html(invitation.email.as_str()),
         )
     };
-    html(
+    let Some((csrf, cookie)) = page_csrf(&req, "/invitation") else {
+        return unavailable(INVITATION_TITLE);
+    };
+    let page = html(
         StatusCode::OK,
         INVITATION_TITLE,
         &format!(
             "<p id=\"invitation\">{inviter} invites you to join <strong id=\"tenant\">{tenant}</strong> as \
              <strong id=\"role\">{role}</strong>.</p>\
              <form method=\"post\" action=\"/invitation\" data-api=\"invitation\">\
-             <input type=\"hidden\" name=\"token\" value=\"{token}\">{fields}\
+             <input type=\"hidden\" name=\"token\" value=\"{token}\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">{fields}\
              <button type=\"submit\" id=\"submit\">Accept the invitation</button></form>\
              <p id=\"result\" role=\"status\"></p>{tokens}",
             inviter = escape_html(&preview.view.inviter_name),
@@ -342,7 +408,8 @@ async fn invitation_page(req: HttpRequest, state: web::Data<AppState>) -> HttpRe
             token = escape_html(&token),
             tokens = tokens_block("", "", true),
         ),
-    )
+    );
+    with_page_csrf(page, &cookie)
 }
 
 /// The invitation form as the page posts it.
@@ -352,6 +419,7 @@ struct InvitationForm {
     password: Option<SecretString>,
     confirm_password: Option<SecretString>,
     full_name: Option<String>,
+    csrf: Option<String>,
 }
 
 async fn invitation_submit(
@@ -366,6 +434,9 @@ async fn invitation_submit(
     let Ok(form) = serde_urlencoded::from_bytes::<InvitationForm>(&body) else {
         return incomplete_link(INVITATION_TITLE);
     };
+    if !is_own_form(&req, form.csrf.as_deref()) {
+        return foreign_form(INVITATION_TITLE);
+    }
     if let Some(confirm) = &form.confirm_password
         && form.password.as_ref().is_none_or(|p| p.expose_secret() != confirm.expose_secret())
     {

@@ -412,3 +412,19 @@ pub fn use_redis(config: &mut Config, url: &str) {
     config.redis_url = Some(SecretString::from(url.to_owned()));
     config.redis_key_prefix = unique_redis_prefix();
 }
+
+/// The form token of a page that signs in (`/magic-link`, `/invitation`): the hidden field's
+/// value, and the `Cookie` header that carries the page's cookie back, as a browser would.
+pub fn page_form_token(page: &Response) -> (String, String) {
+    let cookie = page
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("agentry_page_csrf="))
+        .and_then(|v| v.split(';').next())
+        .expect("the page sets its form cookie")
+        .to_owned();
+    let value = cookie.split_once('=').map(|(_, v)| v.to_owned()).unwrap_or_default();
+    (value, cookie)
+}

@@ -149,23 +149,41 @@ async fn the_pages_work_without_javascript() {
     );
     let mail = sink.wait_for(2, Duration::from_secs(10)).await.remove(1);
     let token = token_after(&mail, &format!("{}/magic-link?token=", app.base));
-    let page = app
+    let page = app.client.get(app.url(&format!("/magic-link?token={token}"))).send().await.unwrap();
+    let (csrf, cookie) = crate::helpers::page_form_token(&page);
+    let page = page.text().await.unwrap();
+    assert!(page.contains("<button"));
+    let form = [("token", token.as_str()), ("csrf", csrf.as_str())];
+    // Posted from another site (the attacker's own link, without the page's cookie, or from
+    // another origin with it): refused, no session started, the link still unspent.
+    for (cookie, origin) in [(None, None), (Some(cookie.as_str()), Some("https://evil.example"))] {
+        let mut post = app.client.post(app.url("/magic-link")).form(&form);
+        if let Some(cookie) = cookie {
+            post = post.header("cookie", cookie);
+        }
+        if let Some(origin) = origin {
+            post = post.header("origin", origin);
+        }
+        let r = post.send().await.unwrap();
+        assert_eq!(r.status(), 403);
+        assert!(r.headers().get("set-cookie").is_none(), "no session cookie");
+    }
+    let r = app
         .client
-        .get(app.url(&format!("/magic-link?token={token}")))
+        .post(app.url("/magic-link"))
+        .header("cookie", &cookie)
+        .header("origin", app.base.as_str())
+        .form(&form)
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
-    assert!(page.contains("<button"));
-    let r = app.client.post(app.url("/magic-link")).form(&[("token", token.as_str())]).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let html = r.text().await.unwrap();
     let start = html.find("id=\"access_token\" readonly>").unwrap() + "id=\"access_token\" readonly>".len();
     let access = &html[start..start + html[start..].find('<').unwrap()];
     assert_eq!(me(&app, &json!(access)).await, 200, "the page signed in");
-    let r = app.client.post(app.url("/magic-link")).form(&[("token", token.as_str())]).send().await.unwrap();
+    let r =
+        app.client.post(app.url("/magic-link")).header("cookie", &cookie).form(&form).send().await.unwrap();
     assert_eq!(r.status(), 400, "once");
     let r = app.client.get(app.url("/reset-password")).send().await.unwrap();
     assert_eq!(r.status(), 400, "a link without its token");
