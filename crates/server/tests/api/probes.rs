@@ -1,6 +1,6 @@
 //! What an outside security probe found, as tests with the real binary under a 4 GiB
-//! address-space limit on both databases: templates that would allocate gigabytes or render
-//! past their step's timeout, U+0000 in an input, in a rendered value, in an HTTP answer and in
+//! address-space limit on both databases: templates that would allocate gigabytes while they
+//! are saved (compiled), rendered, or past their step's timeout, U+0000 in an input, in a rendered value, in an HTTP answer and in
 //! a webhook receiver's reply. Each execution fails (or completes) with a clear result, the
 //! service stays up, another tenant's execution runs, and nothing is sent more often than its
 //! schedule allows.
@@ -120,6 +120,25 @@ async fn no_input_takes_the_service_down(database_url: &str) {
     };
     let server = receiver().await;
 
+    // Constants that would be built while the template is compiled, on the saving request
+    // (forty of 100 MB): refused when saved, naming the step's field, five at once; nothing is
+    // built to find that out.
+    let bomb = "{{ ('x' * 99999999)|length }}".repeat(40);
+    let body = json!({"name": "bomb", "steps": [{"id": "t", "type": "transform", "output": bomb}]});
+    let saves = (0..5).map(|_| probe.post("/api/v1/workflows", &body));
+    for r in futures_util::future::join_all(saves).await {
+        assert_eq!(r.status(), 422);
+        let refused: Value = r.json().await.unwrap();
+        assert_eq!(refused["details"][0]["field"], "steps[0].output", "{refused}");
+        assert!(refused.to_string().contains("can never render"), "{refused}");
+    }
+    // Within the largest value, the same shape saves and runs (computed by the render).
+    let large = probe
+        .workflow(json!([{"id": "t", "type": "transform", "output": "{{ ('x' * 200000)|length }}".repeat(17)}]))
+        .await;
+    let large_runs: Vec<String> =
+        futures_util::future::join_all((0..3).map(|_| probe.execute(&large, json!({})))).await;
+
     // Templates that would allocate gigabytes: refused as they grow, within the step.
     let doubling = probe.workflow(json!([{"id": "t", "type": "transform", "output": DOUBLING}])).await;
     let repeating = probe
@@ -147,6 +166,10 @@ async fn no_input_takes_the_service_down(database_url: &str) {
     assert!(refused.to_string().contains("input.x") && refused.to_string().contains("U+0000"), "{refused}");
     let nul_run = probe.execute(&nul, json!({})).await;
 
+    for run in &large_runs {
+        let shown = probe.finished(run).await;
+        assert_eq!(shown["output"], json!("200000".repeat(17)), "{shown}");
+    }
     for run in [&doubling_run, &repeating_run] {
         let shown = probe.finished(run).await;
         assert_eq!(shown["status"], "failed", "{shown}");

@@ -420,3 +420,68 @@ async fn the_consoles_tenant_switcher_moves_between_tenants_with_the_role_of_eac
     // In her own tenant she is the owner.
     assert_eq!(browser.post(&own, &[("name", "Mine")], true).await.status(), 303);
 }
+
+/// The invitation page's form starts a session only when it is the page's own: posted by
+/// another site (without the page's cookie, or from another origin with it) it is refused and
+/// sets no cookie, and the invitation stays unspent for the page's own form.
+#[tokio::test]
+async fn the_invitation_page_refuses_a_form_from_another_site() {
+    let (app, sink) = app_with_smtp().await;
+    let ada = owner(&app, "ada@example.com").await;
+    let token = invited(&app, &sink, &ada, "grace@example.com", "member").await;
+    let page = app.client.get(app.url(&format!("/invitation?token={token}"))).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let (csrf, cookie) = crate::helpers::page_form_token(&page);
+    let form = [
+        ("token", token.as_str()),
+        ("full_name", "Grace Hopper"),
+        ("password", PASSWORD),
+        ("confirm_password", PASSWORD),
+        ("csrf", csrf.as_str()),
+    ];
+    let foreign = [
+        (None, None, None),
+        (Some(cookie.as_str()), Some("https://evil.example"), None),
+        (Some(cookie.as_str()), None, Some("cross-site")),
+    ];
+    for (cookie, origin, fetch_site) in foreign {
+        let mut post = app.client.post(app.url("/invitation")).form(&form);
+        if let Some(cookie) = cookie {
+            post = post.header("cookie", cookie);
+        }
+        if let Some(origin) = origin {
+            post = post.header("origin", origin);
+        }
+        if let Some(site) = fetch_site {
+            post = post.header("sec-fetch-site", site);
+        }
+        let r = post.send().await.unwrap();
+        assert_eq!(r.status(), 403, "{cookie:?} {origin:?} {fetch_site:?}");
+        assert!(r.headers().get("set-cookie").is_none(), "no session cookie");
+    }
+    let r = app
+        .client
+        .post(app.url("/invitation"))
+        .header("cookie", &cookie)
+        .header("origin", app.base.as_str())
+        .header("sec-fetch-site", "same-origin")
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the page's own form joins");
+    let cookies: Vec<&str> = r.headers().get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()).collect();
+    assert!(cookies.iter().any(|c| c.starts_with("agentry_session=")), "{cookies:?}");
+    // The session-from-token route refuses another origin too.
+    let access = app.access_token("eve@example.com").await;
+    let r = app
+        .client
+        .post(app.url("/console/session"))
+        .bearer_auth(&access)
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("set-cookie").is_none());
+}

@@ -586,3 +586,30 @@ async fn recovery_bulk_retry_and_stats_are_validated_scoped_and_tenant_bound() {
     assert_eq!(app.post_json_with_token(&recover, &eve, &since).await.status(), 404);
     assert_eq!(app.post_json_with_token(&retry, &eve, &json!({})).await.status(), 404);
 }
+
+/// `AGENTRY_WEBHOOK_RETRY_SCHEDULE=5`: one attempt, five seconds after the event, not at once.
+#[tokio::test]
+async fn the_first_attempt_waits_for_the_schedules_first_delay() {
+    let server = receiver(200).await;
+    let app = crate::helpers::spawn_with_clock(|c| {
+        loopback(c);
+        c.webhook_retry_schedule = "5".into();
+    })
+    .await;
+    let token = app.access_token("ada@example.com").await;
+    let webhook = subscribe(&app, &token, &format!("{}/hook", server.uri()), json!(["agent.created"])).await;
+    app.create_agent(&token, json!({"name": "Helper"})).await;
+    app.drain().await;
+    let path = format!("/api/v1/webhooks/{}/deliveries", webhook["id"].as_str().unwrap());
+    let items = json_with_status(app.get_with_token(&path, &token).await, 200).await["items"].clone();
+    assert_eq!(items[0]["status"], "pending", "{items}");
+    assert!(server.received_requests().await.unwrap().is_empty(), "nothing sent before its time");
+    app.clock().advance(chrono::Duration::seconds(4));
+    app.drain().await;
+    assert!(server.received_requests().await.unwrap().is_empty(), "nor after four seconds");
+    app.clock().advance(chrono::Duration::seconds(1));
+    app.drain().await;
+    let items = json_with_status(app.get_with_token(&path, &token).await, 200).await["items"].clone();
+    assert_eq!(items[0]["status"], "delivered", "{items}");
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+}
