@@ -16,6 +16,7 @@ mod hardening;
 mod helpers;
 mod integrations;
 mod limits;
+mod mail_budget;
 mod memory;
 mod metrics;
 mod nul_bodies;
