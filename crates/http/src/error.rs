@@ -590,7 +590,7 @@ impl From<ExecutionError> for ApiError {
             ExecutionError::WorkflowNotFound => Self::not_found("no such workflow"),
             ExecutionError::NotFound => Self::not_found("no such execution"),
             ExecutionError::Invalid(errors) => errors.into(),
-            e @ (ExecutionError::Inactive | ExecutionError::Finished(_)) => {
+            e @ (ExecutionError::Inactive | ExecutionError::Finished(_) | ExecutionError::Nesting(_)) => {
                 Self::new(ErrorCode::Conflict, e.to_string())
             }
             ExecutionError::Unexpected(e) => Self::internal(e),

@@ -106,7 +106,8 @@ pub fn build_services(
     let Shared { clock, ids, .. } = shared.clone();
     let job_store = Arc::new(JobStore::new(db.clone()));
     let webhook_store = Arc::new(WebhookStore::new(db.clone()));
-    let execution_store = Arc::new(ExecutionStore::new(db.clone()));
+    let execution_store =
+        Arc::new(ExecutionStore::new(db.clone()).with_tenant_share(config.workflow_tenant_share));
     let metrics = Arc::new(PrometheusMetrics::new(
         db.clone(),
         vec![job_store.clone(), webhook_store.clone(), execution_store.clone()],

@@ -4,12 +4,20 @@
 //! `run_workflow` starts an execution (origin `agent`) as `POST /workflows/{id}/execute` does
 //! and waits for its end. Everything runs as the chat's caller.
 //!
+//! A `run_workflow` execution runs in the waiting chat's own task, not in a worker's slot: it
+//! is stored already held by the chat, and given back to the workers only if the chat stops
+//! waiting (its timeout) before it ends. So a chain of executions waiting for each other (a
+//! workflow's agent running a workflow whose agent runs another) holds one worker, however
+//! deep, and an execution never waits for a slot its own parent holds. The chat's chain of
+//! executions (`Principal::chain`) refuses a cycle and a nesting deeper than five.
+//!
 //! Chat is built before workflows (their `agent_chat` steps chat), and tools run workflows:
 //! the runner is handed to chat empty and filled in once the executions exist
 //! ([`LateTools::set`]). Chat holds it weakly: chat → tools → executions → steps → chat would
 //! otherwise be a cycle of strong references that outlives the application (its database pools
 //! with it); the application's state holds the tools.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -39,8 +47,9 @@ impl ServiceTools {
         Self { steps, executions }
     }
 
-    /// Starts the workflow and waits up to `timeout` for its end: its output, its failure, or
-    /// (still running) its id and status, which the model may report.
+    /// Starts the workflow, runs it in this task (see the module's documentation) and waits up
+    /// to `timeout` for its end: its output, its failure, or (still running, now the workers')
+    /// its id and status, which the model may report.
     async fn run_workflow(
         &self,
         caller: &Principal,
@@ -49,38 +58,39 @@ impl ServiceTools {
         input: Value,
         timeout: Duration,
     ) -> Result<Value, String> {
-        let started = self
+        let held = self
             .executions
-            .execute_from(caller, workflow_id, input, ExecutionOrigin::Agent(agent.clone()))
+            .start_held(caller, workflow_id, input, ExecutionOrigin::Agent(agent.clone()))
             .await
             .map_err(|e| e.to_string())?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        // The worker runs the execution; its end is read back, soon at first, then less often.
-        let mut wait = Duration::from_millis(20);
-        loop {
-            let now = self.executions.reread(&started).await.map_err(|e| e.to_string())?;
-            match now.status() {
-                ExecutionStatus::Completed => {
-                    return Ok(
-                        json!({"execution_id": now.id, "status": "completed", "output": now.output()}),
-                    );
+        let started = held.execution.clone();
+        // Its own task, so that a timeout leaves it running: it then gives the execution back
+        // to the workers after the step under way (`keep_going`), rather than dropping the step.
+        let handed_back = Arc::new(AtomicBool::new(false));
+        let run = {
+            let (executions, handed_back) = (self.executions.clone(), handed_back.clone());
+            tokio::spawn(async move {
+                let keep_going = move || !handed_back.load(Ordering::SeqCst);
+                if let Err(e) = executions.run_execution(held, &keep_going).await {
+                    tracing::error!(error = ?e, "running an agent's workflow failed; a worker resumes it when its lease ends");
                 }
-                ExecutionStatus::Failed | ExecutionStatus::Cancelled => {
-                    return Err(format!(
-                        "the workflow's execution {} ended {}: {}",
-                        now.id,
-                        now.status(),
-                        now.error().unwrap_or("no reason given")
-                    ));
-                }
-                _ => {}
+            })
+        };
+        if tokio::time::timeout(timeout, run).await.is_err() {
+            handed_back.store(true, Ordering::SeqCst);
+        }
+        let now = self.executions.reread(&started).await.map_err(|e| e.to_string())?;
+        match now.status() {
+            ExecutionStatus::Completed => {
+                Ok(json!({"execution_id": now.id, "status": "completed", "output": now.output()}))
             }
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(json!({"execution_id": now.id, "status": now.status().as_str()}));
-            }
-            tokio::time::sleep(wait.min(left)).await;
-            wait = (wait * 2).min(Duration::from_millis(250));
+            ExecutionStatus::Failed | ExecutionStatus::Cancelled => Err(format!(
+                "the workflow's execution {} ended {}: {}",
+                now.id,
+                now.status(),
+                now.error().unwrap_or("no reason given")
+            )),
+            _ => Ok(json!({"execution_id": now.id, "status": now.status().as_str()})),
         }
     }
 }

@@ -8,7 +8,7 @@
 use agentry_domain::ids::{ExecutionId, TenantId, UserId, WorkflowId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::pagination::Page;
-use agentry_domain::tenancy::Role;
+use agentry_domain::tenancy::{CallChain, Role};
 use agentry_domain::work::{Lease, LeaseQueue};
 use agentry_domain::workflows::{
     ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord, ExecutionRepository,
@@ -31,12 +31,23 @@ use crate::types::{DbJson, DbJsonAs, DbTime, parse_named};
 #[derive(Debug, Clone)]
 pub struct ExecutionStore {
     db: Database,
+    /// Most executions of one tenant a claim lets run at once (all instances together).
+    tenant_share: Option<u32>,
 }
 
 impl ExecutionStore {
     /// A repository over `db`.
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self { db, tenant_share: None }
+    }
+
+    /// The repository whose claims let at most `share` executions of one tenant run at once,
+    /// on all instances together: one tenant's burst (or a chain of executions waiting for each
+    /// other) never takes every worker, and other tenants' executions start beside it.
+    #[must_use]
+    pub fn with_tenant_share(mut self, share: u32) -> Self {
+        self.tenant_share = Some(share.max(1));
+        self
     }
 
     /// Executions of every tenant in `status`, for tests and benchmarks.
@@ -101,6 +112,7 @@ struct RunRow {
     run_as_user_id: String,
     run_as_role: String,
     claims: i64,
+    call_chain: DbJsonAs<Vec<String>>,
 }
 
 #[derive(Queryable, Selectable, Insertable)]
@@ -163,6 +175,11 @@ struct NewExecutionRow {
     run_as_role: &'static str,
     started_at: DbTime,
     updated_at: DbTime,
+    call_chain: DbJsonAs<Vec<String>>,
+    lease_token: Option<String>,
+    lease_until: Option<DbTime>,
+    lease_owner: Option<String>,
+    claims: i64,
 }
 
 /// A claimed execution's id.
@@ -172,9 +189,10 @@ struct ClaimedIdRow {
     id: String,
 }
 
-/// Executions as a lease queue: running ones that no live lease holds, oldest first; a claim
-/// counts a claim (see [`agentry_domain::work`]).
-fn running_executions(_: Backend) -> QueueTable {
+/// Executions as a lease queue: running ones that no live lease holds, oldest first, within
+/// each tenant's share when there is one; a claim counts a claim (see
+/// [`agentry_domain::work`]).
+fn running_executions(tenant_share: Option<u32>) -> QueueTable {
     QueueTable {
         table: "workflow_executions",
         due: format!("status = '{RUNNING}'"),
@@ -182,8 +200,14 @@ fn running_executions(_: Backend) -> QueueTable {
         counter: "claims",
         also_set: String::new(),
         returning: "id",
+        share: tenant_share.map(|share| ("tenant_id", share)),
     }
 }
+
+/// Taken first by a claim of executions with a share, on PostgreSQL: claims of several
+/// instances then count each tenant's running executions one after the other, so that
+/// together they never pass the share. (SQLite's one writer runs claims one at a time.)
+const SHARE_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(7402361401)";
 
 /// The execution row with `id` while it carries the lease `token`, locked for the rest of the
 /// transaction on PostgreSQL (SQLite's writer holds the whole database).
@@ -272,12 +296,12 @@ fn assemble_each(
 fn claimed_run(execution: Execution, run: Option<RunRow>, lease: &Lease) -> anyhow::Result<ClaimedExecution> {
     let run = run.ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
     let claims = run.claims;
-    let (steps, run_as) = run.into_parts()?;
-    Ok(claimed(ExecutionRun { execution, steps, run_as }, claims, lease))
+    let (steps, run_as, call_chain) = run.into_parts()?;
+    Ok(claimed(ExecutionRun { execution, steps, run_as, call_chain }, claims, lease))
 }
 
 impl RunRow {
-    fn into_parts(self) -> anyhow::Result<(Vec<agentry_domain::workflows::Step>, RunAs)> {
+    fn into_parts(self) -> anyhow::Result<(Vec<agentry_domain::workflows::Step>, RunAs, CallChain)> {
         let steps = validate_steps(&self.steps.0).map_err(|errors| {
             let first = <[_]>::first(&errors).map(ToString::to_string).unwrap_or_default();
             anyhow::anyhow!("execution {} has invalid stored steps: {first}", self.id)
@@ -285,7 +309,8 @@ impl RunRow {
         let role: Role = self.run_as_role.parse().map_err(|_| {
             anyhow::anyhow!("execution {} has an unknown role {:?}", self.id, self.run_as_role)
         })?;
-        Ok((steps, RunAs { user_id: UserId::from_string(self.run_as_user_id), role }))
+        let chain = CallChain::new(self.call_chain.0.into_iter().map(WorkflowId::from_string).collect());
+        Ok((steps, RunAs { user_id: UserId::from_string(self.run_as_user_id), role }, chain))
     }
 }
 
@@ -297,9 +322,17 @@ impl LeaseQueue<ExecutionRun> for ExecutionStore {
         now: DateTime<Utc>,
         limit: u32,
     ) -> anyhow::Result<Vec<ClaimedExecution>> {
-        let (sql, params) = prepare_claim(&self.db, running_executions, lease, now, limit);
+        let share = self.tenant_share;
+        let (sql, params) = prepare_claim(&self.db, |_| running_executions(share), lease, now, limit);
+        let share_lock = match (share, self.db.backend()) {
+            (Some(_), Backend::Postgres) => Some(SHARE_LOCK_SQL),
+            _ => None,
+        };
         let (held, now_db) = (lease.clone(), DbTime(now));
         let (claimed, unreadable) = transaction!(self.db, conn => {
+            if let Some(lock) = share_lock {
+                diesel::sql_query(lock).execute(conn).await?;
+            }
             let claimed: Vec<ClaimedIdRow> = claim!(conn, sql, params).await?;
             if claimed.is_empty() {
                 return Ok((Vec::new(), Vec::new()));
@@ -365,6 +398,12 @@ impl ExecutionRepository for ExecutionStore {
             run_as_role: new.run_as.role.as_str(),
             started_at: DbTime(e.started_at),
             updated_at: DbTime(e.started_at),
+            call_chain: DbJsonAs(new.call_chain.workflows().iter().map(ToString::to_string).collect()),
+            // Held by its starter (who runs it): its first claim, under the starter's lease.
+            lease_token: new.held.as_ref().map(|l| l.token.clone()),
+            lease_until: new.held.as_ref().map(|l| DbTime(l.until)),
+            lease_owner: new.held.as_ref().and_then(|_| self.db.lease_owner().0),
+            claims: i64::from(new.held.is_some()),
         };
         let steps: Vec<StepRow> =
             e.steps().iter().enumerate().map(|(i, r)| StepRow::new(&e.id, i, r)).collect();

@@ -103,6 +103,7 @@ fn job_table(backend: Backend) -> QueueTable {
         counter: "attempts",
         also_set: format!("status = '{RUNNING}'"),
         returning: "id, kind, payload, attempts AS claims",
+        share: None,
     }
 }
 

@@ -41,6 +41,9 @@ pub(crate) struct QueueTable {
     pub(crate) also_set: String,
     /// The columns the claim returns.
     pub(crate) returning: &'static str,
+    /// A share: rows are grouped by this column (the tenant), and a claim takes a group's rows
+    /// only while fewer than this many of its due rows are held under live leases.
+    pub(crate) share: Option<(&'static str, u32)>,
 }
 
 /// Placeholder `n` of `backend`: numbered, so both read it (`$n` on PostgreSQL, `?n` on SQLite).
@@ -60,11 +63,25 @@ fn claim_sql(queue: &QueueTable, backend: Backend) -> String {
         Backend::Postgres => "FOR UPDATE SKIP LOCKED",
         Backend::Sqlite => "",
     };
-    let QueueTable { table, due, order_by, counter, also_set, returning } = queue;
-    let claimable = format!("({due}) AND {}", free_sql(&p(3), &p(6)));
+    let QueueTable { table, due, order_by, counter, also_set, returning, share } = queue;
+    let free = free_sql(&p(3), &p(6));
+    let claimable = format!("({due}) AND {free}");
     let also_set = if also_set.is_empty() { String::new() } else { format!(", {also_set}") };
+    // With a share, a group's claimable rows are numbered in claim order and only those that
+    // keep the group within its share, counting the rows it holds already, are candidates.
+    // (The numbering is a window function, which a locking `SELECT` may not use: it is a
+    // subquery of the one that locks.)
+    let candidates = match share {
+        None => format!("{table} WHERE {claimable}"),
+        Some((group, share)) => format!(
+            "{table} WHERE id IN (SELECT id FROM (SELECT id, {group}, \
+             row_number() OVER (PARTITION BY {group} ORDER BY {order_by}, id) AS nth FROM {table} WHERE {claimable}) ranked \
+             WHERE nth + (SELECT count(*) FROM {table} held WHERE held.{group} = ranked.{group} AND ({due}) AND NOT {free}) \
+             <= {share})"
+        ),
+    };
     format!(
-        "WITH chosen AS MATERIALIZED (SELECT id FROM {table} WHERE {claimable} ORDER BY {order_by} LIMIT {limit} {lock}) \
+        "WITH chosen AS MATERIALIZED (SELECT id FROM {candidates} ORDER BY {order_by} LIMIT {limit} {lock}) \
          UPDATE {table} SET lease_token = {token}, lease_until = {until}, lease_owner = {owner}, \
          {counter} = {counter} + 1, updated_at = {now}{also_set} \
          WHERE id IN (SELECT id FROM chosen) AND {claimable} \

@@ -232,6 +232,7 @@ diesel::table! {
         previous_secret_until -> Nullable<UtcTime>,
         created_at -> UtcTime,
         updated_at -> UtcTime,
+        created_by -> Nullable<Text>,
     }
 }
 
@@ -415,6 +416,7 @@ diesel::table! {
         updated_at -> UtcTime,
         claims -> BigInt,
         trigger_details -> Nullable<Json>,
+        call_chain -> Json,
     }
 }
 
@@ -469,6 +471,7 @@ diesel::table! {
         run_as_user_id -> Text,
         run_as_role -> Text,
         created_at -> UtcTime,
+        is_active -> Bool,
     }
 }
 

@@ -463,6 +463,7 @@ mod tests {
             plan: Plan::Starter,
             role,
             credential: Credential::AccessToken,
+            chain: Default::default(),
         }
     }
 

@@ -185,6 +185,7 @@ impl AccessService {
             plan: membership.tenant_plan,
             role: membership.role,
             credential: Credential::AccessToken,
+            chain: Default::default(),
         })
     }
 
@@ -215,6 +216,7 @@ impl AccessService {
             plan: grant.plan,
             role: grant.role,
             credential: Credential::ApiKey { key_id: grant.key.id, scopes: grant.key.scopes },
+            chain: Default::default(),
         })
     }
 

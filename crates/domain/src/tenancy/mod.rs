@@ -14,7 +14,7 @@ use crate::validation::{FieldError, FieldErrorKind};
 mod permissions;
 mod principal;
 pub use permissions::{Permission, Scope};
-pub use principal::{Credential, Forbidden, Principal};
+pub use principal::{CallChain, Credential, Forbidden, Nesting, Principal};
 
 crate::bounded_text!(
     /// A tenant's display name: 1–200 characters after trimming.

@@ -34,7 +34,7 @@ use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailed
 use crate::ids::{ExecutionId, IdGenerator, WorkflowId};
 use crate::pagination::Page;
 use crate::storable;
-use crate::tenancy::{Credential, Forbidden, Permission, Plan, Principal};
+use crate::tenancy::{CallChain, Credential, Forbidden, Nesting, Permission, Plan, Principal};
 use crate::time::Clock;
 use crate::validation::ValidationErrors;
 use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
@@ -63,6 +63,10 @@ pub enum ExecutionError {
     /// The execution has already finished.
     #[error("the execution has already finished ({0})")]
     Finished(ExecutionStatus),
+    /// Started from within executions (an agent's `run_workflow` tool), it would make a cycle
+    /// or nest too deep.
+    #[error(transparent)]
+    Nesting(#[from] Nesting),
     /// Storage failed.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
@@ -182,17 +186,56 @@ impl ExecutionService {
         input: Value,
         origin: ExecutionOrigin,
     ) -> Result<Execution, ExecutionError> {
-        caller.require(Permission::WorkflowsExecute)?;
-        storable::check(&input, "input").map_err(ValidationErrors::one)?;
-        let workflow = self
-            .deps
-            .workflows
-            .get(&caller.tenant_id, workflow_id)
-            .await?
-            .ok_or(ExecutionError::WorkflowNotFound)?;
-        let run_as = RunAs { user_id: caller.user_id.clone(), role: caller.role };
-        let started = self.start(&workflow, input, Value::Null, origin, run_as, None).await?;
+        let workflow = self.startable(caller, workflow_id, &input).await?;
+        let start = StartOf::by(caller, origin, None);
+        let started = self.start_as(&workflow, input, start).await?;
         Ok(started.execution().clone())
+    }
+
+    /// [`ExecutionService::execute_from`], stored already held under a lease of the caller's
+    /// (its first claim): the caller runs it ([`ExecutionService::run_execution`]) in its own
+    /// task, with no worker's slot, as an agent's `run_workflow` tool does while it waits for
+    /// the end. Given back ([`ExecutionService::run_execution`]'s `keep_going`), it is any
+    /// worker's to finish.
+    ///
+    /// # Errors
+    /// As [`ExecutionService::execute`]; [`ExecutionError::Nesting`] when the caller's chain
+    /// does not admit the workflow.
+    pub async fn start_held(
+        &self,
+        caller: &Principal,
+        workflow_id: &WorkflowId,
+        input: Value,
+        origin: ExecutionOrigin,
+    ) -> Result<ClaimedExecution, ExecutionError> {
+        let workflow = self.startable(caller, workflow_id, &input).await?;
+        let lease = Lease::new(self.deps.ids.as_ref(), self.deps.clock.now(), self.settings.lease);
+        let start = StartOf::by(caller, origin, Some(lease.clone()));
+        let (run_as, call_chain) = (start.run_as.clone(), start.call_chain.clone());
+        match self.start_as(&workflow, input, start).await? {
+            Started::New(execution) => Ok(Claimed {
+                item: ExecutionRun { execution, steps: workflow.steps.clone(), run_as, call_chain },
+                claims: 1,
+                lease,
+            }),
+            // Nothing deduplicates these starts (they have no key).
+            Started::Existing(execution) => {
+                Err(ExecutionError::Unexpected(anyhow::anyhow!("execution {} started twice", execution.id)))
+            }
+        }
+    }
+
+    /// The workflow the caller may execute on `input`, from where the caller is.
+    async fn startable(
+        &self,
+        caller: &Principal,
+        workflow_id: &WorkflowId,
+        input: &Value,
+    ) -> Result<Workflow, ExecutionError> {
+        caller.require(Permission::WorkflowsExecute)?;
+        storable::check(input, "input").map_err(ValidationErrors::one)?;
+        caller.chain.admits(workflow_id)?;
+        self.deps.workflows.get(&caller.tenant_id, workflow_id).await?.ok_or(ExecutionError::WorkflowNotFound)
     }
 
     /// An execution as it is now, read again by its own tenant and id: for whoever started it
@@ -218,6 +261,19 @@ impl ExecutionService {
         run_as: RunAs,
         dedup_key: Option<String>,
     ) -> Result<Started, ExecutionError> {
+        let start =
+            StartOf { trigger, origin, run_as, dedup_key, call_chain: CallChain::default(), held: None };
+        self.start_as(workflow, input, start).await
+    }
+
+    /// Stores a new execution of `workflow` on `input`, started as `start` says.
+    async fn start_as(
+        &self,
+        workflow: &Workflow,
+        input: Value,
+        start: StartOf,
+    ) -> Result<Started, ExecutionError> {
+        let StartOf { trigger, origin, run_as, dedup_key, call_chain, held } = start;
         if !workflow.is_active {
             return Err(ExecutionError::Inactive);
         }
@@ -244,7 +300,15 @@ impl ExecutionService {
             }),
             now,
         );
-        let new = NewExecution { execution, steps: workflow.steps.clone(), run_as, dedup_key, started_event };
+        let new = NewExecution {
+            execution,
+            steps: workflow.steps.clone(),
+            run_as,
+            dedup_key,
+            started_event,
+            call_chain,
+            held,
+        };
         Ok(d.executions.create(&new).await?)
     }
 
@@ -319,7 +383,8 @@ impl ExecutionService {
         given_up: Option<StepFailure>,
     ) -> anyhow::Result<RunOutcome> {
         let d = &self.deps;
-        let Claimed { item: ExecutionRun { mut execution, steps, run_as }, lease, claims: _ } = claimed;
+        let Claimed { item: ExecutionRun { mut execution, steps, run_as, call_chain }, lease, claims: _ } =
+            claimed;
         let caller = Principal {
             user_id: run_as.user_id,
             tenant_id: execution.tenant_id.clone(),
@@ -327,6 +392,8 @@ impl ExecutionService {
             plan: Plan::Starter,
             role: run_as.role,
             credential: Credential::AccessToken,
+            // What its agents' tools start runs one level deeper.
+            chain: call_chain.then(&execution.workflow_id),
         };
         let mut context =
             TemplateContext::new(execution.input.clone()).with_trigger(execution.trigger.clone());
@@ -458,6 +525,36 @@ impl ExecutionService {
         match self.status_of(execution).await {
             Some(ExecutionStatus::Running) => RunOutcome::LostLease,
             _ => RunOutcome::Cancelled,
+        }
+    }
+}
+
+/// How an execution is started, besides its workflow and input.
+struct StartOf {
+    /// What templates read as `trigger.*`.
+    trigger: Value,
+    /// Where it was started from.
+    origin: ExecutionOrigin,
+    /// Whose authority its steps act with.
+    run_as: RunAs,
+    /// Its key among the starts of its origin.
+    dedup_key: Option<String>,
+    /// The workflows of the executions above it.
+    call_chain: CallChain,
+    /// The lease it is stored under, when the starter runs it.
+    held: Option<Lease>,
+}
+
+impl StartOf {
+    /// A start by `caller` (a request, or an agent's tool) from `origin`, in the caller's chain.
+    fn by(caller: &Principal, origin: ExecutionOrigin, held: Option<Lease>) -> Self {
+        Self {
+            trigger: Value::Null,
+            origin,
+            run_as: RunAs { user_id: caller.user_id.clone(), role: caller.role },
+            dedup_key: None,
+            call_chain: caller.chain.clone(),
+            held,
         }
     }
 }

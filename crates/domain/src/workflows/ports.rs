@@ -14,7 +14,7 @@ use super::steps::{Step, StepAction};
 use crate::events::Event;
 use crate::ids::{ExecutionId, IntegrationId, ScheduleId, TenantId, TriggerId, WorkflowId};
 use crate::pagination::Page;
-use crate::tenancy::{Plan, Principal};
+use crate::tenancy::{CallChain, Plan, Principal};
 use crate::work::{Claimed, Lease};
 
 /// Workflows, scoped by tenant in every operation.
@@ -181,6 +181,12 @@ pub struct NewExecution {
     pub dedup_key: Option<String>,
     /// `workflow.execution.started`.
     pub started_event: Event,
+    /// The workflows of the executions above it (an agent's `run_workflow` tool started it
+    /// from one); empty otherwise.
+    pub call_chain: CallChain,
+    /// Stored already held under this lease (counted as its first claim): the caller runs it
+    /// itself rather than leaving it to a worker.
+    pub held: Option<Lease>,
 }
 
 /// What storing a [`NewExecution`] did.
@@ -218,6 +224,8 @@ pub struct ExecutionRun {
     pub steps: Vec<Step>,
     /// Whose authority the steps act with.
     pub run_as: RunAs,
+    /// The workflows of the executions above it, outermost first.
+    pub call_chain: CallChain,
 }
 
 /// An execution a worker holds under a lease.

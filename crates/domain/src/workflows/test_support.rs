@@ -43,6 +43,7 @@ pub fn caller(role: Role) -> Principal {
         plan: Plan::Starter,
         role,
         credential: Credential::AccessToken,
+        chain: Default::default(),
     }
 }
 

@@ -19,6 +19,7 @@ mod limits;
 mod mail_budget;
 mod memory;
 mod metrics;
+mod nesting;
 mod nul_bodies;
 mod openai;
 mod operations;

@@ -134,7 +134,9 @@ async fn no_input_takes_the_service_down(database_url: &str) {
     }
     // Within the largest value, the same shape saves and runs (computed by the render).
     let large = probe
-        .workflow(json!([{"id": "t", "type": "transform", "output": "{{ ('x' * 200000)|length }}".repeat(17)}]))
+        .workflow(
+            json!([{"id": "t", "type": "transform", "output": "{{ ('x' * 200000)|length }}".repeat(17)}]),
+        )
         .await;
     let large_runs: Vec<String> =
         futures_util::future::join_all((0..3).map(|_| probe.execute(&large, json!({})))).await;

@@ -470,7 +470,8 @@ async fn the_invitation_page_refuses_a_form_from_another_site() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200, "the page's own form joins");
-    let cookies: Vec<&str> = r.headers().get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()).collect();
+    let cookies: Vec<&str> =
+        r.headers().get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()).collect();
     assert!(cookies.iter().any(|c| c.starts_with("agentry_session=")), "{cookies:?}");
     // The session-from-token route refuses another origin too.
     let access = app.access_token("eve@example.com").await;

@@ -41,6 +41,7 @@ pub(super) fn due_deliveries(backend: Backend) -> QueueTable {
         counter: "attempts",
         also_set: String::new(),
         returning: CLAIMED_COLUMNS,
+        share: None,
     }
 }
 
@@ -55,6 +56,7 @@ pub(super) fn one_delivery(backend: Backend) -> QueueTable {
         counter: "attempts",
         also_set: format!("status = '{PENDING}', next_attempt_at = {}", p(3)),
         returning: CLAIMED_COLUMNS,
+        share: None,
     }
 }
 

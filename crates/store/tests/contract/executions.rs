@@ -1,7 +1,7 @@
 use agentry_domain::events::{Event, EventPayload, ExecutionCompletedData, ExecutionStartedData};
 use agentry_domain::ids::{EventId, ExecutionId, TenantId, TriggerId, UserId, WorkflowId};
 use agentry_domain::pagination::Page;
-use agentry_domain::tenancy::Role;
+use agentry_domain::tenancy::{CallChain, Role};
 use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_domain::workflows::{
     Execution, ExecutionOrigin, ExecutionRepository, ExecutionStatus, Finish, NewExecution, RunAs,
@@ -21,6 +21,8 @@ crate::contract!(
     deleting_a_workflow_while_its_execution_ends_never_fails,
     an_execution_that_cannot_be_read_is_failed_and_the_others_run,
     an_execution_given_back_is_free_at_once_and_its_claim_not_counted,
+    a_claim_keeps_each_tenant_within_its_share,
+    an_execution_stored_held_is_its_starters_with_its_chain,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -65,6 +67,8 @@ fn new_execution(
         run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
         dedup_key: key.map(str::to_owned),
         started_event,
+        call_chain: CallChain::default(),
+        held: None,
     }
 }
 
@@ -374,4 +378,70 @@ async fn an_execution_given_back_is_free_at_once_and_its_claim_not_counted(db: D
     // instance gave it back, nothing crashed.
     let again = store.claim(&lease("l2", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
     assert_eq!((again.len(), again[0].claims), (1, 1));
+}
+
+/// With a share of 2, a tenant with five waiting executions gets two claimed, another tenant's
+/// one is claimed beside them, and the first tenant gets more only as its own end; the share
+/// counts executions held by any lease (another instance's, or a starter's).
+async fn a_claim_keeps_each_tenant_within_its_share(db: Database) {
+    let store = setup(&db).await.with_tenant_share(2);
+    for i in 0..5 {
+        let at = t0() + Duration::seconds(i);
+        store
+            .create(&new_execution(&format!("exe_a{i}"), "ten_1", at, ExecutionOrigin::Api, None))
+            .await
+            .unwrap();
+    }
+    let late = t0() + Duration::seconds(10);
+    store.create(&new_execution("exe_b0", "ten_2", late, ExecutionOrigin::Api, None)).await.unwrap();
+    let until = t0() + Duration::seconds(30);
+    let first = store.claim(&lease("l1", until), t0(), 10).await.unwrap();
+    let mut ids: Vec<&str> = first.iter().map(|c| c.execution.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["exe_a0", "exe_a1", "exe_b0"], "two of ten_1's, oldest first, and ten_2's");
+    // Claimed again at once (another worker, another instance): ten_1 holds its share.
+    assert!(store.claim(&lease("l2", until), t0(), 10).await.unwrap().is_empty());
+    // One of ten_1's ends: one more of its executions may run.
+    let done = first.iter().find(|c| c.execution.id.as_str() == "exe_a0").unwrap();
+    store.release(&done.execution.id, &done.lease).await.unwrap();
+    let next = store.claim(&lease("l3", until), t0(), 10).await.unwrap();
+    let ids: Vec<&str> = next.iter().map(|c| c.execution.id.as_str()).collect();
+    assert_eq!(ids, ["exe_a0"], "given back, it is the oldest again");
+    // Concurrent claimers never pass the share between them.
+    let later = until + Duration::seconds(1);
+    let claims = (0..4).map(|i| {
+        let store = store.clone();
+        async move {
+            store.claim(&lease(&format!("c{i}"), later + Duration::seconds(30)), later, 10).await.unwrap()
+        }
+    });
+    let claimed: Vec<_> = futures_util::future::join_all(claims).await.into_iter().flatten().collect();
+    let of_ten_1 = claimed.iter().filter(|c| c.execution.tenant_id.as_str() == "ten_1").count();
+    assert_eq!(of_ten_1, 2, "{:?}", claimed.iter().map(|c| c.execution.id.as_str()).collect::<Vec<_>>());
+}
+
+/// An execution stored held (an agent's `run_workflow`, run by the chat that started it) is
+/// not claimed while its starter's lease lives, counts against its tenant's share, and carries
+/// the chain of workflows above it to whoever claims it later.
+async fn an_execution_stored_held_is_its_starters_with_its_chain(db: Database) {
+    let store = setup(&db).await.with_tenant_share(1);
+    let chain = CallChain::new(vec![WorkflowId::from_string("wf_parent")]);
+    let until = t0() + Duration::seconds(30);
+    let mut held = new_execution("exe_held", "ten_1", t0(), ExecutionOrigin::Api, None);
+    held.call_chain = chain.clone();
+    held.held = Some(lease("starter", until));
+    store.create(&held).await.unwrap();
+    let waiting = t0() + Duration::seconds(1);
+    store.create(&new_execution("exe_next", "ten_1", waiting, ExecutionOrigin::Api, None)).await.unwrap();
+    assert!(
+        store.claim(&lease("l1", until), t0(), 10).await.unwrap().is_empty(),
+        "held, and the share is spent"
+    );
+    // Its starter's lease ends (the starter died): a worker takes it over, with its chain.
+    let later = until + Duration::seconds(1);
+    let claimed = store.claim(&lease("l2", later + Duration::seconds(30)), later, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].execution.id.as_str(), "exe_held");
+    assert_eq!(claimed[0].call_chain, chain);
+    assert_eq!(claimed[0].claims, 2, "the starter's claim, then this one");
 }

@@ -27,6 +27,7 @@ fn caller(credential: Credential) -> Principal {
         plan: Plan::Starter,
         role: Role::Owner,
         credential,
+        chain: Default::default(),
     }
 }
 

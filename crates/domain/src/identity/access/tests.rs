@@ -21,6 +21,7 @@ fn principal(role: Role, credential: Credential) -> Principal {
         plan: Plan::Starter,
         role,
         credential,
+        chain: Default::default(),
     }
 }
 

@@ -28,6 +28,7 @@ fn caller(role: Role) -> Principal {
         plan: Plan::Starter,
         role,
         credential: Credential::AccessToken,
+        chain: Default::default(),
     }
 }
 

@@ -24,6 +24,7 @@ fn caller(role: Role) -> Principal {
         plan: Plan::Starter,
         role,
         credential: Credential::AccessToken,
+        chain: Default::default(),
     }
 }
 
@@ -105,6 +106,7 @@ fn claimed(done: usize) -> ClaimedExecution {
             execution,
             steps,
             run_as: RunAs { user_id: UserId::from_string("usr_1"), role: Role::Member },
+            call_chain: Default::default(),
         },
         lease: Lease { token: "lease_1".into(), until: t0() + chrono::Duration::seconds(30) },
         claims: 1,
@@ -314,6 +316,7 @@ async fn an_input_holding_nul_is_refused_naming_its_field_and_nothing_is_stored(
         plan: Plan::Starter,
         role: Role::Member,
         credential: Credential::AccessToken,
+        chain: Default::default(),
     };
     let e = m
         .service()
