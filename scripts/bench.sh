@@ -502,6 +502,11 @@ on_each_database() { # $1 = function (name url), $2 = SQLite file name
     fi
 }
 
+# Does one tenant's load delay another's executions? With the tenant share and without (baseline).
+fairness() { # name url
+    python3 scripts/fairness_bench.py "$bin" "$2"
+}
+
 enumeration_timing() {
     local n=${BENCH_TIMING_REQUESTS:-1000}
     echo
@@ -596,6 +601,9 @@ if [ "${1:-}" = "workflows" ]; then
     echo "workflow executions; $(nproc) CPUs; the last column of 'executions completed' counts those not completed"
     printf '%-10s %-24s %10s %10s %10s %11s %8s\n' backend route "req/s" p50 p99 "vs /healthz" "non-2xx"
     on_each_database bench_workflows workflows.db
+    echo
+    echo "another tenant's one-step execution while one tenant runs 100 slow executions or 20 chains of five"
+    on_each_database fairness fairness.db
     exit 0
 fi
 
@@ -672,6 +680,9 @@ if [ -n "$pg_url" ]; then
     fresh_pg
     bench_workflows postgres "$pg_url"
 fi
+echo
+echo "another tenant's one-step execution while one tenant runs 100 slow executions or 20 chains of five"
+on_each_database fairness fairness.db
 echo
 echo "GET /api/v1/agents with each rate-limit store ($store_tenants Pro tenants, $store_duration)"
 bench_stores sqlite "sqlite://$workdir/stores.db"

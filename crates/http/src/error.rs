@@ -590,9 +590,10 @@ impl From<ExecutionError> for ApiError {
             ExecutionError::WorkflowNotFound => Self::not_found("no such workflow"),
             ExecutionError::NotFound => Self::not_found("no such execution"),
             ExecutionError::Invalid(errors) => errors.into(),
-            e @ (ExecutionError::Inactive | ExecutionError::Finished(_) | ExecutionError::Nesting(_)) => {
-                Self::new(ErrorCode::Conflict, e.to_string())
-            }
+            e @ (ExecutionError::Inactive
+            | ExecutionError::Finished(_)
+            | ExecutionError::Nesting(_)
+            | ExecutionError::NotEntitled(_)) => Self::new(ErrorCode::Conflict, e.to_string()),
             ExecutionError::Unexpected(e) => Self::internal(e),
         }
     }
@@ -650,7 +651,9 @@ impl From<InboundError> for ApiError {
             }
             InboundError::Invalid(v) => v.into(),
             e @ InboundError::UnsupportedBody => Self::new(ErrorCode::UnsupportedMediaType, e.to_string()),
-            e @ InboundError::Inactive => Self::new(ErrorCode::Conflict, e.to_string()),
+            e @ (InboundError::Inactive | InboundError::Paused(_)) => {
+                Self::new(ErrorCode::Conflict, e.to_string())
+            }
             InboundError::RateLimited(status) => {
                 let retry_after = status.retry_after.unwrap_or(1);
                 Self::new(

@@ -153,6 +153,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::api_keys::configure)
         .configure(routes::recovery::configure)
         .configure(routes::team::configure)
+        .configure(routes::automations::configure)
         .configure(routes::agents::configure)
         .configure(routes::openai::configure)
         .configure(routes::memory::configure)

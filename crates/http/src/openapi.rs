@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::routes::{
-    agents, api_keys, auth, billing, chat, executions, health, integrations, memory, openai, recovery,
-    schedules, team, triggers, webhooks, workflows,
+    agents, api_keys, auth, automations, billing, chat, executions, health, integrations, memory, openai,
+    recovery, schedules, team, triggers, webhooks, workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -42,7 +42,7 @@ use crate::settings::{Envelope, HttpSettings};
         recovery::exchange_magic_link,
         api_keys::create, api_keys::list, api_keys::revoke,
         team::invite, team::list_invitations, team::revoke, team::list_members, team::change_role,
-        team::remove, team::accept,
+        team::remove, team::accept, automations::list, automations::take_over,
         agents::list, agents::create, agents::get, agents::update, agents::delete, chat::chat,
         chat::messages, openai::completions, openai::models,
         memory::add, memory::list, memory::get, memory::delete, memory::search, memory::add_documents,

@@ -132,7 +132,8 @@ pub fn build_services(
     )?;
     let WorkflowServices { workflows, executions, triggers, integrations, schedules, steps } =
         workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
-    let agent_tools = Arc::new(ServiceTools::new(steps, executions.clone()));
+    let members: Arc<dyn agentry_domain::tenancy::MemberRoles> = Arc::new(TeamStore::new(shared.db.clone()));
+    let agent_tools = Arc::new(ServiceTools::new(steps, executions.clone(), members));
     late_tools.set(&agent_tools);
     let jobs = Worker::new(
         Arc::new(mail_jobs(config, &shared, job_store, &recovery, &team)),
@@ -349,6 +350,7 @@ fn workflows(
             performer: steps.clone(),
             clock: clock.clone(),
             ids: ids.clone(),
+            members: Arc::new(TeamStore::new(db.clone())),
         },
         ExecutionSettings {
             lease: chrono::Duration::seconds(i64::try_from(config.job_lease_secs).unwrap_or(60)),

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use agentry_domain::agents::{ToolAction, ToolRunner};
 use agentry_domain::ids::AgentId;
-use agentry_domain::tenancy::Principal;
+use agentry_domain::tenancy::{MemberRoles, NotEntitled, Principal};
 use agentry_domain::workflows::{ExecutionOrigin, ExecutionService, ExecutionStatus, StepPerformer};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 pub struct ServiceTools {
     steps: Arc<dyn StepPerformer>,
     executions: ExecutionService,
+    members: Arc<dyn MemberRoles>,
 }
 
 impl std::fmt::Debug for ServiceTools {
@@ -42,9 +43,13 @@ impl std::fmt::Debug for ServiceTools {
 }
 
 impl ServiceTools {
-    /// Tools over these services.
-    pub fn new(steps: Arc<dyn StepPerformer>, executions: ExecutionService) -> Self {
-        Self { steps, executions }
+    /// Tools over these services; `members` gives the callers' current roles.
+    pub fn new(
+        steps: Arc<dyn StepPerformer>,
+        executions: ExecutionService,
+        members: Arc<dyn MemberRoles>,
+    ) -> Self {
+        Self { steps, executions, members }
     }
 
     /// Starts the workflow, runs it in this task (see the module's documentation) and waits up
@@ -104,6 +109,15 @@ impl ToolRunner for ServiceTools {
         action: ToolAction,
         timeout: Duration,
     ) -> Result<Value, String> {
+        // A tool acts with its caller's role now: a chat that outlives its caller's membership
+        // (a long one, or an execution's) stops acting for them, and a demotion applies at once.
+        let role = match self.members.role_of(&caller.tenant_id, &caller.user_id).await {
+            Ok(Some(role)) => role,
+            Ok(None) => return Err(NotEntitled::Gone(caller.user_id.clone()).to_string()),
+            Err(e) => return Err(format!("the caller's membership could not be read: {e}")),
+        };
+        let role = if role.outranks(caller.role) { caller.role } else { role };
+        let caller = &Principal { role, ..caller.clone() };
         match action {
             ToolAction::Step(step) => self.steps.perform(caller, step, timeout).await.map_err(|e| e.0),
             ToolAction::Workflow { workflow_id, input } => {

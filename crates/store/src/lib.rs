@@ -16,6 +16,8 @@ mod macros;
 mod accounts;
 mod agents;
 mod api_keys;
+#[macro_use]
+mod automations;
 mod conversations;
 mod credits;
 mod database;

@@ -471,7 +471,6 @@ diesel::table! {
         run_as_user_id -> Text,
         run_as_role -> Text,
         created_at -> UtcTime,
-        is_active -> Bool,
     }
 }
 

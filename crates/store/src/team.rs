@@ -13,7 +13,7 @@ use agentry_domain::team::{
     AcceptOutcome, Acceptance, Invitation, InvitationView, Member, MemberChange, TeamRepository,
     leaves_no_owner,
 };
-use agentry_domain::tenancy::Role;
+use agentry_domain::tenancy::{Automation, AutomationKind, Role};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -36,6 +36,10 @@ impl TeamStore {
     /// A repository over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
     }
 }
 
@@ -118,6 +122,12 @@ macro_rules! lock_and_count_owners {
             .await?;
         Ok::<u64, StoreError>(u64::try_from(owners).unwrap_or(0))
     }};
+}
+
+/// The row of a membership change's event, listing what the change paused.
+fn changed_event(event: &Event, paused: &[Automation]) -> Result<EventRow, StoreError> {
+    let event = Event { payload: event.payload.clone().with_paused(paused.to_vec()), ..event.clone() };
+    EventRow::from_domain(&event).map_err(|e| StoreError::Encode(e.to_string()))
 }
 
 /// The refusal a change's transaction rolls back with when it would leave no owner.
@@ -345,10 +355,10 @@ impl TeamRepository for TeamStore {
         to: Role,
         event: &Event,
     ) -> anyhow::Result<MemberChange> {
-        let (tenant, user) = (tenant.clone(), user.clone());
-        let row = EventRow::from_domain(event)?;
+        let (tenant, user, event) = (tenant.clone(), user.clone(), event.clone());
+        let stopped = AutomationKind::lost_between(from, Some(to));
         let result = transaction!(self.db, conn => {
-            let owners = lock_and_count_owners!(conn, tenant, row.created_at)?;
+            let owners = lock_and_count_owners!(conn, tenant, DbTime(event.created_at))?;
             let changed = diesel::update(
                 memberships::table
                     .filter(memberships::tenant_id.eq(tenant.as_str()))
@@ -364,11 +374,13 @@ impl TeamRepository for TeamStore {
             if leaves_no_owner(owners, from, Some(to)) {
                 return Err(StoreError::Precondition(LAST_OWNER));
             }
+            let paused = automations_of!(conn, tenant.as_str(), Some(user.as_str()), &stopped)?;
+            let row = changed_event(&event, &paused)?;
             diesel::insert_into(events::table).values(&row).execute(conn).await?;
-            Ok(MemberChange::Done)
+            Ok(MemberChange::Done(paused))
         });
         let change = member_change(result)?;
-        if change == MemberChange::Done {
+        if matches!(change, MemberChange::Done(_)) {
             self.db.stored(WorkQueue::Outbox);
         }
         Ok(change)
@@ -382,8 +394,8 @@ impl TeamRepository for TeamStore {
         event: &Event,
         now: DateTime<Utc>,
     ) -> anyhow::Result<MemberChange> {
-        let (tenant, user, now) = (tenant.clone(), user.clone(), DbTime(now));
-        let row = EventRow::from_domain(event)?;
+        let (tenant, user, now, event) = (tenant.clone(), user.clone(), DbTime(now), event.clone());
+        let stopped = AutomationKind::lost_between(from, None);
         let result = transaction!(self.db, conn => {
             let owners = lock_and_count_owners!(conn, tenant, now)?;
             let removed = diesel::delete(
@@ -411,13 +423,42 @@ impl TeamRepository for TeamStore {
             .set(api_keys::revoked_at.eq(now))
             .execute(conn)
             .await?;
+            // What acted as them stops with this commit (each reads the membership when it
+            // acts); the event and the answer list it.
+            let paused = automations_of!(conn, tenant.as_str(), Some(user.as_str()), &stopped)?;
+            let row = changed_event(&event, &paused)?;
             diesel::insert_into(events::table).values(&row).execute(conn).await?;
-            Ok(MemberChange::Done)
+            Ok(MemberChange::Done(paused))
         });
         let change = member_change(result)?;
-        if change == MemberChange::Done {
+        if matches!(change, MemberChange::Done(_)) {
             self.db.stored(WorkQueue::Outbox);
         }
         Ok(change)
+    }
+
+    async fn automations<'a>(
+        &self,
+        tenant: &TenantId,
+        user: Option<&'a UserId>,
+    ) -> anyhow::Result<Vec<Automation>> {
+        let (tenant, user) = (tenant.as_str(), user.map(UserId::as_str));
+        Ok(with_conn!(self.db, conn => automations_of!(conn, tenant, user, &AutomationKind::ALL))?)
+    }
+
+    async fn take_over(
+        &self,
+        tenant: &TenantId,
+        from: &UserId,
+        to: &UserId,
+        role: Role,
+    ) -> anyhow::Result<Vec<Automation>> {
+        let (tenant, from, to) = (tenant.to_string(), from.to_string(), to.clone());
+        let taken = transaction!(self.db, conn => {
+            let taken = automations_of!(conn, tenant.as_str(), Some(from.as_str()), &AutomationKind::ALL)?;
+            take_over_automations!(conn, tenant.as_str(), from.as_str(), to.as_str(), role.as_str())?;
+            Ok(taken.into_iter().map(|a| Automation { acts_as: Some(to.clone()), ..a }).collect::<Vec<_>>())
+        })?;
+        Ok(taken)
     }
 }

@@ -13,8 +13,9 @@
 //! impossible whatever the workers do, and every outcome is applied only under the lease it
 //! was claimed with.
 
-use agentry_domain::ids::{DeliveryId, EventId, TenantId, WebhookId};
+use agentry_domain::ids::{DeliveryId, EventId, TenantId, UserId, WebhookId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
+use agentry_domain::tenancy::Role;
 use agentry_domain::webhooks::{
     Attempt, AttemptErrorKind, ClaimedDelivery, DELIVERY_QUEUE, Delivery, DeliveryCounts, DeliveryStats,
     DeliveryStatus, Dispatched, DueDelivery, FanOut, HourCount, NewDelivery, Requeue, SealedSecret,
@@ -30,7 +31,7 @@ use serde_json::{Map, Value};
 
 use crate::database::{Backend, Database, StoreError};
 use crate::events::EventRow;
-use crate::schema::{events, webhook_attempts, webhook_deliveries, webhook_subscriptions};
+use crate::schema::{events, memberships, webhook_attempts, webhook_deliveries, webhook_subscriptions};
 use crate::types::{DbJsonAs, DbTime};
 
 mod statements;
@@ -97,6 +98,7 @@ struct SubscriptionRow {
     previous_secret_until: Option<DbTime>,
     created_at: DbTime,
     updated_at: DbTime,
+    created_by: Option<String>,
 }
 
 impl SubscriptionRow {
@@ -115,6 +117,7 @@ impl SubscriptionRow {
             previous_secret_until: s.previous_secret().map(|p| DbTime(p.until)),
             created_at: DbTime(s.created_at()),
             updated_at: DbTime(s.updated_at()),
+            created_by: s.created_by().map(ToString::to_string),
         }
     }
 
@@ -132,9 +135,14 @@ impl SubscriptionRow {
             previous_secret_until: self.previous_secret_until.map(|t| t.0),
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
+            created_by: self.created_by.map(UserId::from_string),
         })?)
     }
 }
+
+/// A subscription as the fan-out reads it: tenant, id, events, status, creation, maker, and the
+/// maker's role now (`None` when they are no longer a member).
+type TargetRow = (String, String, DbJsonAs<Vec<String>>, String, DbTime, Option<String>, Option<String>);
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = webhook_deliveries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
@@ -432,7 +440,12 @@ impl WebhookRepository for WebhookStore {
             let mut tenants: Vec<&str> = pending.iter().map(|e| e.tenant_id.as_str()).collect();
             tenants.sort_unstable();
             tenants.dedup();
-            let rows: Vec<(String, String, DbJsonAs<Vec<String>>, String, DbTime)> = webhook_subscriptions::table
+            // With its maker's role now, if it has a maker: a subscription follows its maker's
+            // membership.
+            let rows: Vec<TargetRow> = webhook_subscriptions::table
+                .left_join(memberships::table.on(memberships::tenant_id
+                    .eq(webhook_subscriptions::tenant_id)
+                    .and(memberships::user_id.nullable().eq(webhook_subscriptions::created_by))))
                 .filter(webhook_subscriptions::tenant_id.eq_any(&tenants))
                 .select((
                     webhook_subscriptions::tenant_id,
@@ -440,6 +453,8 @@ impl WebhookRepository for WebhookStore {
                     webhook_subscriptions::events,
                     webhook_subscriptions::status,
                     webhook_subscriptions::created_at,
+                    webhook_subscriptions::created_by,
+                    memberships::role.nullable(),
                 ))
                 .load(conn)
                 .await?;
@@ -453,7 +468,7 @@ impl WebhookRepository for WebhookStore {
                 // unreadable event is marked with the others and never delivered.
                 let targets: Vec<SubscriptionTarget> = rows
                     .into_iter()
-                    .filter_map(|(tenant, id, events, status, created_at)| {
+                    .filter_map(|(tenant, id, events, status, created_at, maker, role)| {
                         SubscriptionTarget::restore(
                             WebhookId::from_string(id.clone()),
                             TenantId::from_string(tenant),
@@ -461,6 +476,11 @@ impl WebhookRepository for WebhookStore {
                             &status,
                             created_at.0,
                         )
+                        .map(|target| match maker {
+                            // A role this version cannot read allows nothing.
+                            Some(_) => target.made_by_member(role.and_then(|r| Role::parse(&r))),
+                            None => target,
+                        })
                         .inspect_err(|e| tracing::error!(subscription = %id, error = %e, "skipping a subscription that cannot be read"))
                         .ok()
                     })

@@ -1,4 +1,3 @@
-ALTER TABLE integrations DROP COLUMN is_active;
 ALTER TABLE webhook_subscriptions DROP COLUMN created_by;
 DROP INDEX workflow_executions_tenant_running_idx;
 ALTER TABLE workflow_executions DROP COLUMN call_chain;

@@ -6,9 +6,6 @@ ALTER TABLE workflow_executions ADD COLUMN call_chain TEXT NOT NULL DEFAULT '[]'
 -- share of the workers.
 CREATE INDEX workflow_executions_tenant_running_idx ON workflow_executions (tenant_id) WHERE status = 'running';
 
--- Who made a subscription: it follows its maker's membership (paused when they are removed or
+-- Who made a subscription: it follows its maker's membership (it stops when they are removed or
 -- demoted below webhooks:write). NULL: made before makers were recorded, owned by the tenant.
 ALTER TABLE webhook_subscriptions ADD COLUMN created_by TEXT;
-
--- Integrations can be paused, as triggers and schedules can (their maker's removal pauses them).
-ALTER TABLE integrations ADD COLUMN is_active BOOLEAN NOT NULL DEFAULT 1;

@@ -14,6 +14,7 @@ use crate::ids::{
     AgentId, EventId, ExecutionId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId, UserId,
     WorkflowId,
 };
+use crate::tenancy::Automation;
 
 mod ports;
 pub use ports::EventLog;
@@ -261,6 +262,9 @@ pub enum EventPayload {
         user_id: UserId,
         /// Who removed them (the member themself when they left).
         removed_by: UserId,
+        /// What acted as them and stopped with the removal (see `tenancy::automations`).
+        #[serde(default)]
+        paused: Vec<Automation>,
     },
     /// `tenant.member.role_changed`: a member's role changed.
     #[serde(rename = "tenant.member.role_changed")]
@@ -273,10 +277,25 @@ pub enum EventPayload {
         to: String,
         /// Who changed it.
         changed_by: UserId,
+        /// What acted as them and stopped because the new role does not allow it.
+        #[serde(default)]
+        paused: Vec<Automation>,
     },
 }
 
 impl EventPayload {
+    /// A membership change's payload with what it paused (found in the change's transaction);
+    /// any other payload unchanged.
+    #[must_use]
+    pub fn with_paused(mut self, stopped: Vec<Automation>) -> Self {
+        if let Self::TenantMemberRemoved { paused, .. } | Self::TenantMemberRoleChanged { paused, .. } =
+            &mut self
+        {
+            *paused = stopped;
+        }
+        self
+    }
+
     /// The event type of this payload.
     pub fn event_type(&self) -> EventType {
         match self {

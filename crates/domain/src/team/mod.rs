@@ -24,34 +24,23 @@ use serde::{Deserialize, Serialize};
 
 use crate::events::{Event, EventPayload};
 use crate::identity::{
-    AccountRepository, AccountService, Email, FullName, Password, PasswordHash, PasswordHasher, TokenPair,
-    User,
+    AccountRepository, AccountService, Email, FullName, Password, PasswordHasher, TokenPair, User,
 };
 use crate::ids::{IdGenerator, InvitationId, TenantId, UserId};
 use crate::jobs::{BackgroundJob, JobError, JobHandler, JobKind, NewJob};
 use crate::mail::{EmailMessage, Mailer, escape_html};
-use crate::secrets::{SecretDigest, Secrets};
-use crate::tenancy::{Credential, Forbidden, Permission, Principal, Role};
+use crate::secrets::Secrets;
+use crate::tenancy::{Automation, Forbidden, Permission, Principal, Role};
 use crate::time::Clock;
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors, Validator};
 
-impl Role {
-    /// The role's power: owner 3, admin 2, member 1, viewer 0. A caller may grant, change and
-    /// remove only at or below their own rank.
-    pub fn rank(self) -> u8 {
-        match self {
-            Role::Owner => 3,
-            Role::Admin => 2,
-            Role::Member => 1,
-            Role::Viewer => 0,
-        }
-    }
-
-    /// Whether this role is strictly above `other`.
-    pub fn outranks(self, other: Role) -> bool {
-        self.rank() > other.rank()
-    }
-}
+mod automations;
+mod ports;
+mod rules;
+#[cfg(any(test, feature = "mock"))]
+pub use ports::MockTeamRepository;
+pub use ports::{AcceptOutcome, Acceptance, MemberChange, TeamRepository};
+pub use rules::{check_invite, check_removal, check_role_change, leaves_no_owner};
 
 /// An invitation of an address into a tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +84,16 @@ pub struct InvitationView {
     pub inviter_name: String,
 }
 
+/// A member whose role changed, and what acted as them and stopped because the new role does
+/// not allow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedMember {
+    /// The member, with the new role.
+    pub member: Member,
+    /// What stopped.
+    pub paused: Vec<Automation>,
+}
+
 /// A member of a tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -108,62 +107,6 @@ pub struct Member {
     pub role: Role,
     /// When they joined.
     pub joined_at: DateTime<Utc>,
-}
-
-/// Whether a change leaves a tenant without an owner: `owners` owners before it, the member
-/// changed was `from`, and is `to` after it (`None`: removed).
-pub fn leaves_no_owner(owners: u64, from: Role, to: Option<Role>) -> bool {
-    from == Role::Owner && to != Some(Role::Owner) && owners <= 1
-}
-
-/// Whether `caller` may invite someone as `role`.
-///
-/// # Errors
-/// [`Forbidden`] without `members:write`, or for a role above the caller's.
-pub fn check_invite(caller: &Principal, role: Role) -> Result<(), Forbidden> {
-    caller.require(Permission::MembersWrite)?;
-    if role.outranks(caller.role) {
-        return Err(Forbidden(format!(
-            "you cannot invite as {role}: it is above your role ({})",
-            caller.role
-        )));
-    }
-    Ok(())
-}
-
-/// Whether `caller` may change a member's role from `from` to `to`.
-///
-/// # Errors
-/// [`Forbidden`] without `members:write`, for a member above the caller's role, or for a new
-/// role above it.
-pub fn check_role_change(caller: &Principal, from: Role, to: Role) -> Result<(), Forbidden> {
-    caller.require(Permission::MembersWrite)?;
-    if from.outranks(caller.role) {
-        return Err(Forbidden(format!("you cannot change the role of an {from}: it is above your role")));
-    }
-    if to.outranks(caller.role) {
-        return Err(Forbidden(format!("you cannot grant {to}: it is above your role ({})", caller.role)));
-    }
-    Ok(())
-}
-
-/// Whether `caller` may remove `member`, whose role is `role`. Leaving (removing oneself)
-/// takes a user's own session, or a key with `members:write`.
-///
-/// # Errors
-/// [`Forbidden`] without the right, or for a member above the caller's role.
-pub fn check_removal(caller: &Principal, member: &UserId, role: Role) -> Result<(), Forbidden> {
-    if member == &caller.user_id {
-        return match caller.credential {
-            Credential::AccessToken => Ok(()),
-            Credential::ApiKey { .. } => caller.require(Permission::MembersWrite),
-        };
-    }
-    caller.require(Permission::MembersWrite)?;
-    if role.outranks(caller.role) {
-        return Err(Forbidden(format!("you cannot remove an {role}: it is above your role")));
-    }
-    Ok(())
 }
 
 /// A validated invitation request.
@@ -199,129 +142,6 @@ pub struct AcceptInvitation {
     pub password: Option<SecretString>,
     /// The new account's name (only for an address without an account).
     pub full_name: Option<String>,
-}
-
-/// Everything an acceptance stores, in one transaction.
-#[derive(Debug, Clone)]
-pub struct Acceptance {
-    /// The invitation.
-    pub invitation_id: InvitationId,
-    /// The digest its link's token must still have.
-    pub digest: SecretDigest,
-    /// The account to create first, for an address without one.
-    pub new_user: Option<(User, PasswordHash)>,
-    /// The member.
-    pub user_id: UserId,
-    /// The tenant.
-    pub tenant_id: TenantId,
-    /// The role.
-    pub role: Role,
-    /// `tenant.member.added`.
-    pub event: Event,
-    /// When.
-    pub now: DateTime<Utc>,
-}
-
-/// What became of an acceptance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AcceptOutcome {
-    /// The membership exists and the invitation is spent.
-    Accepted,
-    /// The invitation was no longer pending (accepted, revoked or expired meanwhile), or its
-    /// link carries another token now; nothing changed.
-    NotUsable,
-    /// The user is a member of the tenant already; nothing changed.
-    AlreadyMember,
-    /// The address was registered meanwhile; nothing changed.
-    EmailTaken,
-}
-
-/// What became of a change of a member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemberChange {
-    /// Applied.
-    Done,
-    /// The member is gone or their role is no longer the one the change was checked against.
-    Gone,
-    /// It would leave the tenant without an owner; nothing changed.
-    LastOwner,
-}
-
-/// Members and invitations.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait TeamRepository: Send + Sync {
-    /// The tenant's members, in the order they joined.
-    async fn members(&self, tenant: &TenantId) -> anyhow::Result<Vec<Member>>;
-
-    /// One member of the tenant.
-    async fn member(&self, tenant: &TenantId, user: &UserId) -> anyhow::Result<Option<Member>>;
-
-    /// Stores an invitation and the job that mails it, in one transaction; an earlier pending
-    /// invitation of the same address into the same tenant is revoked by it.
-    async fn create_invitation(&self, invitation: &Invitation, mail: &NewJob) -> anyhow::Result<()>;
-
-    /// The tenant's invitations pending at `now`, newest first.
-    async fn pending_invitations(
-        &self,
-        tenant: &TenantId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<Vec<Invitation>>;
-
-    /// Revokes a pending invitation of the tenant; `false` when it has none such.
-    async fn revoke_invitation(
-        &self,
-        tenant: &TenantId,
-        invitation: &InvitationId,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<bool>;
-
-    /// An invitation by id, in any state.
-    async fn invitation(&self, id: &InvitationId) -> anyhow::Result<Option<InvitationView>>;
-
-    /// An invitation by the digest of its link's token, in any state.
-    async fn invitation_by_digest(&self, digest: &SecretDigest) -> anyhow::Result<Option<InvitationView>>;
-
-    /// Gives a pending invitation a new link token (replacing any earlier one); `false` when
-    /// it is no longer pending at `now`.
-    async fn set_token(
-        &self,
-        invitation: &InvitationId,
-        digest: &SecretDigest,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<bool>;
-
-    /// Accepts: in one transaction, spends the invitation (only if it is pending with this
-    /// digest: of concurrent acceptances exactly one wins), creates the account when asked,
-    /// the membership, and the event.
-    ///
-    /// # Errors
-    /// Only when storage fails; every refusal is an [`AcceptOutcome`].
-    async fn accept(&self, acceptance: &Acceptance) -> anyhow::Result<AcceptOutcome>;
-
-    /// Changes a member's role from `from` to `to` and stores `event`, only if the member
-    /// still has `from`, and refuses ([`MemberChange::LastOwner`]) when it would leave no
-    /// owner ([`leaves_no_owner`]) — decided inside the transaction, under a lock of the
-    /// tenant, so concurrent changes cannot together remove every owner.
-    async fn change_role(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        from: Role,
-        to: Role,
-        event: &Event,
-    ) -> anyhow::Result<MemberChange>;
-
-    /// Removes a member whose role is still `from`, revokes the API keys they made in the
-    /// tenant, and stores `event`; refuses as [`Self::change_role`] does for the last owner.
-    async fn remove_member(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        from: Role,
-        event: &Event,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<MemberChange>;
 }
 
 /// Why a team operation failed.
@@ -504,14 +324,14 @@ impl TeamService {
         caller: &Principal,
         user: &UserId,
         to: Role,
-    ) -> Result<Member, TeamError> {
+    ) -> Result<ChangedMember, TeamError> {
         caller.require(Permission::MembersWrite)?;
         let d = &self.deps;
         let mut member =
             d.team.member(&caller.tenant_id, user).await?.ok_or(TeamError::NotFound("no such member"))?;
         check_role_change(caller, member.role, to)?;
         if member.role == to {
-            return Ok(member);
+            return Ok(ChangedMember { member, paused: Vec::new() });
         }
         let event = Event::new(
             d.ids.as_ref(),
@@ -521,13 +341,15 @@ impl TeamService {
                 from: member.role.as_str().to_owned(),
                 to: to.as_str().to_owned(),
                 changed_by: caller.user_id.clone(),
+                // Filled in by the change's transaction.
+                paused: Vec::new(),
             },
             d.clock.now(),
         );
         match d.team.change_role(&caller.tenant_id, user, member.role, to, &event).await? {
-            MemberChange::Done => {
+            MemberChange::Done(paused) => {
                 member.role = to;
-                Ok(member)
+                Ok(ChangedMember { member, paused })
             }
             MemberChange::Gone => {
                 Err(TeamError::Conflict("the member changed meanwhile; read it again".into()))
@@ -537,12 +359,13 @@ impl TeamService {
     }
 
     /// Removes a member (or, for the caller themself, leaves): their access to the tenant and
-    /// the API keys they made there end at their next request.
+    /// the API keys they made there end at their next request, and what acted as them stops
+    /// (see [`crate::tenancy::Automation`]); what stopped.
     ///
     /// # Errors
     /// [`TeamError::Forbidden`] as [`check_removal`] says; [`TeamError::NotFound`] for no such
     /// member; [`TeamError::LastOwner`] for the last owner.
-    pub async fn remove(&self, caller: &Principal, user: &UserId) -> Result<(), TeamError> {
+    pub async fn remove(&self, caller: &Principal, user: &UserId) -> Result<Vec<Automation>, TeamError> {
         let d = &self.deps;
         if user != &caller.user_id {
             caller.require(Permission::MembersWrite)?;
@@ -554,11 +377,16 @@ impl TeamService {
         let event = Event::new(
             d.ids.as_ref(),
             &caller.tenant_id,
-            EventPayload::TenantMemberRemoved { user_id: user.clone(), removed_by: caller.user_id.clone() },
+            EventPayload::TenantMemberRemoved {
+                user_id: user.clone(),
+                removed_by: caller.user_id.clone(),
+                // Filled in by the removal's transaction.
+                paused: Vec::new(),
+            },
             now,
         );
         match d.team.remove_member(&caller.tenant_id, user, member.role, &event, now).await? {
-            MemberChange::Done => Ok(()),
+            MemberChange::Done(paused) => Ok(paused),
             MemberChange::Gone => {
                 Err(TeamError::Conflict("the member changed meanwhile; read it again".into()))
             }

@@ -2,6 +2,7 @@ use chrono::TimeZone;
 use secrecy::SecretString;
 
 use super::*;
+use crate::identity::PasswordHash;
 use crate::identity::{
     AccountPolicy, AccountServiceDeps, IssuedAccessToken, MockAccessTokens, MockAccountRepository,
     MockPasswordHasher, MockRefreshTokenRepository, UserCredentials,
@@ -9,7 +10,8 @@ use crate::identity::{
 use crate::ids::{ApiKeyId, MockIdGenerator};
 use crate::mail::MockMailer;
 use crate::secrets::MockSecrets;
-use crate::tenancy::{Plan, Scope};
+use crate::secrets::SecretDigest;
+use crate::tenancy::{Credential, Plan, Scope};
 use crate::time::MockClock;
 
 fn t0() -> DateTime<Utc> {
@@ -262,6 +264,7 @@ async fn demoting_or_removing_the_last_owner_is_a_conflict() {
                         from: "owner".into(),
                         to: "admin".into(),
                         changed_by: UserId::from_string("usr_me"),
+                        paused: Vec::new(),
                     }
         })
         .returning(|_, _, _, _, _| Ok(MemberChange::LastOwner));
@@ -289,10 +292,11 @@ async fn a_viewer_may_leave_but_not_remove_others() {
                     == EventPayload::TenantMemberRemoved {
                         user_id: UserId::from_string("usr_me"),
                         removed_by: UserId::from_string("usr_me"),
+                        paused: Vec::new(),
                     }
         })
         .times(1)
-        .returning(|_, _, _, _, _| Ok(MemberChange::Done));
+        .returning(|_, _, _, _, _| Ok(MemberChange::Done(Vec::new())));
     let service = m.service();
     service.remove(&caller(Role::Viewer), &UserId::from_string("usr_me")).await.unwrap();
     let err = service.remove(&caller(Role::Viewer), &UserId::from_string("usr_other")).await.unwrap_err();

@@ -11,8 +11,12 @@ use chrono::{DateTime, Utc};
 use crate::ids::{TenantId, UserId};
 use crate::validation::{FieldError, FieldErrorKind};
 
+mod automations;
 mod permissions;
 mod principal;
+#[cfg(any(test, feature = "mock"))]
+pub use automations::MockMemberRoles;
+pub use automations::{Automation, AutomationKind, MemberRoles, NotEntitled, current_role};
 pub use permissions::{Permission, Scope};
 pub use principal::{CallChain, Credential, Forbidden, Nesting, Principal};
 

@@ -9,6 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::model::{EventSelectors, InvalidStoredState, NewDelivery, SubscriptionStatus};
 use crate::events::Event;
 use crate::ids::{DeliveryId, EventId, TenantId, WebhookId};
+use crate::tenancy::{AutomationKind, Role};
 
 /// A subscription as the fan-out sees it: whose it is, what it selects, whether it receives,
 /// and since when.
@@ -24,6 +25,9 @@ pub struct SubscriptionTarget {
     pub status: SubscriptionStatus,
     /// Its creation: it receives the events that happen from then on.
     pub created_at: DateTime<Utc>,
+    /// Whether its maker may still keep it (a member whose role allows `webhooks:write`), or it
+    /// is the tenant's own; see [`crate::tenancy::Automation`].
+    pub maker_entitled: bool,
 }
 
 impl SubscriptionTarget {
@@ -40,7 +44,22 @@ impl SubscriptionTarget {
         created_at: DateTime<Utc>,
     ) -> Result<Self, InvalidStoredState> {
         let status = InvalidStoredState::status("subscription", &id, status, SubscriptionStatus::parse)?;
-        Ok(Self { id, tenant_id, events: EventSelectors::from_stored(events), status, created_at })
+        Ok(Self {
+            id,
+            tenant_id,
+            events: EventSelectors::from_stored(events),
+            status,
+            created_at,
+            maker_entitled: true,
+        })
+    }
+
+    /// The target of a subscription made by a member whose role is now `role` (`None`: no
+    /// longer a member): it receives only while that role allows it.
+    #[must_use]
+    pub fn made_by_member(mut self, role: Option<Role>) -> Self {
+        self.maker_entitled = AutomationKind::WebhookSubscription.acts_for(role);
+        self
     }
 
     /// Whether `event` is for it: an event of its own tenant, of a type it selects, that
@@ -53,10 +72,11 @@ impl SubscriptionTarget {
             && self.events.matches(event.event_type())
     }
 
-    /// Whether it receives events now: only while active (a failed or disabled one keeps them
-    /// as skipped deliveries, sent after a recovery).
+    /// Whether it receives events now: only while active and while its maker may keep it (a
+    /// failed or disabled one, or one whose maker was removed or demoted, keeps them as skipped
+    /// deliveries, sent after a recovery).
     pub fn receives(&self) -> bool {
-        self.status == SubscriptionStatus::Active
+        self.status == SubscriptionStatus::Active && self.maker_entitled
     }
 }
 

@@ -228,7 +228,8 @@ impl WebhookService {
             description: new.description,
             metadata: new.metadata,
         };
-        let subscription = Subscription::new(id, caller.tenant_id.clone(), details, sealed, now);
+        let subscription = Subscription::new(id, caller.tenant_id.clone(), details, sealed, now)
+            .made_by(caller.user_id.clone());
         self.deps.webhooks.insert(&subscription).await?;
         Ok((subscription, secret))
     }

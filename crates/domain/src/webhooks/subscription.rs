@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
 use super::model::{EventSelectors, InvalidStoredState, PreviousSecret, SealedSecret, SubscriptionStatus};
-use crate::ids::{TenantId, WebhookId};
+use crate::ids::{TenantId, UserId, WebhookId};
 use crate::patch::Patch;
 
 /// What a subscription's owner chooses: where it sends, what it selects, what it is for.
@@ -68,6 +68,8 @@ pub struct StoredSubscription {
     pub created_at: DateTime<Utc>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
+    /// Who made it (`None`: made before makers were recorded; owned by the tenant).
+    pub created_by: Option<UserId>,
 }
 
 /// A status change a subscription does not make: its owner may resume or pause it, never fail
@@ -113,6 +115,7 @@ pub struct Subscription {
     previous_secret: Option<PreviousSecret>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    created_by: Option<UserId>,
 }
 
 impl Subscription {
@@ -133,7 +136,21 @@ impl Subscription {
             previous_secret: None,
             created_at: now,
             updated_at: now,
+            created_by: None,
         }
+    }
+
+    /// The subscription, made by `user`: it follows their membership (see
+    /// [`crate::tenancy::Automation`]).
+    #[must_use]
+    pub fn made_by(mut self, user: UserId) -> Self {
+        self.created_by = Some(user);
+        self
+    }
+
+    /// Who made it; `None` for a subscription owned by the tenant.
+    pub fn created_by(&self) -> Option<&UserId> {
+        self.created_by.as_ref()
     }
 
     /// A subscription read back from its row. Stored names this version does not know select
@@ -173,6 +190,7 @@ impl Subscription {
             previous_secret,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
+            created_by: stored.created_by,
         })
     }
 
@@ -334,6 +352,7 @@ mod tests {
             previous_secret_until: None,
             created_at: t0(),
             updated_at: t0(),
+            created_by: None,
         }
     }
 

@@ -34,7 +34,10 @@ use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailed
 use crate::ids::{ExecutionId, IdGenerator, WorkflowId};
 use crate::pagination::Page;
 use crate::storable;
-use crate::tenancy::{CallChain, Credential, Forbidden, Nesting, Permission, Plan, Principal};
+use crate::tenancy::{
+    CallChain, Credential, Forbidden, MemberRoles, Nesting, NotEntitled, Permission, Plan, Principal,
+    current_role,
+};
 use crate::time::Clock;
 use crate::validation::ValidationErrors;
 use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
@@ -67,6 +70,10 @@ pub enum ExecutionError {
     /// or nest too deep.
     #[error(transparent)]
     Nesting(#[from] Nesting),
+    /// Started for a member (a trigger, an integration, a schedule) who is no longer a member,
+    /// or whose role no longer runs workflows.
+    #[error(transparent)]
+    NotEntitled(#[from] NotEntitled),
     /// Storage failed.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
@@ -111,6 +118,8 @@ pub struct ExecutionServiceDeps {
     pub clock: Arc<dyn Clock>,
     /// Ids.
     pub ids: Arc<dyn IdGenerator>,
+    /// Members' current roles: what executions started for them act with.
+    pub members: Arc<dyn MemberRoles>,
 }
 
 /// Executions for requests, and their steps for the worker.
@@ -247,11 +256,13 @@ impl ExecutionService {
         self.deps.executions.get(&started.tenant_id, &started.id).await?.ok_or(ExecutionError::NotFound)
     }
 
-    /// Starts an execution of `workflow` (already found in its tenant) from `origin`: the
-    /// entry point of trigger calls and integration events as well as of requests.
+    /// Starts an execution of `workflow` (already found in its tenant) from `origin` for its
+    /// maker, who is not there: the entry point of trigger calls, integration events and
+    /// schedule ticks. It acts with the maker's role now (see [`crate::tenancy::Automation`]).
     ///
     /// # Errors
-    /// [`ExecutionError::Inactive`]; storage failures.
+    /// [`ExecutionError::Inactive`]; [`ExecutionError::NotEntitled`] when `run_as` is no
+    /// longer a member, or no longer runs workflows; storage failures.
     pub async fn start(
         &self,
         workflow: &Workflow,
@@ -261,6 +272,14 @@ impl ExecutionService {
         run_as: RunAs,
         dedup_key: Option<String>,
     ) -> Result<Started, ExecutionError> {
+        let role = current_role(
+            self.deps.members.as_ref(),
+            &workflow.tenant_id,
+            &run_as.user_id,
+            Permission::WorkflowsExecute,
+        )
+        .await??;
+        let run_as = RunAs { role, ..run_as };
         let start =
             StartOf { trigger, origin, run_as, dedup_key, call_chain: CallChain::default(), held: None };
         self.start_as(workflow, input, start).await
@@ -385,7 +404,7 @@ impl ExecutionService {
         let d = &self.deps;
         let Claimed { item: ExecutionRun { mut execution, steps, run_as, call_chain }, lease, claims: _ } =
             claimed;
-        let caller = Principal {
+        let mut caller = Principal {
             user_id: run_as.user_id,
             tenant_id: execution.tenant_id.clone(),
             // The plan only sets rate limits, which apply where a request enters.
@@ -421,9 +440,25 @@ impl ExecutionService {
             if !d.executions.start_step(&execution.id, &step_lease, position, started_at).await? {
                 return Ok(self.why_stopped(&execution).await);
             }
-            let produced = match &given_up {
+            // Each step acts with its starter's role now, not the one they had when it started:
+            // a starter who was removed, or demoted below running workflows, stops it here.
+            let entitled = match &given_up {
                 Some(failure) => Err(failure.clone()),
-                None => self.perform(&caller, step, &context).await,
+                None => current_role(
+                    d.members.as_ref(),
+                    &caller.tenant_id,
+                    &caller.user_id,
+                    Permission::WorkflowsExecute,
+                )
+                .await?
+                .map_err(|lost| StepFailure(format!("the execution stopped: {lost}"))),
+            };
+            let produced = match entitled {
+                Err(failure) => Err(failure),
+                Ok(role) => {
+                    caller.role = role;
+                    self.perform(&caller, step, &context).await
+                }
             };
             let finished_at = d.clock.now();
             let last = position + 1 == steps.len();

@@ -40,6 +40,10 @@ pub enum InboundError {
     /// The workflow is inactive.
     #[error("the workflow is inactive; set is_active to true to execute it")]
     Inactive,
+    /// The trigger or integration acts as a member who was removed, or demoted below running
+    /// workflows: it is paused until an owner or admin takes it over.
+    #[error("this receiver is paused: {0}")]
+    Paused(crate::tenancy::NotEntitled),
     /// The tenant's plan limit is spent; the status says until when.
     #[error("the tenant's rate limit is exceeded")]
     RateLimited(RateStatus),
@@ -52,6 +56,7 @@ impl From<ExecutionError> for InboundError {
     fn from(e: ExecutionError) -> Self {
         match e {
             ExecutionError::Inactive => Self::Inactive,
+            ExecutionError::NotEntitled(lost) => Self::Paused(lost),
             ExecutionError::Unexpected(e) => Self::Unexpected(e),
             other => Self::Unexpected(anyhow::anyhow!("starting an execution failed: {other}")),
         }

@@ -450,6 +450,10 @@ impl ScheduleService {
         match started {
             Ok(_) => Ok(true),
             Err(ExecutionError::Inactive) => Ok(false),
+            Err(ExecutionError::NotEntitled(lost)) => {
+                tracing::warn!(schedule_id = %schedule.id, "the tick is missed: {lost}");
+                Ok(false)
+            }
             Err(e) => Err(anyhow::anyhow!("starting the execution: {e}")),
         }
     }

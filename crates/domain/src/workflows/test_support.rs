@@ -143,9 +143,17 @@ pub fn execution_service(repo: MockExecutionRepository) -> ExecutionService {
             due: Arc::new(crate::work::MockLeaseQueue::new()),
             clock: Arc::new(clock()),
             ids: Arc::new(ids()),
+            members: Arc::new(members(Some(Role::Member))),
         },
         ExecutionSettings::default(),
     )
+}
+
+/// Members' roles where every user has `role` (`None`: nobody is a member).
+pub fn members(role: Option<Role>) -> crate::tenancy::MockMemberRoles {
+    let mut members = crate::tenancy::MockMemberRoles::new();
+    members.expect_role_of().returning(move |_, _| Ok(role));
+    members
 }
 
 /// A limiter whose counter answers `count` for every window; `None` fails the test if it is

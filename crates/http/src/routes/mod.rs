@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod auth;
+pub mod automations;
 pub mod billing;
 pub mod chat;
 pub mod executions;

@@ -20,6 +20,7 @@ use crate::error::ApiError;
 use crate::extract::JsonBody;
 use crate::reply::{Reply, timestamp};
 use crate::routes::auth::TokenResponse;
+use crate::routes::automations::AutomationResponse;
 
 /// Registers the routes of this module under the current scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -292,7 +293,7 @@ pub async fn list_members(
     ),
     request_body = ChangeRoleRequest,
     responses(
-        (status = 200, description = "The member with the new role", body = MemberResponse),
+        (status = 200, description = "The member with the new role, and what acted as them and stopped because the new role does not allow it", body = ChangedMemberResponse),
         (status = 403, description = "`forbidden`: needs `members:write`; the member's role and the new one cannot be above yours"),
         (status = 404, description = "`not_found`: no such tenant of yours, or no such member in it"),
         (status = 409, description = "`conflict`: it would demote the last owner, or the member changed meanwhile"),
@@ -303,16 +304,43 @@ pub async fn change_role(
     caller: TenantCaller,
     path: web::Path<(String, String)>,
     body: JsonBody<ChangeRoleRequest>,
-) -> Result<Reply<MemberResponse>, ApiError> {
+) -> Result<Reply<ChangedMemberResponse>, ApiError> {
     let (_, user) = path.into_inner();
     second_id(&user, "user_id")?;
     let role = body.0.try_into_domain()?;
-    let member = state.team.change_role(&caller, &UserId::from_string(user), role).await?;
-    Ok(Reply::ok(member.into()))
+    let changed = state.team.change_role(&caller, &UserId::from_string(user), role).await?;
+    Ok(Reply::ok(ChangedMemberResponse {
+        member: changed.member.into(),
+        paused: changed.paused.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// A member whose role changed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangedMemberResponse {
+    /// The member, with the new role.
+    #[serde(flatten)]
+    pub member: MemberResponse,
+    /// What acted as them (triggers, schedules, integrations, webhook subscriptions) and
+    /// stopped because the new role does not allow it; an owner or admin can take it over
+    /// (`POST /tenants/{tenant_id}/automations/take-over`).
+    pub paused: Vec<AutomationResponse>,
+}
+
+/// A member removed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RemovedMemberResponse {
+    /// The former member.
+    pub user_id: String,
+    /// What acted as them and stopped with the removal; an owner or admin can take it over
+    /// (`POST /tenants/{tenant_id}/automations/take-over`).
+    pub paused: Vec<AutomationResponse>,
 }
 
 /// Remove a member, or leave (your own user id). Their access to the tenant and the API keys
-/// they made in it end at their next request.
+/// they made in it end at their next request; what acted as them (triggers, schedules,
+/// integrations, webhook subscriptions, their executions' next steps) stops at once, and the
+/// answer lists it.
 #[utoipa::path(
     delete, path = "/api/v1/tenants/{tenant_id}/members/{user_id}", tag = "members", operation_id = "removeMember",
     security(("bearer" = [])),
@@ -321,7 +349,7 @@ pub async fn change_role(
         ("user_id" = String, Path, description = "The member's user id (yours: leave)", max_length = 128),
     ),
     responses(
-        (status = 204, description = "Removed"),
+        (status = 200, description = "Removed, with what stopped acting as them", body = RemovedMemberResponse),
         (status = 403, description = "`forbidden`: removing others needs `members:write`, and their role cannot be above yours"),
         (status = 404, description = "`not_found`: no such tenant of yours, or no such member in it"),
         (status = 409, description = "`conflict`: the last owner can neither leave nor be removed"),
@@ -331,11 +359,14 @@ pub async fn remove(
     state: web::Data<AppState>,
     caller: TenantCaller,
     path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<RemovedMemberResponse>, ApiError> {
     let (_, user) = path.into_inner();
     second_id(&user, "user_id")?;
-    state.team.remove(&caller, &UserId::from_string(user)).await?;
-    Ok(HttpResponse::NoContent().finish())
+    let paused = state.team.remove(&caller, &UserId::from_string(user.clone())).await?;
+    Ok(Reply::ok(RemovedMemberResponse {
+        user_id: user,
+        paused: paused.into_iter().map(Into::into).collect(),
+    }))
 }
 
 /// An invitation's acceptance.

@@ -4,6 +4,7 @@
 mod agents;
 mod api_keys;
 mod auth;
+mod automations;
 mod billing;
 mod chat;
 mod console;

@@ -244,7 +244,7 @@ async fn roles_are_bounded_by_the_callers_and_the_last_owner_stays() {
 
     // With a second owner, the first may leave.
     app.patch_json_with_token(&bob_path, &ada.token, &json!({"role": "owner"})).await;
-    assert_eq!(app.delete_with_token(&ada_path, &ada.token).await.status(), 204);
+    assert_eq!(app.delete_with_token(&ada_path, &ada.token).await.status(), 200);
     let left = json_with_status(app.get_with_token(&members, &bob).await, 200).await;
     assert_eq!(left["total"], 1);
     assert_eq!(left["members"][0]["role"], "owner");
@@ -274,7 +274,8 @@ async fn removal_ends_the_members_access_and_keys_at_the_next_request() {
     assert_eq!(app.get_with_token("/api/v1/agents", &key).await.status(), 200);
 
     let grace_path = format!("/api/v1/tenants/{}/members/{}", ada.tenant, grace.user_id);
-    assert_eq!(app.delete_with_token(&grace_path, &ada.token).await.status(), 204);
+    let removed = json_with_status(app.delete_with_token(&grace_path, &ada.token).await, 200).await;
+    assert_eq!(removed, json!({"user_id": grace.user_id, "paused": []}), "nothing acted as her");
 
     let r = app.get_with_token(&format!("/api/v1/agents{in_ada}"), &grace.token).await;
     assert_eq!(
@@ -289,9 +290,11 @@ async fn removal_ends_the_members_access_and_keys_at_the_next_request() {
     assert_eq!(app.get_with_token("/api/v1/agents", &grace.token).await.status(), 200);
     assert_eq!(role_in(&me(&app, &grace.token).await, &ada.tenant), None);
     let events = app.events(&ada.tenant).await;
-    assert!(events.iter().any(|e| matches!(&e.payload,
-        EventPayload::TenantMemberRemoved { user_id, removed_by }
-            if user_id.as_str() == grace.user_id && removed_by.as_str() == ada.user_id)));
+    assert!(
+        events.iter().any(|e| matches!(&e.payload,
+        EventPayload::TenantMemberRemoved { user_id, removed_by, paused }
+            if user_id.as_str() == grace.user_id && removed_by.as_str() == ada.user_id && paused.is_empty()))
+    );
     assert_eq!(app.delete_with_token(&grace_path, &ada.token).await.status(), 404, "gone");
 }
 

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::leases::{QueueTable, param};
+use agentry_domain::tenancy::AutomationKind;
 
 /// A delivery as a claim returns it.
 #[derive(QueryableByName)]
@@ -27,15 +28,25 @@ pub(super) struct ClaimedRow {
 const CLAIMED_COLUMNS: &str =
     "id, subscription_id, event_id, payload, attempts AS claims, is_test, earlier_attempts";
 
-/// Deliveries as a lease queue: pending ones of `active` subscriptions whose next attempt is
-/// due; each claim counts an attempt.
+/// Deliveries as a lease queue: pending ones whose next attempt is due, of `active`
+/// subscriptions whose maker may still keep them (the tenant's own, or made by a member whose
+/// role now allows `webhooks:write`: a subscription follows its maker's membership); each
+/// claim counts an attempt.
 pub(super) fn due_deliveries(backend: Backend) -> QueueTable {
+    let entitled: Vec<String> = Role::ALL
+        .iter()
+        .filter(|role| AutomationKind::WebhookSubscription.acts_for(Some(**role)))
+        .map(|role| format!("'{}'", role.as_str()))
+        .collect();
     QueueTable {
         table: "webhook_deliveries",
         due: format!(
             "status = '{PENDING}' AND next_attempt_at <= {now} \
-             AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE status = '{ACTIVE}')",
-            now = param(backend, 3)
+             AND subscription_id IN (SELECT s.id FROM webhook_subscriptions s WHERE s.status = '{ACTIVE}' \
+             AND (s.created_by IS NULL OR s.created_by IN (SELECT m.user_id FROM memberships m \
+             WHERE m.tenant_id = s.tenant_id AND m.role IN ({entitled}))))",
+            now = param(backend, 3),
+            entitled = entitled.join(", "),
         ),
         order_by: "next_attempt_at",
         counter: "attempts",

@@ -65,6 +65,7 @@ fn removed(id: &str, user: &str) -> Event {
         payload: EventPayload::TenantMemberRemoved {
             user_id: UserId::from_string(user),
             removed_by: UserId::from_string("usr_1"),
+            paused: Vec::new(),
         },
         created_at: t0(),
     }
@@ -79,6 +80,7 @@ fn changed(id: &str, user: &str, from: Role, to: Role) -> Event {
             from: from.as_str().into(),
             to: to.as_str().into(),
             changed_by: UserId::from_string("usr_1"),
+            paused: Vec::new(),
         },
         created_at: t0(),
     }
@@ -273,7 +275,7 @@ async fn the_last_owner_can_be_neither_demoted_nor_removed(db: Database) {
     let e = changed("evt_1", "usr_1", Role::Owner, Role::Admin);
     assert_eq!(
         repo.change_role(&tenant, &owner, Role::Owner, Role::Admin, &e).await.unwrap(),
-        MemberChange::Done
+        MemberChange::Done(Vec::new())
     );
     let e = changed("evt_2", "usr_3", Role::Owner, Role::Viewer);
     assert_eq!(
@@ -293,7 +295,7 @@ async fn the_last_owner_can_be_neither_demoted_nor_removed(db: Database) {
     let e = changed("evt_4", "usr_1", Role::Admin, Role::Owner);
     assert_eq!(
         repo.change_role(&tenant, &owner, Role::Admin, Role::Owner, &e).await.unwrap(),
-        MemberChange::Done
+        MemberChange::Done(Vec::new())
     );
     let a = {
         let repo = repo.clone();
@@ -320,7 +322,7 @@ async fn the_last_owner_can_be_neither_demoted_nor_removed(db: Database) {
     let (a, b) = (a.await.unwrap(), b.await.unwrap());
     let mut outcomes = [a, b];
     outcomes.sort_by_key(|o| format!("{o:?}"));
-    assert_eq!(outcomes, [MemberChange::Done, MemberChange::LastOwner]);
+    assert_eq!(outcomes, [MemberChange::Done(Vec::new()), MemberChange::LastOwner]);
     let owners = repo.members(&tenant).await.unwrap().into_iter().filter(|m| m.role == Role::Owner).count();
     assert_eq!(owners, 1);
 }
@@ -352,7 +354,7 @@ async fn removal_revokes_the_members_keys_and_ends_their_membership(db: Database
     let e = removed("evt_r", "usr_2");
     assert_eq!(
         repo.remove_member(&tenant, &grace, Role::Member, &e, t0()).await.unwrap(),
-        MemberChange::Done
+        MemberChange::Done(Vec::new())
     );
     assert!(repo.member(&tenant, &grace).await.unwrap().is_none());
     assert!(keys.find_grant(&SecretDigest::from_string("key-key_here")).await.unwrap().is_none());

@@ -49,6 +49,7 @@ fn stored(id: &str, tenant: &str, events: &[&str]) -> StoredSubscription {
         // creation on.
         created_at: Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap(),
         updated_at: t0(),
+        created_by: None,
     }
 }
 

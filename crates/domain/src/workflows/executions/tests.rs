@@ -54,6 +54,8 @@ struct Mocks {
     workflows: MockWorkflowRepository,
     executions: MockExecutionRepository,
     performer: MockStepPerformer,
+    /// The role the execution's starter has now (`None`: no longer a member).
+    starter_role: Option<Role>,
 }
 
 impl Mocks {
@@ -62,6 +64,7 @@ impl Mocks {
             workflows: MockWorkflowRepository::new(),
             executions: MockExecutionRepository::new(),
             performer: MockStepPerformer::new(),
+            starter_role: Some(Role::Member),
         }
     }
 
@@ -78,6 +81,7 @@ impl Mocks {
                 due: Arc::new(crate::work::MockLeaseQueue::new()),
                 clock: Arc::new(clock),
                 ids: Arc::new(ids),
+                members: Arc::new(crate::workflows::test_support::members(self.starter_role)),
             },
             ExecutionSettings::default(),
         )
@@ -471,4 +475,53 @@ async fn cancel_reports_whether_it_cancelled() {
     ));
     // The step machine the run relies on.
     assert_eq!(step_transition(StepStatus::Running, StepEvent::Complete).unwrap(), StepStatus::Completed);
+}
+
+/// A step runs with its starter's role now: once they are no longer a member, the next step
+/// fails with the reason instead of running, and so does the execution.
+#[tokio::test]
+async fn a_starter_removed_meanwhile_stops_the_execution_at_its_next_step() {
+    let mut m = Mocks::new();
+    m.starter_role = None;
+    m.performer.expect_perform().never();
+    m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let seen = recorded.clone();
+    m.executions.expect_record_step().returning(move |_, _, _, result, finish| {
+        seen.lock().unwrap().push((result.error().map(str::to_owned), finish.map(|f| f.status)));
+        Ok(true)
+    });
+    m.executions.expect_get().returning(|_, _| Ok(None));
+    let outcome = m.service().run_execution(claimed(1), &|| true).await.unwrap();
+    assert_eq!(outcome, RunOutcome::Failed);
+    let recorded = recorded.lock().unwrap();
+    let (error, end) = &recorded[0];
+    assert!(error.as_deref().unwrap().contains("who is no longer a member of this tenant"), "{error:?}");
+    assert_eq!(*end, Some(ExecutionStatus::Failed));
+}
+
+/// A trigger, an integration or a schedule starts an execution only while its maker is a
+/// member whose role runs workflows, and with that role.
+#[tokio::test]
+async fn an_automation_starts_nothing_for_a_maker_who_lost_the_right() {
+    for (role, refused) in [(None, true), (Some(Role::Viewer), true), (Some(Role::Admin), false)] {
+        let mut m = Mocks::new();
+        m.starter_role = role;
+        if refused {
+            m.executions.expect_create().never();
+        } else {
+            m.executions.expect_create().times(1).returning(|new| {
+                assert_eq!(new.run_as.role, Role::Admin, "the maker's role now");
+                Ok(Started::New(new.execution.clone()))
+            });
+        }
+        let run_as = RunAs { user_id: UserId::from_string("usr_maker"), role: Role::Member };
+        let origin = ExecutionOrigin::Trigger(TriggerId::from_string("trg_1"));
+        let result = m.service().start(&workflow(true), json!({}), json!({}), origin, run_as, None).await;
+        match result {
+            Err(ExecutionError::NotEntitled(_)) => assert!(refused, "{role:?}"),
+            Ok(_) => assert!(!refused, "{role:?}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
 }

@@ -279,7 +279,9 @@ async fn githubs_documented_delivery_starts_the_workflow_as_the_creator() {
     let new = &stored[0];
     assert_eq!(new.execution.origin, ExecutionOrigin::Integration(IntegrationId::from_string("int_1")));
     assert_eq!(new.dedup_key.as_deref(), Some("72d3162e-cc78-11e3-81ab-4c9367dc0958"));
-    assert_eq!(new.run_as, RunAs { user_id: UserId::from_string("usr_creator"), role: Role::Admin });
+    // The creator, with the role they have now (a member, in these tests' directory), not the
+    // one they had when they made it (admin).
+    assert_eq!(new.run_as, RunAs { user_id: UserId::from_string("usr_creator"), role: Role::Member });
     assert_eq!(
         new.execution.input,
         json!({"body": "Hello, World!"}),
