@@ -8,13 +8,14 @@ use std::pin::Pin;
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{FromRequest, HttpRequest, web};
-use agentry_domain::storable;
 use agentry_domain::validation::FieldErrorKind;
 use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::settings::HttpSettings;
+
+mod nul;
 
 type LocalFuture<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
 
@@ -157,45 +158,8 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
 /// # Errors
 /// A validation error naming the field of the wrong type or the missing one.
 pub fn from_json_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    refuse_nul_in(&value)?;
+    nul::refuse_in::<T>(&value)?;
     serde_path_to_error::deserialize(value).map_err(json_error)
-}
-
-/// Refuses a value whose strings or object keys hold U+0000, naming the first one's path: the
-/// one rule every JSON body passes before any route reads it, since PostgreSQL cannot store
-/// U+0000 and SQLite can (`agentry_domain::storable`), and a value that reached one store
-/// but not the other would differ between them, or fail as a 500 on PostgreSQL.
-fn refuse_nul_in(value: &serde_json::Value) -> Result<(), ApiError> {
-    match storable::find_nul(value) {
-        None => Ok(()),
-        Some(path) => {
-            let field = if path.is_empty() { "body".to_owned() } else { path };
-            let message = format!("{field}: {}", storable::NUL_REFUSED);
-            Err(ApiError::field(field, FieldErrorKind::InvalidFormat, message))
-        }
-    }
-}
-
-/// Whether JSON text may hold U+0000: it has a `\u0000` escape (the only way JSON writes one)
-/// whose backslash is not itself escaped. A scan of the bytes, so that only such bodies are
-/// parsed a second time to find the field.
-fn may_hold_nul(body: &[u8]) -> bool {
-    const ESCAPE: &[u8] = b"\\u0000";
-    body.windows(ESCAPE.len()).enumerate().any(|(at, window)| {
-        window == ESCAPE && body[..at].iter().rev().take_while(|&&b| b == b'\\').count() % 2 == 0
-    })
-}
-
-/// [`refuse_nul_in`] for a JSON body as it arrived.
-fn refuse_nul(body: &[u8]) -> Result<(), ApiError> {
-    if !may_hold_nul(body) {
-        return Ok(());
-    }
-    // A body that does not parse is refused by the typed read, which names the fault.
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(value) => refuse_nul_in(&value),
-        Err(_) => Ok(()),
-    }
 }
 
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
@@ -237,7 +201,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
                     ));
                 }
             }
-            refuse_nul(&body)?;
+            nul::refuse::<T>(&body)?;
             let mut de = serde_json::Deserializer::from_slice(&body);
             let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
             de.end().map_err(|e| {
@@ -326,31 +290,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for QueryParams<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{describe_input_error, may_hold_nul, refuse_nul};
-
-    #[test]
-    fn a_nul_escape_is_found_unless_its_backslash_is_escaped() {
-        for (body, holds) in [
-            (r#"{"a": "x\u0000y"}"#, true),
-            (r#"{"a\u0000": 1}"#, true),
-            (r#"{"a": "\\\u0000"}"#, true),
-            (r#"{"a": "\\u0000"}"#, false),
-            (r#"{"a": "u0000"}"#, false),
-            (r#"{"a": "\u00001"}"#, true),
-            (r#"{"a": "\u0001"}"#, false),
-        ] {
-            assert_eq!(may_hold_nul(body.as_bytes()), holds, "{body}");
-        }
-    }
-
-    #[test]
-    fn a_nul_is_refused_naming_its_field() {
-        let refused = refuse_nul(br#"{"input": {"items": [{"name": "a\u0000"}]}}"#).unwrap_err();
-        let shown = format!("{refused:?}");
-        assert!(shown.contains("input.items[0].name"), "{shown}");
-        assert!(refuse_nul(br#"{"input": {"items": [{"name": "a\\u0000"}]}}"#).is_ok());
-        assert!(refuse_nul(br#"{"not json"#).is_ok(), "left to the typed read");
-    }
+    use super::describe_input_error;
 
     #[test]
     fn input_errors_speak_json_not_rust() {

@@ -97,6 +97,20 @@ fn simple() -> Value {
     json!({"name": "Simple", "steps": [{"id": "t", "type": "transform", "output": "ran"}]})
 }
 
+/// A workflow of `token`'s (in the tenant `q` names) and a trigger of it.
+async fn workflow_with_trigger(app: &TestApp, token: &str, q: &str) -> (String, Value) {
+    let r = app.post_json_with_token(&format!("/api/v1/workflows{q}"), token, &simple()).await;
+    let workflow = json_with_status(r, 201).await["id"].as_str().unwrap().to_owned();
+    let r = app
+        .post_json_with_token(
+            &format!("/api/v1/workflows/{workflow}/webhooks{q}"),
+            token,
+            &json!({"name": "in"}),
+        )
+        .await;
+    (workflow, json_with_status(r, 201).await)
+}
+
 fn kinds(list: &Value) -> Vec<&str> {
     list.as_array().unwrap().iter().map(|a| a["type"].as_str().unwrap()).collect()
 }
@@ -119,19 +133,7 @@ async fn a_removed_members_automations_stop_at_once_and_an_owner_takes_them_over
                 let q = format!("?tenant_id={tenant}");
 
                 // Bob makes one of each.
-                let workflow = json_with_status(
-                    app.post_json_with_token(&format!("/api/v1/workflows{q}"), &bob, &simple()).await,
-                    201,
-                )
-                .await["id"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned();
-                let trigger = json_with_status(
-                    app.post_json_with_token(&format!("/api/v1/workflows/{workflow}/webhooks{q}"), &bob, &json!({"name": "in"})).await,
-                    201,
-                )
-                .await;
+                let (workflow, trigger) = workflow_with_trigger(&app, &bob, &q).await;
                 let schedule = json_with_status(
                     app.post_json_with_token(&format!("/api/v1/workflows/{workflow}/schedules{q}"), &bob, &json!({"cron": "* * * * *"})).await,
                     201,
@@ -242,24 +244,7 @@ async fn a_demotion_stops_only_what_the_new_role_does_not_allow() {
                 let tenant = app.tenant_of(&ada).await;
                 let (carol, carol_id) = join(&app, sink, &ada, &tenant, "carol@example.com", "admin").await;
                 let q = format!("?tenant_id={tenant}");
-                let workflow = json_with_status(
-                    app.post_json_with_token(&format!("/api/v1/workflows{q}"), &carol, &simple()).await,
-                    201,
-                )
-                .await["id"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned();
-                let trigger = json_with_status(
-                    app.post_json_with_token(
-                        &format!("/api/v1/workflows/{workflow}/webhooks{q}"),
-                        &carol,
-                        &json!({"name": "in"}),
-                    )
-                    .await,
-                    201,
-                )
-                .await;
+                let (_, trigger) = workflow_with_trigger(&app, &carol, &q).await;
                 let hook = json_with_status(
                     app.post_json_with_token(
                         &format!("/api/v1/webhooks{q}"),
