@@ -4,8 +4,11 @@
 //!
 //! Browsers say where a request comes from in two headers no page can set: `Sec-Fetch-Site`
 //! (`same-origin`, `same-site`, `cross-site`, or `none` for a typed address or a bookmark) and
-//! `Origin` (sent with every cross-origin request and with every POST). A request that names
-//! another origin in either is cross-site. A request with neither (an older browser, a command
+//! `Origin` (sent with every cross-origin request and with every POST). `Sec-Fetch-Site`, where
+//! a browser sends it, decides: anything but `same-origin` or `none` is refused. Without it,
+//! an `Origin` naming another host is refused. `Origin: null` alone decides nothing: our pages
+//! send no referrer (`Referrer-Policy: no-referrer`), and a browser then sends `null` for its
+//! own same-origin form posts too. A request with neither header (an older browser, a command
 //! line client) is judged by its CSRF token alone.
 
 use actix_web::HttpRequest;
@@ -14,15 +17,13 @@ use actix_web::http::header;
 /// The `Sec-Fetch-Site` header.
 const SEC_FETCH_SITE: &str = "sec-fetch-site";
 
-/// Whether the browser that sent `req` says it came from another origin (or from an opaque
-/// one, `Origin: null`, which sandboxed frames and some redirects send).
+/// Whether the browser that sent `req` says it came from another origin.
 pub fn is_cross_origin(req: &HttpRequest) -> bool {
-    let fetch_site = req.headers().get(SEC_FETCH_SITE).and_then(|v| v.to_str().ok());
-    if matches!(fetch_site, Some(site) if !matches!(site, "same-origin" | "none")) {
-        return true;
+    if let Some(site) = req.headers().get(SEC_FETCH_SITE) {
+        return !matches!(site.to_str(), Ok("same-origin" | "none"));
     }
     match req.headers().get(header::ORIGIN).map(|v| v.to_str()) {
-        None => false,
+        None | Some(Ok("null")) => false,
         Some(Ok(origin)) => !same_authority(origin, req.connection_info().host()),
         Some(Err(_)) => true,
     }
@@ -52,7 +53,7 @@ mod tests {
 
     #[test]
     fn another_origin_in_either_header_is_cross_site() {
-        let cases: [(&[(&str, &str)], bool); 10] = [
+        let cases: [(&[(&str, &str)], bool); 12] = [
             (&[], false),
             (&[("sec-fetch-site", "same-origin")], false),
             (&[("sec-fetch-site", "none")], false),
@@ -61,8 +62,11 @@ mod tests {
             (&[("origin", "http://agentry.test")], false),
             (&[("origin", "http://agentry.test:80")], false),
             (&[("origin", "https://evil.example")], true),
-            (&[("origin", "null")], true),
             (&[("origin", "http://agentry.test"), ("sec-fetch-site", "cross-site")], true),
+            // A page without a referrer posts its own form with `Origin: null`.
+            (&[("origin", "null"), ("sec-fetch-site", "same-origin")], false),
+            (&[("origin", "null"), ("sec-fetch-site", "cross-site")], true),
+            (&[("origin", "null")], false),
         ];
         for (headers, cross) in cases {
             let mut request = TestRequest::post().uri("/magic-link").insert_header(("host", "agentry.test"));
