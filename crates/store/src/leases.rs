@@ -67,18 +67,31 @@ fn claim_sql(queue: &QueueTable, backend: Backend) -> String {
     let free = free_sql(&p(3), &p(6));
     let claimable = format!("({due}) AND {free}");
     let also_set = if also_set.is_empty() { String::new() } else { format!(", {also_set}") };
-    // With a share, a group's claimable rows are numbered in claim order and only those that
-    // keep the group within its share, counting the rows it holds already, are candidates.
-    // (The numbering is a window function, which a locking `SELECT` may not use: it is a
-    // subquery of the one that locks.)
+    // With a share: groups that hold their share already are left out; of the first claimable
+    // rows of the others (in claim order, as many as the claim could take and a share more),
+    // each group's are numbered, and only those that keep the group within its share, counting
+    // the rows it holds, are candidates. Bounded so, a claim costs the same with a backlog of
+    // thousands. (The numbering is a window function, which a locking `SELECT` may not use: it
+    // is a subquery of the one that locks.)
     let candidates = match share {
         None => format!("{table} WHERE {claimable}"),
-        Some((group, share)) => format!(
-            "{table} WHERE id IN (SELECT id FROM (SELECT id, {group}, \
-             row_number() OVER (PARTITION BY {group} ORDER BY {order_by}, id) AS nth FROM {table} WHERE {claimable}) ranked \
-             WHERE nth + (SELECT count(*) FROM {table} held WHERE held.{group} = ranked.{group} AND ({due}) AND NOT {free}) \
-             <= {share})"
-        ),
+        Some((group, share)) => {
+            // Held rows, counted per group once per claim: a live lease ends after `now`, so
+            // the index on running rows' lease ends finds them without reading the backlog.
+            let held = format!("({due}) AND {}", held_sql(&p(3), &p(6)));
+            let counts = format!("SELECT {group}, count(*) AS n FROM {table} WHERE {held} GROUP BY {group}");
+            format!(
+                "{table} WHERE id IN (SELECT id FROM (SELECT firsts.id, \
+                 row_number() OVER (PARTITION BY firsts.{group} ORDER BY firsts.{order_by}, firsts.id) AS nth, \
+                 COALESCE(counts.n, 0) AS held \
+                 FROM (SELECT id, {group}, {order_by} FROM {table} WHERE {claimable} \
+                 AND {group} NOT IN (SELECT {group} FROM ({counts}) full_groups WHERE n >= {share}) \
+                 ORDER BY {order_by}, id LIMIT {limit} + {share}) firsts \
+                 LEFT JOIN ({counts}) counts ON counts.{group} = firsts.{group}) ranked \
+                 WHERE nth + held <= {share})",
+                limit = p(4),
+            )
+        }
     };
     format!(
         "WITH chosen AS MATERIALIZED (SELECT id FROM {candidates} ORDER BY {order_by} LIMIT {limit} {lock}) \
@@ -143,6 +156,16 @@ impl ClaimParams {
 fn free_sql(now: &str, stale_before: &str) -> String {
     format!(
         "(lease_until IS NULL OR lease_until < {now} OR (lease_owner IS NOT NULL AND lease_owner NOT IN \
+         (SELECT id FROM instances WHERE heartbeat_at >= {stale_before})))"
+    )
+}
+
+/// The condition, in SQL, that a row's lease is held (the negation of [`free_sql`]), written
+/// so that an index on the lease's end serves it: the lease ends after `now`, and its
+/// instance, if it names one, is alive.
+fn held_sql(now: &str, stale_before: &str) -> String {
+    format!(
+        "(lease_until >= {now} AND (lease_owner IS NULL OR lease_owner IN \
          (SELECT id FROM instances WHERE heartbeat_at >= {stale_before})))"
     )
 }
