@@ -17,7 +17,7 @@ help:
 	@echo "make fmt          - format the code"
 	@echo "make bench        - load benchmarks and enumeration timing of the release build (SQLite, PostgreSQL)"
 	@echo "make bench-webhooks - only webhooks: deliveries per second and commit-to-arrival latency"
-	@echo "make bench-workflows - only workflows: executions started and completed per second"
+	@echo "make bench-workflows - only workflows: executions started and completed per second, and another tenant's wait beside a burst"
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
 	@echo "make bench-chat   - only chat: streamed vs unstreamed, OpenAI endpoint vs chat, per database"
 	@echo "make bench-llm    - only the language model: SmolLM2 load, prefill and generated tokens/s"
