@@ -82,23 +82,22 @@ macro_rules! automations_of {
                     found.extend(rows.into_iter().map(|r| named(kind, r)));
                 }
                 AutomationKind::WebhookSubscription => {
+                    // No URL: it may carry the receiver's own secret, and those who read this list
+                    // (members, and the receivers of membership events) may not read
+                    // subscriptions.
                     let query = webhook_subscriptions::table
                         .filter(webhook_subscriptions::tenant_id.eq(tenant))
                         .order(webhook_subscriptions::id)
-                        .select((
-                            webhook_subscriptions::id,
-                            webhook_subscriptions::url,
-                            webhook_subscriptions::created_by,
-                        ));
-                    let rows: Vec<(String, String, Option<String>)> = match user {
+                        .select((webhook_subscriptions::id, webhook_subscriptions::created_by));
+                    let rows: Vec<(String, Option<String>)> = match user {
                         Some(u) => query.filter(webhook_subscriptions::created_by.eq(u)).load($conn).await?,
                         None => query.load($conn).await?,
                     };
-                    found.extend(rows.into_iter().map(|(id, url, maker)| Automation {
+                    found.extend(rows.into_iter().map(|(id, maker)| Automation {
                         kind,
                         id,
                         workflow_id: None,
-                        name: Some(url),
+                        name: None,
                         acts_as: maker.map(UserId::from_string),
                     }));
                 }

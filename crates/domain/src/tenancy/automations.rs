@@ -71,7 +71,8 @@ pub struct Automation {
     /// The workflow it starts (triggers, schedules, integrations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow_id: Option<String>,
-    /// Its name, or a subscription's URL.
+    /// Its name (a schedule's: its cron expression; a subscription has none here: its URL may
+    /// carry the receiver's secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The member it acts as (`None`: a subscription owned by the tenant).

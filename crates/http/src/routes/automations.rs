@@ -34,7 +34,8 @@ pub struct AutomationResponse {
     pub id: String,
     /// The workflow it starts (triggers, schedules and integrations).
     pub workflow_id: Option<String>,
-    /// Its name (a subscription: its URL).
+    /// Its name (a schedule: its cron expression); null for a subscription, whose URL may carry
+    /// its receiver's secret (read it with `GET /webhooks/{id}` and `webhooks:read`).
     pub name: Option<String>,
     /// The user it acts as; null for a subscription owned by the tenant (made before makers
     /// were recorded).

@@ -169,6 +169,7 @@ async fn a_removed_members_automations_stop_at_once_and_an_owner_takes_them_over
                 assert_eq!(removed["paused"][1]["id"], schedule["id"]);
                 assert_eq!(removed["paused"][2]["id"], integration["id"]);
                 assert_eq!(removed["paused"][3]["id"], hook["id"]);
+                assert_eq!(removed["paused"][3]["name"], Value::Null, "a subscription's URL is not shown");
                 assert!(removed["paused"].as_array().unwrap().iter().all(|a| a["acts_as"] == bob_id.as_str()));
                 let events = app.events(&tenant).await;
                 let listed = events.iter().find_map(|e| match &e.payload {
