@@ -18,13 +18,15 @@
 //! - [`memory`]: memory entries, documents, embeddings, hybrid search and its ranking.
 //! - [`metrics`]: the names the service reports under.
 //! - [`mail`]: the e-mail port; [`ratelimit`]: fixed-window quotas over a counting port.
-//! - [`validation`]: the field-level error type every value object reports with.
+//! - [`validation`]: the field-level error type every value object reports with; [`decode`]:
+//!   reading the API's objects with serde, every refusal at its path.
 //! - [`webhooks`]: subscriptions, signed deliveries with retries, the delivery log.
 //! - [`workflows`]: workflows, executions and their state machines, step templates, triggers
 //!   and integrations.
 
 pub mod agents;
 pub mod billing;
+pub mod decode;
 pub mod events;
 pub mod identity;
 pub mod ids;

@@ -90,8 +90,10 @@ impl AgentRow {
     fn into_domain(self) -> anyhow::Result<Agent> {
         let StoredConfig { model, temperature, system_prompt, max_tokens, tools, max_tool_rounds } =
             self.config.0;
-        let tools = AgentTool::parse_list(&serde_json::Value::Array(tools))
-            .map_err(|e| anyhow::anyhow!("an agent's stored tools: {}", e.message))?;
+        let tools = AgentTool::parse_list(&serde_json::Value::Array(tools)).map_err(|e| {
+            let reasons: Vec<&str> = e.iter().map(|e| e.message.as_str()).collect();
+            anyhow::anyhow!("an agent's stored tools: {}", reasons.join("; "))
+        })?;
         Ok(Agent {
             id: AgentId::from_string(self.id),
             tenant_id: TenantId::from_string(self.tenant_id),

@@ -125,7 +125,7 @@ impl CreateAgentRequest {
         let temperature = v.optional("config.temperature", c.temperature, AgentConfig::temperature);
         let system_prompt = v.optional("config.system_prompt", c.system_prompt, AgentConfig::system_prompt);
         let max_tokens = v.optional("config.max_tokens", c.max_tokens, |n| AgentConfig::max_tokens(n.0));
-        let tools = v.check_nested(c.tools.map(|t| AgentTool::parse_list(&t)).transpose());
+        let tools = v.check_all(c.tools.map(|t| AgentTool::parse_list(&t)).transpose());
         let max_tool_rounds =
             v.optional("config.max_tool_rounds", c.max_tool_rounds, |n| tools::max_tool_rounds(n.0));
         let (
@@ -252,7 +252,7 @@ impl UpdateAgentRequest {
         let tools = match keys.tools {
             Patch::Absent => v.check_nested(Ok(Patch::Absent)),
             Patch::Null => v.check_nested(Ok(Patch::Null)),
-            Patch::Value(t) => v.check_nested(AgentTool::parse_list(&t).map(Patch::Value)),
+            Patch::Value(t) => v.check_all(AgentTool::parse_list(&t).map(Patch::Value)),
         };
         let max_tool_rounds =
             nullable(&mut v, "config.max_tool_rounds", keys.max_tool_rounds, |n| tools::max_tool_rounds(n.0));

@@ -336,6 +336,25 @@ async fn tools_a_caller_may_not_use_fail_as_results_and_bad_tools_are_refused() 
         .await,
         "config.tools[0].allowed_hosts"
     );
+    // Every refusal at once, each at its path, unknown fields too.
+    let r = app
+        .post_json_with_token(
+            "/api/v1/agents",
+            &token,
+            &create(json!({"tools": [
+                {"type": "memory_search", "limit": 3},
+                {"type": "run_workflow", "name": "w", "workflow_id": "wf_1", "input_schema": {"type": "array"}, "timeout_seconds": 301}
+            ]})),
+        )
+        .await;
+    let details = json_with_status(r, 422).await["details"].clone();
+    let fields: Vec<&str> =
+        details.as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
+    assert_eq!(
+        fields,
+        ["config.tools[0].limit", "config.tools[1].input_schema.type", "config.tools[1].timeout_seconds"],
+        "{details}"
+    );
     // PATCH replaces the list; null removes it.
     let agent = app
         .create_agent(&token, json!({"name": "Helper", "config": {"tools": [{"type": "memory_search"}]}}))

@@ -13,8 +13,12 @@ use super::chat::{ToolCall, ToolSpec};
 use crate::ids::{AgentId, WorkflowId};
 use crate::memory::MemoryType;
 use crate::tenancy::Principal;
-use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_long_text, check_text};
+use crate::validation::{FieldError, FieldErrorKind};
 use crate::workflows::{HttpMethod, StepAction};
+
+mod config;
+
+pub use config::ToolType;
 
 /// Most tools of one agent.
 pub const MAX_TOOLS: usize = 32;
@@ -124,10 +128,6 @@ impl ToolRunner for NoTools {
     }
 }
 
-fn invalid(field: &str, message: impl Into<String>) -> FieldError {
-    FieldError::new(field, FieldErrorKind::InvalidValue, message)
-}
-
 /// Checks a tool's name: 1–64 letters, digits, `_` or `-`, as OpenAI's API requires of a
 /// function's name (the agent's own tools and a client's alike).
 ///
@@ -139,201 +139,23 @@ pub fn tool_name(raw: &str, field: &str) -> Result<String, FieldError> {
     if ok {
         Ok(raw.to_owned())
     } else {
-        Err(invalid(field, format!("{field} must be 1–64 letters, digits, _ or -")))
-    }
-}
-
-/// Checks a host of an allow-list: a DNS name or an IPv4 address (letters, digits, `.` and
-/// `-`, 1–253 of them), no scheme, port or path.
-fn host(raw: &str, field: &str) -> Result<String, FieldError> {
-    let ok = (1..=253).contains(&raw.len())
-        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
-    if ok {
-        Ok(raw.to_ascii_lowercase())
-    } else {
-        Err(invalid(
+        Err(FieldError::new(
             field,
-            format!("{field} must be a host name or an IPv4 address (no scheme, port or path)"),
+            FieldErrorKind::InvalidValue,
+            format!("{field} must be 1–64 letters, digits, _ or -"),
         ))
     }
 }
 
-fn text_field<'a>(
-    tool: &'a Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<Option<&'a str>, FieldError> {
-    match tool.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(invalid(field, format!("{field} must be a string"))),
-    }
-}
-
 impl AgentTool {
-    /// Reads `config.tools`: a list of at most [`MAX_TOOLS`] tool objects with unique names.
-    /// Fields are named by their path (`config.tools[1].allowed_hosts[0]`).
+    /// Reads `config.tools`: a list of at most [`MAX_TOOLS`] tool objects with unique names,
+    /// each read as its `type`'s fields (unknown ones refused). Every refused field is named by
+    /// its path (`config.tools[1].allowed_hosts[0]`).
     ///
     /// # Errors
-    /// The first refused field.
-    pub fn parse_list(raw: &Value) -> Result<Vec<Self>, FieldError> {
-        let field = "config.tools";
-        let Value::Array(items) = raw else {
-            return Err(invalid(field, "config.tools must be a list of tools"));
-        };
-        if items.len() > MAX_TOOLS {
-            return Err(invalid(field, format!("an agent has at most {MAX_TOOLS} tools")));
-        }
-        let mut tools: Vec<Self> = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            let tool = Self::parse(item, &format!("{field}[{i}]"))?;
-            if tools.iter().any(|t| t.name == tool.name) {
-                return Err(invalid(
-                    &format!("{field}[{i}].name"),
-                    format!("two tools are named {:?}; give one a name of its own", tool.name),
-                ));
-            }
-            tools.push(tool);
-        }
-        Ok(tools)
-    }
-
-    fn parse(raw: &Value, at: &str) -> Result<Self, FieldError> {
-        let Value::Object(tool) = raw else {
-            return Err(invalid(at, format!("{at} must be an object")));
-        };
-        let f = |key: &str| format!("{at}.{key}");
-        let kind_name =
-            text_field(tool, "type", &f("type"))?.ok_or_else(|| FieldError::missing(f("type")))?;
-        let allowed: &[&str] = match kind_name {
-            "memory_search" | "memory_add" => &["type", "name", "description"],
-            "run_workflow" => {
-                &["type", "name", "description", "workflow_id", "input_schema", "timeout_seconds"]
-            }
-            "http_request" => &["type", "name", "description", "allowed_hosts", "method"],
-            other => {
-                return Err(invalid(
-                    &f("type"),
-                    format!(
-                        "tool type {other:?} is not one of memory_search, memory_add, run_workflow, http_request"
-                    ),
-                ));
-            }
-        };
-        if let Some(unknown) = tool.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(invalid(&f(unknown), format!("a {kind_name} tool has no field {unknown:?}")));
-        }
-        let description = match text_field(tool, "description", &f("description"))? {
-            Some(d) => {
-                check_long_text(d, 1, MAX_TOOL_DESCRIPTION_CHARS, &f("description"))?;
-                Some(d.to_owned())
-            }
-            None => None,
-        };
-        let name = text_field(tool, "name", &f("name"))?.map(|n| tool_name(n, &f("name"))).transpose()?;
-        let (kind, default_name) = match kind_name {
-            "memory_search" => (ToolKind::MemorySearch, Some("memory_search")),
-            "memory_add" => (ToolKind::MemoryAdd, Some("memory_add")),
-            "run_workflow" => {
-                let id = text_field(tool, "workflow_id", &f("workflow_id"))?
-                    .ok_or_else(|| FieldError::missing(f("workflow_id")))?;
-                check_text(id, &f("workflow_id"), TextKind::SingleLine)?;
-                check_length(id, 1, 100, &f("workflow_id"))?;
-                let schema = match tool.get("input_schema") {
-                    Some(Value::Object(schema)) => {
-                        if schema.get("type").is_some_and(|t| t != "object") {
-                            return Err(invalid(
-                                &f("input_schema.type"),
-                                "input_schema describes the workflow's input object: its type is \"object\"",
-                            ));
-                        }
-                        let mut schema = schema.clone();
-                        schema.entry("type").or_insert_with(|| json!("object"));
-                        Value::Object(schema)
-                    }
-                    None => return Err(FieldError::missing(f("input_schema"))),
-                    Some(_) => {
-                        return Err(invalid(&f("input_schema"), "input_schema must be a JSON Schema object"));
-                    }
-                };
-                crate::validation::check_json_text(&schema, &f("input_schema"))?;
-                if schema.to_string().len() > 16_000 {
-                    return Err(invalid(
-                        &f("input_schema"),
-                        "input_schema is at most 16,000 characters of JSON",
-                    ));
-                }
-                let timeout_seconds = match tool.get("timeout_seconds") {
-                    None | Some(Value::Null) => DEFAULT_TOOL_TIMEOUT_SECONDS,
-                    // A whole number, also when written as one with a fraction of zero (`30.0`).
-                    Some(v) => v
-                        .as_u64()
-                        .or_else(|| {
-                            v.as_f64()
-                                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e9)
-                                .map(|f| f as u64)
-                        })
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|n| (1..=MAX_TOOL_TIMEOUT_SECONDS).contains(n))
-                        .ok_or_else(|| {
-                            FieldError::new(
-                                f("timeout_seconds"),
-                                FieldErrorKind::OutOfRange,
-                                format!(
-                                    "{} must be a whole number from 1 to {MAX_TOOL_TIMEOUT_SECONDS}",
-                                    f("timeout_seconds")
-                                ),
-                            )
-                        })?,
-                };
-                let kind = ToolKind::RunWorkflow {
-                    workflow_id: WorkflowId::from_string(id),
-                    input_schema: schema,
-                    timeout_seconds,
-                };
-                (kind, None)
-            }
-            _ => {
-                let hosts = match tool.get("allowed_hosts") {
-                    Some(Value::Array(hosts)) if !hosts.is_empty() && hosts.len() <= MAX_ALLOWED_HOSTS => {
-                        hosts
-                    }
-                    None => return Err(FieldError::missing(f("allowed_hosts"))),
-                    Some(_) => {
-                        return Err(invalid(
-                            &f("allowed_hosts"),
-                            format!("allowed_hosts must list 1 to {MAX_ALLOWED_HOSTS} hosts"),
-                        ));
-                    }
-                };
-                let allowed_hosts = hosts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, h)| {
-                        let at = format!("{}[{i}]", f("allowed_hosts"));
-                        h.as_str()
-                            .ok_or_else(|| invalid(&at, format!("{at} must be a string")))
-                            .and_then(|h| host(h, &at))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                let method = match text_field(tool, "method", &f("method"))? {
-                    None => HttpMethod::Get,
-                    Some("GET") => HttpMethod::Get,
-                    Some("POST") => HttpMethod::Post,
-                    Some(_) => return Err(invalid(&f("method"), "method must be GET or POST")),
-                };
-                if description.is_none() {
-                    return Err(FieldError::missing(f("description")));
-                }
-                (ToolKind::HttpRequest { allowed_hosts, method }, None)
-            }
-        };
-        let name = match (name, default_name) {
-            (Some(name), _) => name,
-            (None, Some(default)) => default.to_owned(),
-            (None, None) => return Err(FieldError::missing(f("name"))),
-        };
-        Ok(Self { name, description, kind })
+    /// Every refused field.
+    pub fn parse_list(raw: &Value) -> Result<Vec<Self>, Vec<FieldError>> {
+        config::tools(raw)
     }
 
     /// The tool as configured and shown.
@@ -532,7 +354,7 @@ mod tests {
             "shown as read"
         );
 
-        let refused = |raw: Value| AgentTool::parse_list(&raw).unwrap_err().field;
+        let refused = |raw: Value| AgentTool::parse_list(&raw).unwrap_err()[0].field.clone();
         assert_eq!(
             refused(json!([{"type": "memory_search"}, {"type": "memory_search"}])),
             "config.tools[1].name"
@@ -569,6 +391,52 @@ mod tests {
         );
         assert_eq!(refused(json!([{"type": "memory_add", "url": "x"}])), "config.tools[0].url");
         assert_eq!(refused(json!({"type": "memory_add"})), "config.tools");
+        assert_eq!(
+            refused(
+                json!([{"type": "run_workflow", "name": "x", "workflow_id": "wf", "input_schema": {}, "timeout_seconds": 30.5}])
+            ),
+            "config.tools[0].timeout_seconds"
+        );
+        assert_eq!(refused(json!([{"name": "x"}])), "config.tools[0].type");
+        assert_eq!(refused(json!([7])), "config.tools[0]");
+    }
+
+    #[test]
+    fn every_refusal_of_every_tool_is_reported_at_its_path() {
+        let errors = AgentTool::parse_list(&json!([
+            {"type": "memory_search"},
+            {"type": "http_request", "name": "has space", "allowed_hosts": ["ok.example", "https://x/"], "method": "PUT", "colour": "red"},
+            {"type": "run_workflow", "name": "w", "workflow_id": 5, "input_schema": "not a schema", "timeout_seconds": 0},
+            {"type": "memory_add", "name": "memory_search"},
+            {"type": "mcp"}
+        ]))
+        .unwrap_err();
+        let fields: Vec<(&str, FieldErrorKind)> = errors.iter().map(|e| (e.field.as_str(), e.kind)).collect();
+        assert_eq!(
+            fields,
+            [
+                ("config.tools[1].name", FieldErrorKind::InvalidValue),
+                ("config.tools[1].allowed_hosts[1]", FieldErrorKind::InvalidValue),
+                ("config.tools[1].method", FieldErrorKind::InvalidValue),
+                ("config.tools[1].colour", FieldErrorKind::InvalidValue),
+                ("config.tools[2].workflow_id", FieldErrorKind::InvalidType),
+                ("config.tools[2].input_schema", FieldErrorKind::InvalidType),
+                ("config.tools[2].timeout_seconds", FieldErrorKind::OutOfRange),
+                ("config.tools[3].name", FieldErrorKind::InvalidValue),
+                ("config.tools[4].type", FieldErrorKind::InvalidValue),
+            ],
+            "{errors:#?}"
+        );
+        assert!(
+            errors[3].message.contains("it takes: type, name, description, allowed_hosts, method"),
+            "{}",
+            errors[4].message
+        );
+        assert!(
+            errors[8].message.contains("memory_search, memory_add, run_workflow, http_request"),
+            "{}",
+            errors[8].message
+        );
     }
 
     #[test]
