@@ -114,9 +114,6 @@ pub struct AppState {
     pub workflows: WorkflowService,
     /// Workflow executions.
     pub executions: ExecutionService,
-    /// The agents' tools. Chat reaches them through a weak reference (they run workflows,
-    /// whose steps chat): this keeps them for as long as the application runs.
-    pub agent_tools: Arc<dyn agentry_domain::agents::ToolRunner>,
     /// Workflow triggers and the calls to their URLs.
     pub triggers: TriggerService,
     /// Workflows' cron schedules.

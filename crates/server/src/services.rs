@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_crypto::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
-use agentry_domain::agents::{AgentService, ChatService, ChatServiceDeps, ChatSettings};
+use agentry_domain::agents::{AgentService, ChatService, ChatServiceDeps, ChatSettings, ToolRegistry};
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::identity::{
     AccessService, AccessServiceDeps, AccountPolicy, AccountService, AccountServiceDeps, MailRequest,
@@ -37,9 +37,9 @@ use secrecy::ExposeSecret as _;
 use crate::config::{Config, PaymentProviderKind, RateLimitFailure, RateLimitStore};
 use crate::keys;
 use crate::metrics::PrometheusMetrics;
-use crate::steps::ServiceSteps;
+use crate::steps::{BasicSteps, ServiceSteps};
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
-use crate::tools::{LateTools, ServiceTools};
+use crate::tools::{HttpTools, MemoryTools, WorkflowTools};
 
 use crate::adapters::*;
 
@@ -121,8 +121,23 @@ pub fn build_services(
         None => build_embedder(config)?,
     };
     let memory = memory_service(config, db, embedder, Some(clock.clone()));
-    let late_tools = LateTools::default();
-    let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans, late_tools.clone())?;
+    let members: Arc<dyn agentry_domain::tenancy::MemberRoles> = Arc::new(TeamStore::new(shared.db.clone()));
+    let basic_steps = BasicSteps::new(
+        memory.clone(),
+        guarded_client(
+            config,
+            Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),
+            agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,
+            "Agentry-Workflows",
+        )?,
+        config.webhook_allow_insecure,
+    );
+    // Chat's tools but the workflows': those are added where the executions exist (below, and
+    // per `agent_chat` step), so that chat is never held through its own tools.
+    let tools = ToolRegistry::new(Some(members))
+        .with(Arc::new(MemoryTools(basic_steps.clone())))
+        .with(Arc::new(HttpTools(basic_steps.clone())));
+    let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans, tools)?;
     let webhooks = webhook_service(
         config,
         webhook_store,
@@ -130,11 +145,10 @@ pub fn build_services(
         ids.clone(),
         clock.clone(),
     )?;
-    let WorkflowServices { workflows, executions, triggers, integrations, schedules, steps } =
-        workflows(config, &shared, execution_store, &chat, &memory, &limiter, plans)?;
-    let members: Arc<dyn agentry_domain::tenancy::MemberRoles> = Arc::new(TeamStore::new(shared.db.clone()));
-    let agent_tools = Arc::new(ServiceTools::new(steps, executions.clone(), members));
-    late_tools.set(&agent_tools);
+    let steps = Arc::new(ServiceSteps::new(chat.clone(), basic_steps));
+    let WorkflowServices { workflows, executions, triggers, integrations, schedules } =
+        workflows(config, &shared, execution_store, steps, &limiter, plans);
+    let chat = chat.with_tools(Arc::new(WorkflowTools::new(executions.clone())));
     let jobs = Worker::new(
         Arc::new(mail_jobs(config, &shared, job_store, &recovery, &team)),
         ids.clone(),
@@ -153,7 +167,6 @@ pub fn build_services(
         webhooks,
         workflows,
         executions,
-        agent_tools,
         triggers,
         integrations,
         schedules,
@@ -271,7 +284,7 @@ fn agents_and_billing(
     shared: &Shared,
     memory: &MemoryService,
     plans: PlanTable,
-    tools: LateTools,
+    tools: ToolRegistry,
 ) -> anyhow::Result<(AgentService, ChatService, BillingService)> {
     let Shared { db, clock, ids, .. } = shared.clone();
     let agent_store = Arc::new(AgentStore::new(db.clone()));
@@ -285,7 +298,7 @@ fn agents_and_billing(
             model: build_model(config)?,
             tokens: Arc::new(Cl100kTokens::default()),
             memory: Arc::new(memory.clone()),
-            tools: Arc::new(tools),
+            tools,
             ids: ids.clone(),
             clock: clock.clone(),
         },
@@ -312,21 +325,18 @@ struct WorkflowServices {
     triggers: TriggerService,
     integrations: IntegrationService,
     schedules: ScheduleService,
-    /// The steps' performer, which agents' tools use too.
-    steps: Arc<dyn StepPerformer>,
 }
 
-/// Workflows, their executions (whose steps chat, search memory and call out through the
+/// Workflows, their executions (whose `steps` chat, search memory and call out through the
 /// guarded client), triggers, integrations and schedules.
 fn workflows(
     config: &Config,
     shared: &Shared,
     execution_store: Arc<ExecutionStore>,
-    chat: &ChatService,
-    memory: &MemoryService,
+    steps: Arc<dyn StepPerformer>,
     limiter: &RateLimiter,
     plans: PlanTable,
-) -> anyhow::Result<WorkflowServices> {
+) -> WorkflowServices {
     let Shared { db, clock, ids, secrets, cipher, .. } = shared.clone();
     let workflow_store = Arc::new(WorkflowStore::new(db.clone()));
     let workflows = WorkflowService::new(WorkflowServiceDeps {
@@ -334,20 +344,12 @@ fn workflows(
         clock: clock.clone(),
         ids: ids.clone(),
     });
-    let step_client = guarded_client(
-        config,
-        Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),
-        agentry_domain::workflows::MAX_STEP_OUTPUT_BYTES,
-        "Agentry-Workflows",
-    )?;
-    let steps: Arc<dyn StepPerformer> =
-        Arc::new(ServiceSteps::new(chat.clone(), memory.clone(), step_client, config.webhook_allow_insecure));
     let executions = ExecutionService::new(
         ExecutionServiceDeps {
             workflows: workflow_store.clone(),
             executions: execution_store.clone(),
             due: execution_store,
-            performer: steps.clone(),
+            performer: steps,
             clock: clock.clone(),
             ids: ids.clone(),
             members: Arc::new(TeamStore::new(db.clone())),
@@ -390,7 +392,7 @@ fn workflows(
         ids,
         clock,
     });
-    Ok(WorkflowServices { workflows, executions, triggers, integrations, schedules, steps })
+    WorkflowServices { workflows, executions, triggers, integrations, schedules }
 }
 
 /// Team members and invitations (whose mail goes out as `jobs`).

@@ -28,4 +28,9 @@ pub use service::{
     AgentError, AgentService, ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings,
     ClientConversation, MAX_MESSAGE_CHARS, PreparedChat, affordable_completion, chat_message,
 };
-pub use tools::{AgentTool, NoTools, ToolAction, ToolKind, ToolRunner};
+#[cfg(any(test, feature = "mock"))]
+pub use tools::MockToolProvider;
+pub use tools::{
+    AgentTool, OfferedTool, ToolAction, ToolCallContext, ToolError, ToolKind, ToolProvider, ToolRegistry,
+    ToolType, Toolbox,
+};

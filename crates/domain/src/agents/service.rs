@@ -12,7 +12,7 @@ use super::model::{Agent, AgentChanges, AgentStatus, NewAgent};
 use super::ports::{
     AgentRepository, ChatModel, ConversationRepository, Exchange, ExchangeOutcome, MemoryRecall,
 };
-use super::tools::{DEFAULT_TOOL_ROUNDS, ToolRunner};
+use super::tools::{DEFAULT_TOOL_ROUNDS, ToolProvider, ToolRegistry, Toolbox};
 use crate::billing::{
     CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement, chat_cost,
 };
@@ -251,6 +251,12 @@ pub struct ClientConversation {
     pub tools: Vec<ToolSpec>,
 }
 
+/// The tools a model is offered: the agent's own, and those the client runs itself.
+struct Offered {
+    toolbox: Toolbox,
+    clients: Vec<ToolSpec>,
+}
+
 /// How long and how freely a reply may be.
 struct ReplyLimits {
     max_tokens: Option<u32>,
@@ -319,8 +325,8 @@ pub struct ChatServiceDeps {
     pub tokens: Arc<dyn TokenCounter>,
     /// Memory recall.
     pub memory: Arc<dyn MemoryRecall>,
-    /// The agents' tools.
-    pub tools: Arc<dyn ToolRunner>,
+    /// The agents' tools: every kind's provider.
+    pub tools: ToolRegistry,
     /// Identifiers.
     pub ids: Arc<dyn IdGenerator>,
     /// Time.
@@ -349,6 +355,25 @@ impl ChatService {
     /// A service over `deps` with `settings`.
     pub fn new(deps: ChatServiceDeps, settings: ChatSettings) -> Self {
         Self { deps, settings }
+    }
+
+    /// This service with one more kind of tool. A provider that needs what is built after
+    /// chat (the executions, whose steps chat) is added where both exist, so that nothing
+    /// holds chat through its own tools.
+    #[must_use]
+    pub fn with_tools(&self, provider: Arc<dyn ToolProvider>) -> Self {
+        let mut deps = self.deps.clone();
+        deps.tools = deps.tools.with(provider);
+        Self { deps, settings: self.settings.clone() }
+    }
+
+    /// The tools `agent` offers its model in a chat with `caller`: none when it may run no
+    /// round of them.
+    async fn toolbox(&self, agent: &Agent, caller: &Principal) -> Toolbox {
+        if agent.config.max_tool_rounds == Some(0) {
+            return Toolbox::default();
+        }
+        self.deps.tools.toolbox(agent, caller).await
     }
 
     /// Sends `input` to an agent: holds the most the exchange can cost, asks the model, then
@@ -405,8 +430,10 @@ impl ChatService {
         );
         let limits =
             ReplyLimits { max_tokens: agent.config.max_tokens, temperature: agent.config.temperature };
-        let tools = agent_tool_specs(&agent);
-        let mut prepared = self.hold(caller, agent, session_id, input.message, turns, tools, limits).await?;
+        let toolbox = self.toolbox(&agent, caller).await;
+        let offered = Offered { toolbox, clients: Vec::new() };
+        let mut prepared =
+            self.hold(caller, agent, session_id, input.message, turns, offered, limits).await?;
         prepared.remember = true;
         Ok(prepared)
     }
@@ -435,9 +462,9 @@ impl ChatService {
             .into());
         };
         let message = last_user.content.clone();
-        let mut tools = agent_tool_specs(&agent);
+        let toolbox = self.toolbox(&agent, caller).await;
         for (i, tool) in conversation.tools.iter().enumerate() {
-            if tools.iter().any(|t| t.name == tool.name) {
+            if toolbox.offers(&tool.name) {
                 return Err(ValidationErrors(vec![FieldError::new(
                     format!("tools[{i}].function.name"),
                     FieldErrorKind::InvalidValue,
@@ -446,7 +473,6 @@ impl ChatService {
                 .into());
             }
         }
-        tools.extend(conversation.tools);
         let mut turns = vec![system_turn(&agent)];
         turns.extend(conversation.turns);
         let keep_conversation = conversation.session_id.is_some();
@@ -458,7 +484,8 @@ impl ChatService {
         };
         let limits =
             ReplyLimits { max_tokens, temperature: conversation.temperature.or(agent.config.temperature) };
-        let mut prepared = self.hold(caller, agent, session_id, message, turns, tools, limits).await?;
+        let offered = Offered { toolbox, clients: conversation.tools };
+        let mut prepared = self.hold(caller, agent, session_id, message, turns, offered, limits).await?;
         prepared.keep_conversation = keep_conversation;
         Ok(prepared)
     }
@@ -485,10 +512,13 @@ impl ChatService {
         session_id: SessionId,
         message: String,
         turns: Vec<ChatTurn>,
-        tools: Vec<ToolSpec>,
+        offered: Offered,
         limits: ReplyLimits,
     ) -> Result<PreparedChat, ChatError> {
         let d = &self.deps;
+        let Offered { toolbox, clients } = offered;
+        let mut tools = toolbox.specs();
+        tools.extend(clients);
         let prompt_tokens = count_request(d.tokens.as_ref(), &turns, &tools);
         let max_tokens = limits.max_tokens.unwrap_or(self.settings.default_max_tokens);
         let request = HoldRequest {
@@ -518,6 +548,7 @@ impl ChatService {
             request,
             max_tokens,
             hold,
+            toolbox,
             keep_conversation: true,
             remember: false,
         })
@@ -654,6 +685,8 @@ pub struct PreparedChat {
     /// The longest reply of one model call, before what the balance pays.
     max_tokens: u32,
     hold: CreditHold,
+    /// The agent's own tools offered to the model.
+    toolbox: Toolbox,
     /// Whether the session and messages are stored (see [`Exchange::keep_conversation`]).
     keep_conversation: bool,
     /// Whether the exchange becomes an episodic memory (when the agent keeps them).
@@ -718,6 +751,7 @@ impl PreparedChat {
             mut request,
             max_tokens,
             mut hold,
+            toolbox,
             keep_conversation,
             remember,
         } = self;
@@ -726,12 +760,8 @@ impl PreparedChat {
         let user_message = service.message(&caller, &agent, &session_id, ChatRole::User, message, asked_at);
         let max_rounds = agent.config.max_tool_rounds.unwrap_or(DEFAULT_TOOL_ROUNDS);
         // The client's own tools (OpenAI's protocol): every offered tool that is not the agent's.
-        let client_tools: Vec<String> = request
-            .tools
-            .iter()
-            .filter(|t| !agent.config.tools.iter().any(|own| own.name == t.name))
-            .map(|t| t.name.clone())
-            .collect();
+        let client_tools: Vec<String> =
+            request.tools.iter().filter(|t| !toolbox.offers(&t.name)).map(|t| t.name.clone()).collect();
         let mut rounds = Rounds::default();
         let (last, note) = loop {
             let answered = match &sink {
@@ -809,7 +839,8 @@ impl PreparedChat {
                 if let Err(e) = d.credits.extend_hold(&hold, 0, 0, d.clock.now()).await {
                     tracing::warn!(error = ?e, hold_id = %hold.id, "refreshing a chat's credit hold failed");
                 }
-                let result = service.call_tool(&caller, &agent, &session_id, call, &mut rounds).await;
+                let result =
+                    service.call_tool(&toolbox, &caller, &agent, &session_id, call, &mut rounds).await;
                 if let Some(sink) = &sink {
                     sink.tool_result(&result);
                 }
@@ -908,19 +939,12 @@ struct Answer {
     asked_at: DateTime<Utc>,
 }
 
-/// The tools an agent offers its model: none when it may run no round of them.
-fn agent_tool_specs(agent: &Agent) -> Vec<ToolSpec> {
-    if agent.config.max_tool_rounds == Some(0) {
-        return Vec::new();
-    }
-    agent.config.tools.iter().map(|t| t.spec()).collect()
-}
-
 impl ChatService {
     /// Runs one of the agent's tools as the caller, records its message and event, and
     /// returns its result.
     async fn call_tool(
         &self,
+        toolbox: &Toolbox,
         caller: &Principal,
         agent: &Agent,
         session_id: &SessionId,
@@ -929,13 +953,7 @@ impl ChatService {
     ) -> ToolResult {
         let d = &self.deps;
         let started = std::time::Instant::now();
-        let output = match agent.config.tools.iter().find(|t| t.name == call.name) {
-            Some(tool) => match tool.action(&agent.id, call) {
-                Ok(action) => d.tools.run(caller, &agent.id, action, tool.timeout()).await,
-                Err(refused) => Err(refused),
-            },
-            None => Err(format!("there is no tool named {:?}", call.name)),
-        };
+        let output = d.tools.call(toolbox, caller, agent, session_id, call).await.map_err(|e| e.to_string());
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let result = ToolResult { call_id: call.id.clone(), name: call.name.clone(), output };
         let now = d.clock.now();
@@ -957,7 +975,7 @@ impl ChatService {
             }),
             now,
         ));
-        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => tool_type(agent, &call.name), "ok" => if result.output.is_ok() { "true" } else { "false" }).increment(1);
+        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => toolbox.kind_of(&call.name), "ok" => if result.output.is_ok() { "true" } else { "false" }).increment(1);
         result
     }
 
@@ -1031,11 +1049,6 @@ impl ChatService {
             Err(e) => Err((e.into(), Some(hold))),
         }
     }
-}
-
-/// The type of an agent's tool, for the metrics (a bounded set, unlike names).
-fn tool_type(agent: &Agent, name: &str) -> &'static str {
-    agent.config.tools.iter().find(|t| t.name == name).map_or("unknown", |t| t.kind.type_name())
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use super::model::{RunAs, Workflow};
 use super::outputs::output_size;
 use super::ports::{
     ClaimedExecution, ExecutionRepository, ExecutionRun, Finish, NewExecution, Started, StepFailure,
-    StepPerformer, WorkflowRepository,
+    WorkflowRepository,
 };
 use super::steps::{Step, StepAction};
 use super::template::TemplateContext;
@@ -100,6 +100,24 @@ impl Default for ExecutionSettings {
     fn default() -> Self {
         Self { lease: chrono::Duration::seconds(30), concurrency: 16, max_claims: DEFAULT_MAX_CLAIMS }
     }
+}
+
+/// Performs rendered steps against the rest of the service (chat, memory, the guarded HTTP
+/// client). Declared with the executor because a step may start executions of its own (an
+/// `agent_chat` step's agent runs a workflow): the executor running the step is handed to it,
+/// rather than held by the performer, which the executor holds.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait StepPerformer: Send + Sync {
+    /// Performs `action` as `caller` and returns its output; executions it starts run with
+    /// `executions`. MUST give up with a [`StepFailure`] once `timeout` has passed.
+    async fn perform(
+        &self,
+        caller: &Principal,
+        action: StepAction,
+        timeout: std::time::Duration,
+        executions: &ExecutionService,
+    ) -> Result<Value, StepFailure>;
 }
 
 /// What the service needs.
@@ -537,7 +555,7 @@ impl ExecutionService {
         let remaining = deadline.saturating_duration_since(Instant::now());
         // Outputs and failures quote remote answers (an HTTP response, a model's reply): stored
         // alike on both databases.
-        let output = match self.deps.performer.perform(caller, action, remaining).await {
+        let output = match self.deps.performer.perform(caller, action, remaining, self).await {
             Ok(output) => storable::json(output),
             Err(failure) => return Err(StepFailure(storable::text(failure.0))),
         };

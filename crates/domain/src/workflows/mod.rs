@@ -11,7 +11,7 @@
 //!   rendered;
 //! - [`outputs`]: what steps output, and the limit on an output's size;
 //! - [`ports`]: the [`WorkflowRepository`], [`TriggerRepository`], [`IntegrationRepository`],
-//!   [`ScheduleRepository`], [`ExecutionRepository`] and [`StepPerformer`] ports, with the values that cross them;
+//!   [`ScheduleRepository`], [`ExecutionRepository`] ports (and [`StepPerformer`], declared with the executor), with the values that cross them;
 //! - [`service`]: [`WorkflowService`], saving workflows for requests;
 //! - [`executions`]: [`ExecutionService`], starting executions and running their steps;
 //! - [`template`]: rendering the templates inside step parameters (MiniJinja) and finding what
@@ -46,9 +46,11 @@ pub use execution_state::{
     InvalidState, InvalidTransition, StepEvent, StepRecord, StepResult, StepStatus, step_transition,
     transition,
 };
+#[cfg(any(test, feature = "mock"))]
+pub use executions::MockStepPerformer;
 pub use executions::{
     DEFAULT_MAX_CLAIMS, EXECUTION_QUEUE, ExecutionError, ExecutionService, ExecutionServiceDeps,
-    ExecutionSettings, RunOutcome,
+    ExecutionSettings, RunOutcome, StepPerformer,
 };
 pub use inbound::InboundError;
 pub use integrations::{
@@ -62,13 +64,13 @@ pub use model::{
 pub use outputs::{MAX_STEP_OUTPUT_BYTES, OutputTooLarge, output_size};
 pub use ports::{
     Advance, ClaimedExecution, DueSchedule, ExecutionRepository, ExecutionRun, Finish, IntegrationRepository,
-    IntegrationTarget, NewExecution, ScheduleRepository, Started, StepFailure, StepPerformer,
-    TriggerRepository, TriggerTarget, WorkflowRepository,
+    IntegrationTarget, NewExecution, ScheduleRepository, Started, StepFailure, TriggerRepository,
+    TriggerTarget, WorkflowRepository,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{
-    MockExecutionRepository, MockIntegrationRepository, MockScheduleRepository, MockStepPerformer,
-    MockTriggerRepository, MockWorkflowRepository,
+    MockExecutionRepository, MockIntegrationRepository, MockScheduleRepository, MockTriggerRepository,
+    MockWorkflowRepository,
 };
 pub use schedules::{
     CronSpec, DueTicks, NewSchedule, Schedule, ScheduleError, SchedulePatch, ScheduleService,

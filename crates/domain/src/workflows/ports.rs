@@ -1,8 +1,6 @@
 //! What workflows need from outside: storage of workflows, triggers, integrations, schedules
 //! and executions (with what crosses that port), and the performer of rendered steps.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -10,11 +8,11 @@ use serde_json::Value;
 use super::execution_state::{Execution, ExecutionStatus, StepResult};
 use super::model::{Integration, RunAs, Trigger, Workflow};
 use super::schedules::Schedule;
-use super::steps::{Step, StepAction};
+use super::steps::Step;
 use crate::events::Event;
 use crate::ids::{ExecutionId, IntegrationId, ScheduleId, TenantId, TriggerId, WorkflowId};
 use crate::pagination::Page;
-use crate::tenancy::{CallChain, Plan, Principal};
+use crate::tenancy::{CallChain, Plan};
 use crate::work::{Claimed, Lease};
 
 /// Workflows, scoped by tenant in every operation.
@@ -326,18 +324,3 @@ pub trait ExecutionRepository: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct StepFailure(pub String);
-
-/// Performs rendered steps against the rest of the service (chat, memory, the guarded HTTP
-/// client).
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait StepPerformer: Send + Sync {
-    /// Performs `action` as `caller` and returns its output. MUST give up with a
-    /// [`StepFailure`] once `timeout` has passed.
-    async fn perform(
-        &self,
-        caller: &Principal,
-        action: StepAction,
-        timeout: Duration,
-    ) -> Result<Value, StepFailure>;
-}

@@ -8,11 +8,9 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
 
-use super::executions::{ExecutionService, ExecutionServiceDeps, ExecutionSettings};
+use super::executions::{ExecutionService, ExecutionServiceDeps, ExecutionSettings, MockStepPerformer};
 use super::model::Workflow;
-use super::ports::{
-    MockExecutionRepository, MockStepPerformer, MockWorkflowRepository, NewExecution, Started,
-};
+use super::ports::{MockExecutionRepository, MockWorkflowRepository, NewExecution, Started};
 use super::steps::validate_steps;
 use crate::ids::{ApiKeyId, MockIdGenerator, TenantId, UserId, WorkflowId};
 use crate::ratelimit::{MockRateCounter, RateLimiter};

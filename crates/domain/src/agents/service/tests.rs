@@ -7,14 +7,13 @@ use crate::agents::chat::{Completion, FinishReason};
 use crate::agents::model::{AgentConfig, AgentName, AgentType};
 use crate::agents::ports::{MockAgentRepository, MockChatModel, MockConversationRepository};
 use crate::agents::recall::NoRecall;
-use crate::agents::tools::{AgentTool, MockToolRunner, ToolAction};
+use crate::agents::tools::{AgentTool, MockToolProvider, OfferedTool, ToolError, ToolRegistry};
 use crate::billing::MockCreditRepository;
 use crate::ids::{MockIdGenerator, TenantId, UserId};
 use crate::memory::MemoryType;
 use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
 use crate::tokens::MockTokenCounter;
-use crate::workflows::StepAction;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
@@ -55,7 +54,7 @@ struct Mocks {
     conversations: MockConversationRepository,
     credits: MockCreditRepository,
     model: MockChatModel,
-    tools: MockToolRunner,
+    tools: MockToolProvider,
 }
 
 impl Mocks {
@@ -65,7 +64,7 @@ impl Mocks {
             conversations: MockConversationRepository::new(),
             credits: MockCreditRepository::new(),
             model: MockChatModel::new(),
-            tools: MockToolRunner::new(),
+            tools: offering_the_agents_tools(),
         }
     }
 
@@ -86,13 +85,33 @@ impl Mocks {
                 model: Arc::new(self.model),
                 tokens: Arc::new(tokens),
                 memory: Arc::new(NoRecall),
-                tools: Arc::new(self.tools),
+                tools: ToolRegistry::new(None).with(Arc::new(self.tools)),
                 ids: Arc::new(ids),
                 clock: Arc::new(clock),
             },
             ChatSettings::default(),
         )
     }
+}
+
+/// A provider offering the agent's configured tools as they are described.
+fn offering_the_agents_tools() -> MockToolProvider {
+    let mut tools = MockToolProvider::new();
+    tools.expect_offer().returning(|agent, _| {
+        agent
+            .config
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(position, t)| OfferedTool {
+                spec: t.spec(),
+                timeout: t.timeout(),
+                kind: t.kind.type_name(),
+                position,
+            })
+            .collect()
+    });
+    tools
 }
 
 fn input(message: &str, session: Option<&str>) -> ChatInput {
@@ -460,15 +479,15 @@ async fn a_tool_round_runs_the_tool_on_the_agents_memory_and_charges_each_model_
         })
     });
     m.tools
-        .expect_run()
-        .withf(|caller, agent, action, _| {
-            caller.role == Role::Owner
-                && agent.as_str() == "agt_1"
-                && matches!(action, ToolAction::Step(StepAction::MemorySearch { agent_id: Some(a), query, .. })
-                    if a.as_str() == "agt_1" && query == "favourite colour")
+        .expect_call()
+        .withf(|context, name, arguments| {
+            context.caller.role == Role::Owner
+                && context.agent.id.as_str() == "agt_1"
+                && name == "memory_search"
+                && arguments["query"] == "favourite colour"
         })
         .times(1)
-        .returning(|_, _, _, _| Ok(serde_json::json!({"results": ["teal"]})));
+        .returning(|_, _, _| Ok(serde_json::json!({"results": ["teal"]})));
     m.conversations
         .expect_record_exchange()
         .withf(|x| {
@@ -506,7 +525,7 @@ async fn the_most_rounds_stop_the_chat_with_a_message_saying_so() {
         .returning(|_, _, _, _| Ok(Some(0)));
     // The model asks for the tool every time; the second ask is past the one round allowed.
     m.model.expect_complete().times(2).returning(|_| Ok(calls_memory_search(PROMPT)));
-    m.tools.expect_run().times(1).returning(|_, _, _, _| Ok(serde_json::json!({"results": []})));
+    m.tools.expect_call().times(1).returning(|_, _, _| Ok(serde_json::json!({"results": []})));
     m.conversations
         .expect_record_exchange()
         .withf(|x| {
@@ -532,7 +551,7 @@ async fn a_round_the_balance_cannot_pay_ends_the_chat_with_what_was_paid_for() {
         .times(2)
         .returning(|_, wanted, _, _| Ok(if wanted == 0 { Some(0) } else { None }));
     m.model.expect_complete().times(1).returning(|_| Ok(calls_memory_search(PROMPT)));
-    m.tools.expect_run().times(1).returning(|_, _, _, _| Err("the memory is empty".into()));
+    m.tools.expect_call().times(1).returning(|_, _, _| Err(ToolError::Failed("the memory is empty".into())));
     m.conversations
         .expect_record_exchange()
         .withf(|x| {
@@ -579,7 +598,7 @@ async fn a_model_failing_after_the_tools_ran_charges_the_calls_that_answered() {
             Err(ModelError::Upstream("context too long".into()))
         }
     });
-    m.tools.expect_run().times(1).returning(|_, _, _, _| Ok(serde_json::json!({"results": []})));
+    m.tools.expect_call().times(1).returning(|_, _, _| Ok(serde_json::json!({"results": []})));
     m.conversations
         .expect_record_exchange()
         .withf(|x| {
@@ -610,7 +629,7 @@ async fn a_tool_nobody_offered_is_answered_with_an_error_not_handed_to_the_clien
         assert!(r.messages.last().unwrap().content.contains("no tool named"), "{:?}", r.messages.last());
         Ok(Completion::nothing(FinishReason::Stop))
     });
-    m.tools.expect_run().never();
+    m.tools.expect_call().never();
     m.conversations
         .expect_record_exchange()
         .withf(|x| x.reply.tool_calls.is_empty() && x.steps.len() == 2)

@@ -6,19 +6,23 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::chat::{ToolCall, ToolSpec};
+use super::chat::ToolSpec;
 use crate::ids::{AgentId, WorkflowId};
 use crate::memory::MemoryType;
-use crate::tenancy::Principal;
 use crate::validation::{FieldError, FieldErrorKind};
 use crate::workflows::{HttpMethod, StepAction};
 
 mod config;
+mod provider;
+mod registry;
 
 pub use config::ToolType;
+#[cfg(any(test, feature = "mock"))]
+pub use provider::MockToolProvider;
+pub use provider::{OfferedTool, ToolCallContext, ToolError, ToolProvider};
+pub use registry::{ToolRegistry, Toolbox};
 
 /// Most tools of one agent.
 pub const MAX_TOOLS: usize = 32;
@@ -99,33 +103,6 @@ pub enum ToolAction {
         /// The model's arguments.
         input: Value,
     },
-}
-
-/// Runs tool actions for chat, against the rest of the service.
-#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-#[async_trait]
-pub trait ToolRunner: Send + Sync {
-    /// Performs `action` for `agent` as `caller`, within `timeout`: its output, or why it
-    /// failed (given to the model as the call's result). A workflow still running at the
-    /// timeout answers `{execution_id, status}`.
-    async fn run(
-        &self,
-        caller: &Principal,
-        agent: &AgentId,
-        action: ToolAction,
-        timeout: Duration,
-    ) -> Result<Value, String>;
-}
-
-/// Runs no tool: chat without the rest of the service (tests, tools not wired in).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoTools;
-
-#[async_trait]
-impl ToolRunner for NoTools {
-    async fn run(&self, _: &Principal, _: &AgentId, _: ToolAction, _: Duration) -> Result<Value, String> {
-        Err("tools are not available here".into())
-    }
 }
 
 /// Checks a tool's name: 1–64 letters, digits, `_` or `-`, as OpenAI's API requires of a
@@ -230,26 +207,18 @@ impl AgentTool {
         }
     }
 
-    /// What a model's call of this tool (for `agent`) asks the service to do.
+    /// What a model's call of this tool (for `agent`) with `args` asks the service to do.
     ///
     /// # Errors
-    /// Why the call cannot be made (arguments that are not JSON, a missing argument, a host
-    /// not on the allow-list): given to the model as the call's result.
-    pub fn action(&self, agent: &AgentId, call: &ToolCall) -> Result<ToolAction, String> {
-        let arguments: Value = if call.arguments.trim().is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str(&call.arguments).map_err(|e| format!("the arguments are not JSON: {e}"))?
-        };
-        let Value::Object(args) = arguments else {
-            return Err("the arguments must be a JSON object".into());
-        };
-        let text = |key: &str| -> Result<String, String> {
+    /// [`ToolError::BadArguments`] for a missing argument, [`ToolError::NotAllowed`] for a host
+    /// not on the allow-list.
+    pub fn action(&self, agent: &AgentId, args: Map<String, Value>) -> Result<ToolAction, ToolError> {
+        let text = |key: &str| -> Result<String, ToolError> {
             args.get(key)
                 .and_then(Value::as_str)
                 .filter(|s| !s.trim().is_empty())
                 .map(str::to_owned)
-                .ok_or_else(|| format!("the argument {key:?} (text) is required"))
+                .ok_or_else(|| ToolError::BadArguments(format!("the argument {key:?} (text) is required")))
         };
         Ok(match &self.kind {
             ToolKind::MemorySearch => {
@@ -277,23 +246,26 @@ impl AgentTool {
                     .filter(|k| !args.contains_key(*k))
                     .collect();
                 if !missing.is_empty() {
-                    return Err(format!("the input lacks the required field(s): {}", missing.join(", ")));
+                    return Err(ToolError::BadArguments(format!(
+                        "the input lacks the required field(s): {}",
+                        missing.join(", ")
+                    )));
                 }
                 ToolAction::Workflow { workflow_id: workflow_id.clone(), input: Value::Object(args) }
             }
             ToolKind::HttpRequest { allowed_hosts, method } => {
                 let raw = text("url")?;
                 let url = url::Url::parse(raw.trim())
-                    .map_err(|e| format!("the url is not an absolute URL: {e}"))?;
+                    .map_err(|e| ToolError::BadArguments(format!("the url is not an absolute URL: {e}")))?;
                 if !matches!(url.scheme(), "http" | "https") {
-                    return Err("the url must be http or https".into());
+                    return Err(ToolError::BadArguments("the url must be http or https".into()));
                 }
                 let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']).to_ascii_lowercase();
                 if !allowed_hosts.contains(&host) {
-                    return Err(format!(
+                    return Err(ToolError::NotAllowed(format!(
                         "the host {host:?} is not one this tool may call (allowed: {})",
                         allowed_hosts.join(", ")
-                    ));
+                    )));
                 }
                 let body = if *method == HttpMethod::Post { args.get("body").cloned() } else { None };
                 ToolAction::Step(StepAction::HttpRequest {
@@ -325,8 +297,11 @@ pub fn max_tool_rounds(raw: i64) -> Result<u8, FieldError> {
 mod tests {
     use super::*;
 
-    fn call(name: &str, arguments: &str) -> ToolCall {
-        ToolCall { id: "call_1".into(), name: name.into(), arguments: arguments.into() }
+    fn args(arguments: Value) -> Map<String, Value> {
+        match arguments {
+            Value::Object(map) => map,
+            other => panic!("{other}"),
+        }
     }
 
     #[test]
@@ -448,27 +423,31 @@ mod tests {
             {"type": "run_workflow", "workflow_id": "wf_1", "name": "summarise", "input_schema": {"required": ["text"]}}
         ]))
         .unwrap();
-        match tools[0].action(&agent, &call("memory_search", r#"{"query": "colour", "limit": 99}"#)).unwrap()
-        {
+        match tools[0].action(&agent, args(json!({"query": "colour", "limit": 99}))).unwrap() {
             ToolAction::Step(StepAction::MemorySearch { agent_id, top_k, .. }) => {
                 assert_eq!(agent_id, Some(agent.clone()), "only the agent's own memory");
                 assert_eq!(top_k, Some(20));
             }
             other => panic!("{other:?}"),
         }
-        assert!(tools[0].action(&agent, &call("memory_search", "{}")).unwrap_err().contains("query"));
+        assert!(matches!(
+            tools[0].action(&agent, args(json!({}))).unwrap_err(),
+            ToolError::BadArguments(m) if m.contains("query")
+        ));
+        assert!(tools[1].action(&agent, args(json!({"url": "http://127.0.0.1:8080/w"}))).is_ok());
+        let refused =
+            tools[1].action(&agent, args(json!({"url": "http://169.254.169.254/latest"}))).unwrap_err();
         assert!(
-            tools[0].action(&agent, &call("memory_search", "not json")).unwrap_err().contains("not JSON")
+            matches!(&refused, ToolError::NotAllowed(m) if m.contains("not one this tool may call")),
+            "{refused}"
         );
-        assert!(tools[1].action(&agent, &call("weather", r#"{"url": "http://127.0.0.1:8080/w"}"#)).is_ok());
-        let refused = tools[1]
-            .action(&agent, &call("weather", r#"{"url": "http://169.254.169.254/latest"}"#))
-            .unwrap_err();
-        assert!(refused.contains("not one this tool may call"), "{refused}");
-        assert!(tools[1].action(&agent, &call("weather", r#"{"url": "file:///etc/passwd"}"#)).is_err());
-        assert!(tools[2].action(&agent, &call("summarise", "{}")).unwrap_err().contains("text"));
+        assert!(matches!(
+            tools[1].action(&agent, args(json!({"url": "file:///etc/passwd"}))).unwrap_err(),
+            ToolError::BadArguments(_)
+        ));
+        assert!(tools[2].action(&agent, args(json!({}))).unwrap_err().to_string().contains("text"));
         assert_eq!(
-            tools[2].action(&agent, &call("summarise", r#"{"text": "hi"}"#)).unwrap(),
+            tools[2].action(&agent, args(json!({"text": "hi"}))).unwrap(),
             ToolAction::Workflow {
                 workflow_id: WorkflowId::from_string("wf_1"),
                 input: json!({"text": "hi"})

@@ -9,8 +9,9 @@ use super::*;
 use crate::ids::{MockIdGenerator, TenantId, TriggerId, UserId};
 use crate::tenancy::{Role, Scope};
 use crate::time::MockClock;
+use crate::workflows::MockStepPerformer;
 use crate::workflows::execution_state::{StepEvent, step_transition};
-use crate::workflows::ports::{MockExecutionRepository, MockStepPerformer, MockWorkflowRepository};
+use crate::workflows::ports::{MockExecutionRepository, MockWorkflowRepository};
 use crate::workflows::steps::validate_steps;
 
 fn t0() -> DateTime<Utc> {
@@ -119,7 +120,7 @@ fn claimed(done: usize) -> ClaimedExecution {
 
 /// Performs transforms for real: the performer's job for that type is to return the output.
 fn transforms(performer: &mut MockStepPerformer, performed: Arc<Mutex<Vec<Value>>>) {
-    performer.expect_perform().returning(move |caller, action, _| {
+    performer.expect_perform().returning(move |caller, action, _, _| {
         assert_eq!(
             (caller.user_id.as_str(), caller.role),
             ("usr_1", Role::Member),
@@ -292,7 +293,7 @@ async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
     m.performer
         .expect_perform()
         .times(1)
-        .returning(|_, _, _| Err(StepFailure("the receiver answered 500".into())));
+        .returning(|_, _, _, _| Err(StepFailure("the receiver answered 500".into())));
     m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, position, result, finish| {
         assert_eq!(position, 0);
@@ -362,7 +363,7 @@ async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it()
 #[tokio::test]
 async fn remote_text_with_nul_is_stored_with_the_replacement_character() {
     let mut m = Mocks::new();
-    m.performer.expect_perform().returning(|_, _, _| Ok(json!({"body": "a\u{0}b"})));
+    m.performer.expect_perform().returning(|_, _, _, _| Ok(json!({"body": "a\u{0}b"})));
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, _, result, _| {
         assert_eq!(result.output(), Some(&json!({"body": "a\u{FFFD}b"})));
@@ -377,7 +378,7 @@ async fn remote_text_with_nul_is_stored_with_the_replacement_character() {
 async fn an_output_over_the_limit_fails_its_step() {
     let mut m = Mocks::new();
     let huge = "x".repeat(crate::workflows::MAX_STEP_OUTPUT_BYTES + 1);
-    m.performer.expect_perform().returning(move |_, _, _| Ok(json!(huge.clone())));
+    m.performer.expect_perform().returning(move |_, _, _, _| Ok(json!(huge.clone())));
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, _, result, finish| {
         assert_eq!(result.status(), StepStatus::Failed);
@@ -407,7 +408,7 @@ async fn a_cancelled_execution_starts_no_further_step() {
 #[tokio::test]
 async fn a_lost_lease_drops_the_result_and_stops() {
     let mut m = Mocks::new();
-    m.performer.expect_perform().times(1).returning(|_, action, _| match action {
+    m.performer.expect_perform().times(1).returning(|_, action, _, _| match action {
         StepAction::Transform { output } => Ok(output),
         other => panic!("{other:?}"),
     });

@@ -1,0 +1,104 @@
+//! The port every kind of tool plugs into: a [`ToolProvider`] tells what tools it offers an
+//! agent's model and performs their calls, failing with a typed [`ToolError`]. The chat loop
+//! knows only the [`ToolRegistry`](super::ToolRegistry) composing them; a new kind of tool is
+//! one more provider.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use super::super::chat::ToolSpec;
+use super::super::model::Agent;
+use crate::ids::SessionId;
+use crate::tenancy::Principal;
+
+/// Why a tool call gave no output. Its text is what the model reads as the call's result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The caller, the agent or the tool's own rules do not allow the call (a host off the
+    /// allow-list, a role that no longer allows it, a cycle of workflows).
+    #[error("not allowed: {0}")]
+    NotAllowed(String),
+    /// The model's arguments do not fit the tool.
+    #[error("bad arguments: {0}")]
+    BadArguments(String),
+    /// No answer within the tool's time.
+    #[error("timed out after {} s", .0.as_secs())]
+    TimedOut(Duration),
+    /// What the tool called failed or refused (an HTTP error, a failed workflow, an MCP
+    /// server's error).
+    #[error("{0}")]
+    Failed(String),
+    /// The answer is larger than a tool result may be.
+    #[error("the result is larger than {limit} bytes")]
+    TooLarge {
+        /// The most bytes a result may have.
+        limit: usize,
+    },
+    /// No offered tool has this name.
+    #[error("there is no tool named {0:?}")]
+    Unknown(String),
+}
+
+impl ToolError {
+    /// A short, bounded name of the kind of failure (metrics, events).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotAllowed(_) => "not_allowed",
+            Self::BadArguments(_) => "bad_arguments",
+            Self::TimedOut(_) => "timed_out",
+            Self::Failed(_) => "failed",
+            Self::TooLarge { .. } => "too_large",
+            Self::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// A tool as a provider offers it to a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedTool {
+    /// Its name, description and parameters, as the model is told.
+    pub spec: ToolSpec,
+    /// Longest a call may take.
+    pub timeout: Duration,
+    /// The kind of tool (a bounded set, for metrics): `memory_search`, `mcp`, ….
+    pub kind: &'static str,
+    /// The position in the agent's `config.tools` of the entry it comes from: tools are offered
+    /// in the order they are configured.
+    pub position: usize,
+}
+
+/// Whom a tool call acts for, and where.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCallContext<'a> {
+    /// The chat's caller, with their current role: a tool reaches only what they may.
+    pub caller: &'a Principal,
+    /// The agent whose model called it.
+    pub agent: &'a Agent,
+    /// The conversation.
+    pub session_id: &'a SessionId,
+    /// How long the call may take: the provider gives up with [`ToolError::TimedOut`] then.
+    pub timeout: Duration,
+}
+
+/// One kind of tool.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait ToolProvider: Send + Sync {
+    /// The tools of this kind that `agent` offers its model when `caller` chats with it; a
+    /// provider may have to ask elsewhere (an MCP server's `tools/list`). A tool it cannot
+    /// offer now is left out (and logged), not an error of the chat.
+    async fn offer(&self, agent: &Agent, caller: &Principal) -> Vec<OfferedTool>;
+
+    /// Performs a call of the tool named `name` (one it offered) with the model's `arguments`.
+    ///
+    /// # Errors
+    /// Why there is no output, as the model reads it.
+    async fn call<'a>(
+        &self,
+        context: ToolCallContext<'a>,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, ToolError>;
+}
