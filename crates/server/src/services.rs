@@ -37,9 +37,11 @@ use secrecy::ExposeSecret as _;
 use crate::config::{Config, PaymentProviderKind, RateLimitFailure, RateLimitStore};
 use crate::keys;
 use crate::metrics::PrometheusMetrics;
-use crate::steps::{BasicSteps, ServiceSteps};
+use crate::steps::ServiceSteps;
+use crate::steps::basic::BasicSteps;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
-use crate::tools::{HttpTools, MemoryTools, WorkflowTools};
+use crate::tools::workflows::WorkflowTools;
+use crate::tools::{HttpTools, MemoryTools};
 
 use crate::adapters::*;
 

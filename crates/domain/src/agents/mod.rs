@@ -1,17 +1,34 @@
 //! Agents and chat: agents' configuration and lifecycle, conversations with them, the model
 //! port, and the credit charge of every exchange. Chat recalls through the memory service
 //! (`recall`); memory does not know agents.
+//!
+//! Chat, from the request down: `chat_service` checks a request, builds its `prompt` and holds
+//! its credits; `answer` drives the model calls over the `turn` state machine, running the
+//! agent's tools through the `registry` of tool `providers`; `chat_api` holds what they share.
+//! An agent's `tools` configuration is read and described in `tools`.
 
+mod answer;
 pub mod chat;
+mod chat_api;
+mod chat_service;
 mod model;
 mod ports;
+mod prompt;
+mod providers;
 mod recall;
+mod registry;
 mod service;
 pub mod tools;
+mod turn;
 
+pub use answer::PreparedChat;
 pub use chat::{
     ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError,
-    NoDeltas, ToolCall, ToolResult, ToolSpec, build_prompt, count_prompt, count_request,
+    NoDeltas, ToolCall, ToolResult, ToolSpec, count_prompt, count_request,
+};
+pub use chat_api::{
+    ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings, ClientConversation,
+    MAX_MESSAGE_CHARS, affordable_completion, chat_message,
 };
 pub use model::{
     Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges,
@@ -23,14 +40,11 @@ pub use ports::{
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockAgentRepository, MockChatModel, MockConversationRepository, MockMemoryRecall};
-pub use recall::NoRecall;
-pub use service::{
-    AgentError, AgentService, ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings,
-    ClientConversation, MAX_MESSAGE_CHARS, PreparedChat, affordable_completion, chat_message,
-};
+pub use prompt::build_prompt;
 #[cfg(any(test, feature = "mock"))]
-pub use tools::MockToolProvider;
-pub use tools::{
-    AgentTool, OfferedTool, ToolAction, ToolCallContext, ToolError, ToolKind, ToolProvider, ToolRegistry,
-    ToolType, Toolbox,
-};
+pub use providers::MockToolProvider;
+pub use providers::{OfferedTool, ToolCallContext, ToolProvider};
+pub use recall::NoRecall;
+pub use registry::{ToolRegistry, Toolbox};
+pub use service::{AgentError, AgentService};
+pub use tools::{AgentTool, ToolAction, ToolError, ToolKind, ToolType};

@@ -1,14 +1,14 @@
 //! The tool providers of chat, one per kind of tool, over the services that already do their
 //! work. Memory searches and additions and HTTP requests run as the workflow steps of the same
 //! kind do ([`BasicSteps`]: the same memory service, the same guarded outbound client);
-//! `run_workflow` starts an execution ([`WorkflowTools`]). Everything runs as the chat's
+//! `run_workflow` starts an execution (`workflows::WorkflowTools`). Everything runs as the chat's
 //! caller, whose current role the registry has read before the call.
 //!
 //! Nothing here holds chat: the executions' steps chat, so the workflow tools are added to a
 //! chat where the executions exist (the application's chat, and each `agent_chat` step's, over
 //! the executor running the step), and the object graph has no cycle.
 
-mod workflows;
+pub(crate) mod workflows;
 
 use std::time::Duration;
 
@@ -19,8 +19,7 @@ use agentry_domain::tenancy::Principal;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-pub use self::workflows::WorkflowTools;
-use crate::steps::BasicSteps;
+use crate::steps::basic::BasicSteps;
 
 /// The agent's configured tools that `serves` picks, as offered to its model.
 fn offer_configured(agent: &Agent, serves: impl Fn(&ToolKind) -> bool) -> Vec<OfferedTool> {

@@ -15,14 +15,10 @@ use crate::validation::{FieldError, FieldErrorKind};
 use crate::workflows::{HttpMethod, StepAction};
 
 mod config;
-mod provider;
-mod registry;
+mod error;
 
 pub use config::ToolType;
-#[cfg(any(test, feature = "mock"))]
-pub use provider::MockToolProvider;
-pub use provider::{OfferedTool, ToolCallContext, ToolError, ToolProvider};
-pub use registry::{ToolRegistry, Toolbox};
+pub use error::ToolError;
 
 /// Most tools of one agent.
 pub const MAX_TOOLS: usize = 32;

@@ -3,13 +3,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::*;
-use crate::agents::chat::{Completion, FinishReason};
-use crate::agents::model::{AgentConfig, AgentName, AgentType};
-use crate::agents::ports::{MockAgentRepository, MockChatModel, MockConversationRepository};
+use crate::agents::chat::{Completion, DeltaSink, FinishReason, ModelError, ToolCall};
+use crate::agents::chat_api::{ChatServiceDeps, MAX_MESSAGE_CHARS, chat_message};
+use crate::agents::model::{AgentConfig, AgentName, AgentType, NewAgent};
+use crate::agents::ports::{ExchangeOutcome, MockAgentRepository, MockChatModel, MockConversationRepository};
+use crate::agents::providers::{MockToolProvider, OfferedTool};
 use crate::agents::recall::NoRecall;
-use crate::agents::tools::{AgentTool, MockToolProvider, OfferedTool, ToolError, ToolRegistry};
-use crate::billing::MockCreditRepository;
-use crate::ids::{MockIdGenerator, TenantId, UserId};
+use crate::agents::registry::ToolRegistry;
+use crate::agents::service::AgentService;
+use crate::agents::tools::{AgentTool, ToolError};
+use crate::billing::{CreditHold, LedgerReason, MockCreditRepository};
+use crate::events::EventPayload;
+use crate::ids::{MessageId, MockIdGenerator, TenantId, UserId};
 use crate::memory::MemoryType;
 use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
@@ -637,35 +642,4 @@ async fn a_tool_nobody_offered_is_answered_with_an_error_not_handed_to_the_clien
     let reply =
         m.chat().chat(&owner(), &AgentId::from_string("agt_1"), input("hello there", None)).await.unwrap();
     assert_eq!(reply.finish, FinishReason::Stop);
-}
-
-#[test]
-fn a_client_that_left_keeps_only_the_calls_that_ran() {
-    let message = |role, content: &str, calls: &[&str]| Message {
-        id: MessageId::from_string("msg_1"),
-        tenant_id: TenantId::from_string("ten_1"),
-        agent_id: AgentId::from_string("agt_1"),
-        session_id: SessionId::from_string("s"),
-        role,
-        content: content.into(),
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        created_at: t0(),
-        incomplete: false,
-        tool_calls: calls
-            .iter()
-            .map(|id| ToolCall { id: (*id).into(), name: "memory_search".into(), arguments: "{}".into() })
-            .collect(),
-        tool_call_id: None,
-        tool_name: None,
-    };
-    let mut rounds = Rounds {
-        steps: vec![message(ChatRole::Assistant, "", &["a", "b"]), message(ChatRole::Tool, "{}", &[])],
-        ..Rounds::default()
-    };
-    rounds.keep_calls_that_ran(1);
-    assert_eq!(rounds.steps[0].tool_calls.len(), 1);
-    rounds.steps = vec![message(ChatRole::Assistant, "", &["a"])];
-    rounds.keep_calls_that_ran(0);
-    assert!(rounds.steps.is_empty(), "a message that said nothing and called nothing goes");
 }

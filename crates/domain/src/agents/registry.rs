@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::super::chat::{ToolCall, ToolSpec};
-use super::super::model::Agent;
-use super::provider::{OfferedTool, ToolCallContext, ToolError, ToolProvider};
+use super::chat::{ToolCall, ToolSpec};
+use super::model::Agent;
+use super::providers::{OfferedTool, ToolCallContext, ToolProvider};
+use super::tools::ToolError;
 use crate::ids::SessionId;
 use crate::tenancy::{MemberRoles, NotEntitled, Principal};
 
@@ -157,7 +158,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::agents::tools::provider::MockToolProvider;
+    use crate::agents::providers::MockToolProvider;
     use crate::agents::{AgentConfig, AgentName, AgentStatus, AgentType};
     use crate::ids::{AgentId, TenantId, UserId};
     use crate::tenancy::{Credential, MockMemberRoles, Plan, Role};

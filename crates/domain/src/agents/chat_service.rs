@@ -1,0 +1,260 @@
+//! Chat's requests: a message to an agent (with its history and memory) or a conversation the
+//! client sends whole, checked, its prompt built and its credits held, ready to be answered
+//! (`answer`); and a conversation's history.
+
+use std::sync::Arc;
+
+use super::answer::PreparedChat;
+use super::chat::{ChatRole, ChatTurn, CompletionRequest, Message, ToolSpec, count_request};
+use super::chat_api::{
+    ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings, ClientConversation,
+    affordable_completion,
+};
+use super::model::{Agent, AgentStatus};
+use super::prompt::{build_prompt, system_turn};
+use super::providers::ToolProvider;
+use super::registry::Toolbox;
+use crate::billing::{HoldRequest, chat_cost};
+use crate::ids::{AgentId, CreditHoldId, SessionId};
+use crate::pagination::Page;
+use crate::tenancy::{Permission, Principal};
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
+
+/// The tools a model is offered: the agent's own, and those the client runs itself.
+struct Offered {
+    toolbox: Toolbox,
+    clients: Vec<ToolSpec>,
+}
+
+/// How long and how freely a reply may be.
+struct ReplyLimits {
+    max_tokens: Option<u32>,
+    temperature: Option<f64>,
+}
+
+impl ChatService {
+    /// A service over `deps` with `settings`.
+    pub fn new(deps: ChatServiceDeps, settings: ChatSettings) -> Self {
+        Self { deps, settings }
+    }
+
+    /// This service with one more kind of tool. A provider that needs what is built after
+    /// chat (the executions, whose steps chat) is added where both exist, so that nothing
+    /// holds chat through its own tools.
+    #[must_use]
+    pub fn with_tools(&self, provider: Arc<dyn ToolProvider>) -> Self {
+        let mut deps = self.deps.clone();
+        deps.tools = deps.tools.with(provider);
+        Self { deps, settings: self.settings.clone() }
+    }
+
+    /// The tools `agent` offers its model in a chat with `caller`: none when it may run no
+    /// round of them.
+    async fn toolbox(&self, agent: &Agent, caller: &Principal) -> Toolbox {
+        if agent.config.max_tool_rounds == Some(0) {
+            return Toolbox::default();
+        }
+        self.deps.tools.toolbox(agent, caller).await
+    }
+
+    /// Sends `input` to an agent: holds the most the exchange can cost, asks the model, then
+    /// stores both messages, the charge and the events in one transaction. When the balance
+    /// covers the prompt but not the agent's whole `max_tokens`, the reply is capped at what the
+    /// balance pays, so the last credits can be spent; 402 comes, before the model is called,
+    /// only when not even the prompt and one token of reply are covered. A model failure
+    /// releases the hold and stores nothing.
+    ///
+    /// # Errors
+    /// See [`ChatError`].
+    pub async fn chat(
+        &self,
+        caller: &Principal,
+        agent_id: &AgentId,
+        input: ChatInput,
+    ) -> Result<ChatReply, ChatError> {
+        self.prepare(caller, agent_id, input).await?.answer(None).await
+    }
+
+    /// The first half of [`ChatService::chat`]: every check, the prompt and the credit hold,
+    /// so that a streamed reply can refuse with an ordinary answer (401, 402, 404, 409, 422)
+    /// before its stream begins. The prepared chat holds credits until it is answered.
+    ///
+    /// # Errors
+    /// See [`ChatError`].
+    pub async fn prepare(
+        &self,
+        caller: &Principal,
+        agent_id: &AgentId,
+        input: ChatInput,
+    ) -> Result<PreparedChat, ChatError> {
+        let agent = self.active_agent(caller, agent_id).await?;
+        let d = &self.deps;
+        // A client's own id continues its conversation, or starts it on first use.
+        let (session_id, history) = match input.session_id {
+            Some(session) => {
+                let history = d
+                    .conversations
+                    .recent(&caller.tenant_id, &agent.id, &session, self.settings.history_messages)
+                    .await?;
+                (session, history)
+            }
+            None => (SessionId::generate(d.ids.as_ref()), Vec::new()),
+        };
+        let memories = d.memory.recall(&agent, &input.message).await?;
+        let turns = build_prompt(
+            &agent,
+            &memories,
+            &history,
+            &input.message,
+            d.tokens.as_ref(),
+            self.settings.history_token_budget,
+        );
+        let limits =
+            ReplyLimits { max_tokens: agent.config.max_tokens, temperature: agent.config.temperature };
+        let toolbox = self.toolbox(&agent, caller).await;
+        let offered = Offered { toolbox, clients: Vec::new() };
+        let mut prepared =
+            self.hold(caller, agent, session_id, input.message, turns, offered, limits).await?;
+        prepared.remember = true;
+        Ok(prepared)
+    }
+
+    /// Prepares a reply to a conversation the client sends whole, as OpenAI's chat completions
+    /// do: the agent's system prompt first, then the client's turns; no history or memory is
+    /// added. With a session id, the last user turn and the reply are stored in that session as
+    /// chat stores them; without, only the charge and the events are (a stateless call).
+    ///
+    /// # Errors
+    /// As [`ChatService::prepare`]; [`ChatError::Invalid`] when no turn is the user's.
+    pub async fn prepare_conversation(
+        &self,
+        caller: &Principal,
+        agent_id: &AgentId,
+        conversation: ClientConversation,
+    ) -> Result<PreparedChat, ChatError> {
+        let agent = self.active_agent(caller, agent_id).await?;
+        let d = &self.deps;
+        let Some(last_user) = conversation.turns.iter().rev().find(|t| t.role == ChatRole::User) else {
+            return Err(ValidationErrors(vec![FieldError::new(
+                "messages",
+                FieldErrorKind::InvalidValue,
+                "messages must hold at least one message of role user",
+            )])
+            .into());
+        };
+        let message = last_user.content.clone();
+        let toolbox = self.toolbox(&agent, caller).await;
+        for (i, tool) in conversation.tools.iter().enumerate() {
+            if toolbox.offers(&tool.name) {
+                return Err(ValidationErrors(vec![FieldError::new(
+                    format!("tools[{i}].function.name"),
+                    FieldErrorKind::InvalidValue,
+                    format!("the agent has a tool of its own named {:?}; name yours otherwise", tool.name),
+                )])
+                .into());
+            }
+        }
+        let mut turns = vec![system_turn(&agent)];
+        turns.extend(conversation.turns);
+        let keep_conversation = conversation.session_id.is_some();
+        let session_id = conversation.session_id.unwrap_or_else(|| SessionId::generate(d.ids.as_ref()));
+        // The client may ask for less than the agent allows, never more.
+        let max_tokens = match (conversation.max_tokens, agent.config.max_tokens) {
+            (Some(asked), Some(allowed)) => Some(asked.min(allowed)),
+            (asked, allowed) => asked.or(allowed),
+        };
+        let limits =
+            ReplyLimits { max_tokens, temperature: conversation.temperature.or(agent.config.temperature) };
+        let offered = Offered { toolbox, clients: conversation.tools };
+        let mut prepared = self.hold(caller, agent, session_id, message, turns, offered, limits).await?;
+        prepared.keep_conversation = keep_conversation;
+        Ok(prepared)
+    }
+
+    /// The caller's agent that may chat: 403 without `agents:write`, 404 when absent, 409 when
+    /// paused.
+    async fn active_agent(&self, caller: &Principal, agent_id: &AgentId) -> Result<Agent, ChatError> {
+        caller.require(Permission::AgentsWrite)?;
+        let agent =
+            self.deps.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
+        if agent.status == AgentStatus::Paused {
+            return Err(ChatError::AgentPaused);
+        }
+        Ok(agent)
+    }
+
+    /// Holds the most a reply to `turns` can cost, or refuses with 402 when not even the
+    /// prompt and one token of reply are covered.
+    #[allow(clippy::too_many_arguments)]
+    async fn hold(
+        &self,
+        caller: &Principal,
+        agent: Agent,
+        session_id: SessionId,
+        message: String,
+        turns: Vec<ChatTurn>,
+        offered: Offered,
+        limits: ReplyLimits,
+    ) -> Result<PreparedChat, ChatError> {
+        let d = &self.deps;
+        let Offered { toolbox, clients } = offered;
+        let mut tools = toolbox.specs();
+        tools.extend(clients);
+        let prompt_tokens = count_request(d.tokens.as_ref(), &turns, &tools);
+        let max_tokens = limits.max_tokens.unwrap_or(self.settings.default_max_tokens);
+        let request = HoldRequest {
+            id: CreditHoldId::generate(d.ids.as_ref()),
+            tenant_id: caller.tenant_id.clone(),
+            wanted: chat_cost(prompt_tokens + u64::from(max_tokens)),
+            minimum: chat_cost(prompt_tokens + 1),
+            created_at: d.clock.now(),
+        };
+        let Some(hold) = d.credits.hold(&request).await? else {
+            return Err(ChatError::InsufficientCredits { needed: request.minimum });
+        };
+        let affordable = affordable_completion(hold.amount, prompt_tokens);
+        let request = CompletionRequest {
+            model: agent.config.model.clone().unwrap_or_else(|| self.settings.default_model.clone()),
+            temperature: limits.temperature,
+            max_tokens: u32::try_from(affordable).unwrap_or(u32::MAX).min(max_tokens),
+            messages: turns,
+            tools,
+        };
+        Ok(PreparedChat {
+            service: self.clone(),
+            caller: caller.clone(),
+            agent,
+            session_id,
+            message,
+            request,
+            max_tokens,
+            hold,
+            toolbox,
+            keep_conversation: true,
+            remember: false,
+        })
+    }
+
+    /// A page of a conversation with an agent.
+    ///
+    /// # Errors
+    /// [`ChatError::AgentNotFound`], [`ChatError::SessionNotFound`], [`ChatError::Forbidden`].
+    pub async fn history(
+        &self,
+        caller: &Principal,
+        agent_id: &AgentId,
+        session: &SessionId,
+        page: Page,
+    ) -> Result<(Vec<Message>, u64), ChatError> {
+        caller.require(Permission::AgentsRead)?;
+        let d = &self.deps;
+        d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
+        d.conversations
+            .page(&caller.tenant_id, agent_id, session, page)
+            .await?
+            .ok_or(ChatError::SessionNotFound)
+    }
+}
+
+#[cfg(test)]
+mod tests;
