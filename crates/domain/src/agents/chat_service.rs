@@ -11,7 +11,7 @@ use super::chat_api::{
     affordable_completion,
 };
 use super::model::{Agent, AgentStatus};
-use super::prompt::{build_prompt, system_turn};
+use super::prompt::{build_prompt, memory_turn, system_turn};
 use super::providers::ToolProvider;
 use super::registry::Toolbox;
 use crate::billing::{HoldRequest, chat_cost};
@@ -120,8 +120,9 @@ impl ChatService {
     }
 
     /// Prepares a reply to a conversation the client sends whole, as OpenAI's chat completions
-    /// do: the agent's system prompt first, then the client's turns; no history or memory is
-    /// added. With a session id, the last user turn and the reply are stored in that session as
+    /// do: the agent's system prompt first, then what it remembers that bears on the last user
+    /// turn (as `/agents/{id}/chat` recalls it), then the client's turns; no stored history is
+    /// added (the client sends the conversation). With a session id, the last user turn and the reply are stored in that session as
     /// chat stores them; without, only the charge and the events are (a stateless call).
     ///
     /// # Errors
@@ -154,7 +155,11 @@ impl ChatService {
                 .into());
             }
         }
+        // What the agent remembers, as on `/agents/{id}/chat`: the client sends the conversation,
+        // the agent brings its memory.
+        let memories = d.memory.recall(&agent, &message).await?;
         let mut turns = vec![system_turn(&agent)];
+        turns.extend(memory_turn(&memories));
         turns.extend(conversation.turns);
         let keep_conversation = conversation.session_id.is_some();
         let session_id = conversation.session_id.unwrap_or_else(|| SessionId::generate(d.ids.as_ref()));

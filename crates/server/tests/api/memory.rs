@@ -301,6 +301,54 @@ async fn chat_replies_are_built_with_the_agents_memories_and_episodes_become_sea
 }
 
 #[tokio::test]
+async fn the_openai_compatible_endpoint_recalls_the_agents_memory_as_chat_does() {
+    let model = slow_model("Biscuit.", (10, 2), std::time::Duration::ZERO).await;
+    let uri = model.uri();
+    let app = spawn_with(|c| {
+        use_model(c, &uri);
+        c.embedding_provider = agentry_server::config::EmbeddingProvider::Hashing;
+    })
+    .await;
+    let token = app.access_token("ada@example.com").await;
+    let agent = agent(&app, &token, json!(["semantic"])).await;
+    add(&app, &token, json!({"agent_id": agent, "content": "Ada's dog is called Biscuit."})).await;
+    let question = "What is my dog called?";
+    let chat = app
+        .post_json_with_token(&format!("/api/v1/agents/{agent}/chat"), &token, &json!({"message": question}))
+        .await;
+    assert_eq!(chat.status(), 200);
+    let openai = app
+        .post_json_with_token(
+            "/api/v1/chat/completions",
+            &token,
+            &json!({"model": agent, "messages": [{"role": "user", "content": question}]}),
+        )
+        .await;
+    assert_eq!(openai.status(), 200);
+    let requests = model.received_requests().await.unwrap();
+    let prompts: Vec<Vec<(String, String)>> = requests
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or("").to_owned())
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(prompts.len(), 2);
+    // Both routes send the same prompt: instructions, what the agent remembers, the question.
+    assert_eq!(prompts[0], prompts[1], "the same recall on both routes");
+    assert_eq!(prompts[1][1].0, "system");
+    assert!(prompts[1][1].1.contains("Biscuit"), "{:#?}", prompts[1]);
+    assert_eq!(prompts[1].last().unwrap(), &("user".to_owned(), question.to_owned()));
+}
+
+#[tokio::test]
 async fn another_tenants_memory_is_never_seen() {
     let app = spawn_with(|c| c.embedding_provider = agentry_server::config::EmbeddingProvider::Hashing).await;
     let ada = app.access_token("ada@example.com").await;
