@@ -150,6 +150,11 @@ id_type!(
     "wf"
 );
 id_type!(
+    /// Identifies a remote MCP server a tenant registered.
+    McpServerId,
+    "mcp"
+);
+id_type!(
     /// Identifies one execution (run) of a workflow.
     ExecutionId,
     "exe"

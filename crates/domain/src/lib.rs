@@ -32,6 +32,7 @@ pub mod identity;
 pub mod ids;
 pub mod jobs;
 pub mod mail;
+pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod pagination;

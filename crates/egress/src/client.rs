@@ -120,6 +120,12 @@ impl GuardedClient {
         Ok(Self { client, settings })
     }
 
+    /// The guarded HTTP client itself (its resolver refuses private addresses, it follows no
+    /// redirect and uses no proxy), for a protocol client that makes its own requests.
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.client
+    }
+
     /// The settings this client was built with.
     pub fn settings(&self) -> &EgressSettings {
         &self.settings

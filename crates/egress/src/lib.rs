@@ -25,6 +25,7 @@
 mod address;
 mod client;
 mod error;
+mod mcp;
 mod resolver;
 mod webhooks;
 

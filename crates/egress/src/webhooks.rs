@@ -12,7 +12,7 @@ use crate::{EgressError, EgressErrorKind, EgressRequest, EgressSettings, Guarded
 /// beyond this machine).
 #[derive(Debug, Clone)]
 pub struct WebhookClient {
-    client: GuardedClient,
+    pub(crate) client: GuardedClient,
     allowed_hosts: Vec<String>,
 }
 

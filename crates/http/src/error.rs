@@ -623,6 +623,18 @@ impl From<ScheduleError> for ApiError {
     }
 }
 
+impl From<agentry_domain::mcp::McpError> for ApiError {
+    fn from(e: agentry_domain::mcp::McpError) -> Self {
+        use agentry_domain::mcp::McpError;
+        match e {
+            McpError::Forbidden(f) => f.into(),
+            McpError::Invalid(v) => v.into(),
+            McpError::NotFound => Self::not_found("no such MCP server"),
+            McpError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
 impl From<IntegrationError> for ApiError {
     fn from(e: IntegrationError) -> Self {
         match e {

@@ -118,6 +118,8 @@ pub struct AppState {
     pub triggers: TriggerService,
     /// Workflows' cron schedules.
     pub schedules: ScheduleService,
+    /// Remote MCP servers whose tools agents use.
+    pub mcp_servers: agentry_domain::mcp::McpServerService,
     /// Inbound integrations and their receivers.
     pub integrations: IntegrationService,
     /// Team members and invitations.
@@ -159,6 +161,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::executions::configure)
         .configure(routes::triggers::configure)
         .configure(routes::schedules::configure)
+        .configure(routes::mcp_servers::configure)
         .configure(routes::integrations::configure)
         // Static segments under /webhooks before the subscriptions' `/webhooks/{webhook_id}`.
         .configure(routes::triggers::configure_calls)

@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::routes::{
-    agents, api_keys, auth, automations, billing, chat, executions, health, integrations, memory, openai,
-    recovery, schedules, team, triggers, webhooks, workflows,
+    agents, api_keys, auth, automations, billing, chat, executions, health, integrations, mcp_servers,
+    memory, openai, recovery, schedules, team, triggers, webhooks, workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -56,6 +56,8 @@ use crate::settings::{Envelope, HttpSettings};
         executions::execute, executions::list, executions::get, executions::cancel,
         triggers::list, triggers::create, triggers::delete,
         schedules::list, schedules::create, schedules::update, schedules::delete,
+        mcp_servers::list, mcp_servers::create, mcp_servers::get, mcp_servers::update, mcp_servers::delete,
+        mcp_servers::refresh,
         triggers::call_post, triggers::call_get, triggers::call_put, triggers::call_patch, triggers::call_delete,
         integrations::list, integrations::create, integrations::get, integrations::delete,
         integrations::receive,
@@ -66,6 +68,7 @@ use crate::settings::{Envelope, HttpSettings};
         (name = "api-keys", description = "Self-service API keys"),
         (name = "members", description = "Team members: invitations by e-mail, roles, removal"),
         (name = "agents", description = "Agents and chat"),
+        (name = "mcp", description = "Remote MCP servers whose tools agents use"),
         (name = "memory", description = "Memory: Variant A (`/memory`) and Variant B (`/memory-stores/entries`)"),
         (name = "billing", description = "Plan, credits, ledger and purchases"),
         (name = "webhooks", description = "Outbound webhook subscriptions, signed deliveries, the delivery log"),

@@ -319,18 +319,36 @@ pub fn agent_tools_optional() -> impl Into<RefOr<Schema>> {
             .required("description")
             .required("allowed_hosts"),
     );
+    let mcp = closed(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("type", string_enum(["mcp"], false))
+            .property("server_id", text(ONE_LINE, 1, 100))
+            .property(
+                "tools",
+                ArrayBuilder::new()
+                    .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+                    .items(text(LONG_TEXT, 1, MAX_TOOL_DESCRIPTION_CHARS))
+                    .min_items(Some(1))
+                    .max_items(Some(64)),
+            )
+            .required("type")
+            .required("server_id"),
+    );
     let one_of = OneOfBuilder::new()
         .item(memory("memory_search"))
         .item(memory("memory_add"))
         .item(run_workflow)
-        .item(http_request);
+        .item(http_request)
+        .item(mcp);
     ArrayBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
         .items(one_of)
         .max_items(Some(MAX_TOOLS))
         .description(Some(
             "The tools the agent may call (docs/agents.md): `memory_search`, `memory_add`, `run_workflow`, \
-             `http_request`; names unique.",
+             `http_request`, `mcp` (a registered MCP server's tools, docs/mcp.md); names unique, one entry \
+             per MCP server.",
         ))
 }
 

@@ -13,6 +13,7 @@ use agentry_domain::identity::{
 };
 use agentry_domain::ids::IdGenerator;
 use agentry_domain::jobs::{JobQueue, JobSettings, Jobs, RetryPolicy};
+use agentry_domain::mcp::{McpServerService, McpServiceDeps, McpTools};
 use agentry_domain::memory::MemoryService;
 use agentry_domain::ratelimit::{FailurePolicy, PlanTable, Quota, RateCounter, RateLimiter};
 use agentry_domain::team::{InvitationMail, TeamPolicy, TeamService, TeamServiceDeps};
@@ -28,8 +29,8 @@ use agentry_http::{AppState, RateLimits};
 use agentry_llm::Cl100kTokens;
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DbRateCounter,
-    ExecutionStore, InstanceStore, IntegrationStore, JobStore, OneTimeTokenStore, RefreshTokenStore,
-    ScheduleStore, TeamStore, TriggerStore, WebhookStore, WorkflowStore,
+    ExecutionStore, InstanceStore, IntegrationStore, JobStore, McpServerStore, OneTimeTokenStore,
+    RefreshTokenStore, ScheduleStore, TeamStore, TriggerStore, WebhookStore, WorkflowStore,
 };
 use anyhow::Context as _;
 use secrecy::ExposeSecret as _;
@@ -134,11 +135,14 @@ pub fn build_services(
         )?,
         config.webhook_allow_insecure,
     );
+    let mcp_servers = mcp_servers(config, &shared)?;
     // Chat's tools but the workflows': those are added where the executions exist (below, and
     // per `agent_chat` step), so that chat is never held through its own tools.
     let tools = ToolRegistry::new(Some(members))
         .with(Arc::new(MemoryTools(basic_steps.clone())))
-        .with(Arc::new(HttpTools(basic_steps.clone())));
+        .with(Arc::new(HttpTools(basic_steps.clone())))
+        .with(Arc::new(mcp_servers.1));
+    let mcp_servers = mcp_servers.0;
     let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans, tools)?;
     let webhooks = webhook_service(
         config,
@@ -172,6 +176,7 @@ pub fn build_services(
         triggers,
         integrations,
         schedules,
+        mcp_servers,
         team,
         limiter,
         limits,
@@ -395,6 +400,24 @@ fn workflows(
         clock,
     });
     WorkflowServices { workflows, executions, triggers, integrations, schedules }
+}
+
+/// Remote MCP servers (through the guarded client, the webhooks' rules) and their tools as
+/// agents' tools.
+fn mcp_servers(config: &Config, shared: &Shared) -> anyhow::Result<(McpServerService, McpTools)> {
+    let Shared { db, clock, ids, cipher, .. } = shared.clone();
+    let client: Arc<dyn agentry_domain::mcp::McpClient> = Arc::new(guarded_client(
+        config,
+        Duration::from_secs(u64::from(agentry_domain::mcp::MAX_TIMEOUT_SECONDS)),
+        1024 * 1024,
+        "Agentry-MCP",
+    )?);
+    let store = Arc::new(McpServerStore::new(db));
+    let service = McpServerService::new(
+        McpServiceDeps { servers: store.clone(), client: client.clone(), cipher: cipher.clone(), ids, clock },
+        config.webhook_allow_insecure,
+    );
+    Ok((service, McpTools::new(store, client, cipher)))
 }
 
 /// Team members and invitations (whose mail goes out as `jobs`).

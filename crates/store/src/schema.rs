@@ -521,6 +521,28 @@ diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::joinable!(one_time_tokens -> users (user_id));
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    mcp_servers (id) {
+        id -> Text,
+        tenant_id -> Text,
+        name -> Text,
+        url -> Text,
+        headers_sealed -> Text,
+        header_names -> Json,
+        allowed_tools -> Nullable<Json>,
+        timeout_seconds -> Integer,
+        status -> Text,
+        error -> Nullable<Text>,
+        tools -> Json,
+        checked_at -> Nullable<UtcTime>,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
     workflows,
@@ -551,4 +573,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     integrations,
     workflow_schedules,
     invitations,
+    mcp_servers,
 );

@@ -18,6 +18,7 @@ mod helpers;
 mod integrations;
 mod limits;
 mod mail_budget;
+mod mcp;
 mod memory;
 mod metrics;
 mod nesting;

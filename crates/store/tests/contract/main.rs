@@ -13,6 +13,7 @@ mod executions;
 mod harness;
 mod jobs;
 mod leases;
+mod mcp_servers;
 mod memory;
 mod one_time_tokens;
 mod rate_limits;

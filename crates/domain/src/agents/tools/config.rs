@@ -11,7 +11,7 @@ use super::{
     MAX_TOOL_TIMEOUT_SECONDS, MAX_TOOLS, ToolKind,
 };
 use crate::decode::{Fault, Refusal, checked, field_names, read, read_fields, text};
-use crate::ids::WorkflowId;
+use crate::ids::{McpServerId, WorkflowId};
 use crate::validation::{
     FieldError, FieldErrorKind, TextKind, check_json_text, check_length, check_long_text, check_text,
 };
@@ -32,6 +32,8 @@ crate::string_enum! {
         RunWorkflow => "run_workflow",
         /// Calls a URL on an allowed host.
         HttpRequest => "http_request",
+        /// The tools of a registered MCP server.
+        Mcp => "mcp",
     }
 }
 
@@ -210,6 +212,42 @@ impl<'de> Deserialize<'de> for ToolMethod {
     }
 }
 
+/// A registered MCP server's id.
+struct ServerRef(McpServerId);
+
+impl<'de> Deserialize<'de> for ServerRef {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        checked(deserializer, |v| {
+            let id = text(v)?;
+            check_text(&id, "value", TextKind::SingleLine).map_err(Fault::of)?;
+            check_length(&id, 1, 100, "value").map_err(Fault::of)?;
+            Ok(Self(McpServerId::from_string(id)))
+        })
+    }
+}
+
+/// The names of an MCP server's tools an agent uses: 1–64 of them.
+struct McpToolNames(Vec<String>);
+
+impl<'de> Deserialize<'de> for McpToolNames {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let names = Vec::<Description>::deserialize(deserializer)?;
+        if names.is_empty() || names.len() > 64 {
+            return Err(crate::decode::fault(FieldErrorKind::InvalidValue, "must list 1 to 64 tool names"));
+        }
+        Ok(Self(names.into_iter().map(|n| n.0).collect()))
+    }
+}
+
+/// The fields of an `mcp` entry.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpFields {
+    server_id: ServerRef,
+    #[serde(default)]
+    tools: Option<McpToolNames>,
+}
+
 /// The fields of a `memory_search` or `memory_add` tool.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -251,6 +289,7 @@ impl ToolType {
             Self::MemorySearch | Self::MemoryAdd => field_names::<MemoryToolFields>(),
             Self::RunWorkflow => field_names::<RunWorkflowFields>(),
             Self::HttpRequest => field_names::<HttpRequestFields>(),
+            Self::Mcp => field_names::<McpFields>(),
         }
     }
 }
@@ -333,6 +372,13 @@ fn tool(item: &Value, at: &str) -> Result<AgentTool, Vec<FieldError>> {
                 },
             })
         }
+        // An entry per server: its id is its name among the agent's tools (two entries for
+        // one server are refused as a name used twice).
+        ToolType::Mcp => read_fields::<McpFields>(fields, at, &takes, &mut refused).0.map(|f| AgentTool {
+            name: f.server_id.0.as_str().to_owned(),
+            description: None,
+            kind: ToolKind::Mcp { server_id: f.server_id.0, tools: f.tools.map(|t| t.0) },
+        }),
     };
     let order = tool_type.fields();
     refused.sort_by_key(|r| {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::chat::ToolSpec;
-use crate::ids::{AgentId, WorkflowId};
+use crate::ids::{AgentId, McpServerId, WorkflowId};
 use crate::memory::MemoryType;
 use crate::validation::{FieldError, FieldErrorKind};
 use crate::workflows::{HttpMethod, StepAction};
@@ -62,6 +62,13 @@ pub enum ToolKind {
         /// `GET` or `POST`.
         method: HttpMethod,
     },
+    /// The tools of a registered MCP server, offered as `<server name>__<tool>`.
+    Mcp {
+        /// The server.
+        server_id: McpServerId,
+        /// The server's tools this agent uses; `None`: every tool the server allows.
+        tools: Option<Vec<String>>,
+    },
 }
 
 impl ToolKind {
@@ -72,6 +79,7 @@ impl ToolKind {
             Self::MemoryAdd => "memory_add",
             Self::RunWorkflow { .. } => "run_workflow",
             Self::HttpRequest { .. } => "http_request",
+            Self::Mcp { .. } => "mcp",
         }
     }
 }
@@ -133,6 +141,13 @@ impl AgentTool {
 
     /// The tool as configured and shown.
     pub fn to_json(&self) -> Value {
+        if let ToolKind::Mcp { server_id, tools } = &self.kind {
+            let mut out = json!({"type": "mcp", "server_id": server_id.as_str()});
+            if let Some(tools) = tools {
+                out["tools"] = json!(tools);
+            }
+            return out;
+        }
         let mut out = json!({"type": self.kind.type_name(), "name": self.name});
         if let Some(d) = &self.description {
             out["description"] = json!(d);
@@ -148,11 +163,13 @@ impl AgentTool {
                 out["allowed_hosts"] = json!(allowed_hosts);
                 out["method"] = json!(method.as_str());
             }
+            ToolKind::Mcp { .. } => {}
         }
         out
     }
 
-    /// The tool as a model is told about it.
+    /// The tool as a model is told about it. An `mcp` entry stands for a server's tools, which
+    /// their provider describes (this names the entry only).
     pub fn spec(&self) -> ToolSpec {
         let (default_description, parameters) = match &self.kind {
             ToolKind::MemorySearch => (
@@ -186,6 +203,9 @@ impl AgentTool {
                     properties["body"] = json!({"description": "The request body (JSON)"});
                 }
                 (String::new(), json!({"type": "object", "properties": properties, "required": ["url"]}))
+            }
+            ToolKind::Mcp { server_id, .. } => {
+                (format!("The tools of the MCP server {server_id}."), json!({"type": "object"}))
             }
         };
         ToolSpec {
@@ -271,6 +291,8 @@ impl AgentTool {
                     body,
                 })
             }
+            // Its provider calls the server's tools itself.
+            ToolKind::Mcp { .. } => return Err(ToolError::Unknown(self.name.clone())),
         })
     }
 }
@@ -370,6 +392,29 @@ mod tests {
         );
         assert_eq!(refused(json!([{"name": "x"}])), "config.tools[0].type");
         assert_eq!(refused(json!([7])), "config.tools[0]");
+        assert_eq!(refused(json!([{"type": "mcp"}])), "config.tools[0].server_id");
+        assert_eq!(
+            refused(json!([{"type": "mcp", "server_id": "mcp_1", "tools": []}])),
+            "config.tools[0].tools"
+        );
+        assert_eq!(
+            refused(json!([{"type": "mcp", "server_id": "mcp_1"}, {"type": "mcp", "server_id": "mcp_1"}])),
+            "config.tools[1].name"
+        );
+        let mcp = AgentTool::parse_list(&json!([{"type": "mcp", "server_id": "mcp_1", "tools": ["search"]}]))
+            .unwrap();
+        assert_eq!(
+            mcp[0].kind,
+            ToolKind::Mcp {
+                server_id: McpServerId::from_string("mcp_1"),
+                tools: Some(vec!["search".into()])
+            }
+        );
+        assert_eq!(
+            mcp[0].to_json(),
+            json!({"type": "mcp", "server_id": "mcp_1", "tools": ["search"]}),
+            "shown as written"
+        );
     }
 
     #[test]
@@ -379,7 +424,7 @@ mod tests {
             {"type": "http_request", "name": "has space", "allowed_hosts": ["ok.example", "https://x/"], "method": "PUT", "colour": "red"},
             {"type": "run_workflow", "name": "w", "workflow_id": 5, "input_schema": "not a schema", "timeout_seconds": 0},
             {"type": "memory_add", "name": "memory_search"},
-            {"type": "mcp"}
+            {"type": "shell"}
         ]))
         .unwrap_err();
         let fields: Vec<(&str, FieldErrorKind)> = errors.iter().map(|e| (e.field.as_str(), e.kind)).collect();
@@ -404,7 +449,7 @@ mod tests {
             errors[4].message
         );
         assert!(
-            errors[8].message.contains("memory_search, memory_add, run_workflow, http_request"),
+            errors[8].message.contains("memory_search, memory_add, run_workflow, http_request, mcp"),
             "{}",
             errors[8].message
         );

@@ -1,0 +1,191 @@
+//! Agents using a remote MCP server's tools: a server written with the official Python SDK
+//! (FastMCP over Streamable HTTP, `scripts/mcp_test_server.py`, on 127.0.0.1) with a tool that
+//! answers, one that fails and one that is slow. Registering it lists its tools; the built-in
+//! responder calls a tool its message names, so no model is needed. On both databases.
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+use crate::helpers::{TestApp, json_with_status, on_both_databases, python_tools, spawn_with};
+
+const TOKEN: &str = "s3cret-mcp-token";
+
+/// The Python MCP server, stopped when dropped.
+struct PythonMcp {
+    _child: tokio::process::Child,
+    url: String,
+}
+
+/// A port free now on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts the server and waits for it to say it listens; `None` without the test venv.
+async fn python_mcp() -> Option<PythonMcp> {
+    let (root, python) = python_tools("the MCP client tests")?;
+    let port = free_port();
+    let mut child = tokio::process::Command::new(python)
+        .arg(root.join("scripts/mcp_test_server.py"))
+        .arg(port.to_string())
+        .arg(TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line()).await;
+    assert!(
+        matches!(ready, Ok(Ok(Some(ref l))) if l.starts_with("ready")),
+        "the MCP server did not start: {ready:?}"
+    );
+    Some(PythonMcp { _child: child, url: format!("http://127.0.0.1:{port}/mcp") })
+}
+
+async fn register(app: &TestApp, token: &str, body: Value) -> Value {
+    json_with_status(app.post_json_with_token("/api/v1/mcp-servers", token, &body).await, 201).await
+}
+
+async fn chat(app: &TestApp, token: &str, agent: &str, message: &str) -> Value {
+    let body = json!({"message": message, "session_id": "s-1"});
+    json_with_status(
+        app.post_json_with_token(&format!("/api/v1/agents/{agent}/chat"), token, &body).await,
+        200,
+    )
+    .await
+}
+
+/// The result of the last tool call in the session, as the model read it.
+async fn last_tool_result(app: &TestApp, token: &str, agent: &str) -> Value {
+    let page = json_with_status(
+        app.get_with_token(&format!("/api/v1/agents/{agent}/sessions/s-1/messages"), token).await,
+        200,
+    )
+    .await;
+    let tool =
+        page["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").unwrap().clone();
+    serde_json::from_str(tool["content"].as_str().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn an_agent_calls_a_python_mcp_servers_tools_and_their_failures_reach_the_model() {
+    let Some(server) = python_mcp().await else { return };
+    let url = server.url.clone();
+    on_both_databases(crate::executions::loopback, |app| {
+        let url = url.clone();
+        async move {
+            let token = app.access_token("ada@example.com").await;
+            let created = register(
+                &app,
+                &token,
+                json!({"name": "calc", "url": url, "headers": {"Authorization": format!("Bearer {TOKEN}")}, "timeout_seconds": 2}),
+            )
+            .await;
+            assert_eq!(created["status"], "ok", "{created}");
+            let mut names: Vec<&str> = created["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+            names.sort_unstable();
+            assert_eq!(names, ["add", "explode", "slow"]);
+            assert_eq!(created["tools"][0]["input_schema"]["type"], "object");
+            assert_eq!(created["header_names"], json!(["Authorization"]));
+            assert!(!created.to_string().contains(TOKEN), "a header's value is never shown");
+            let id = created["id"].as_str().unwrap().to_owned();
+            assert!(!app.get_with_token(&format!("/api/v1/mcp-servers/{id}"), &token).await.text().await.unwrap().contains(TOKEN));
+
+            // Without the header the server answers 401: listing fails, and says so.
+            let refused = register(&app, &token, json!({"name": "nokey", "url": url})).await;
+            assert_eq!((refused["status"].as_str(), refused["tools"].as_array().map(Vec::len)), (Some("error"), Some(0)));
+            assert!(refused["error"].as_str().unwrap().contains("MCP server"), "{refused}");
+            // A name is the tenant's once.
+            let again = app.post_json_with_token("/api/v1/mcp-servers", &token, &json!({"name": "calc", "url": url})).await;
+            assert_eq!(json_with_status(again, 422).await["details"][0]["field"], "name");
+
+            let tools = json!([{"type": "mcp", "server_id": id}]);
+            let agent = app.create_agent(&token, json!({"name": "Calculator", "config": {"tools": tools}})).await;
+            let agent = agent["id"].as_str().unwrap().to_owned();
+            let reply = chat(&app, &token, &agent, r#"Please use calc__add {"a": 2, "b": 3}"#).await;
+            assert!(reply["content"].as_str().unwrap().contains("calc__add"), "{reply}");
+            assert_eq!(last_tool_result(&app, &token, &agent).await, json!({"content": "5"}));
+
+            chat(&app, &token, &agent, r#"Please use calc__explode {"reason": "boom"}"#).await;
+            let failed = last_tool_result(&app, &token, &agent).await;
+            assert!(failed["error"].as_str().unwrap().contains("exploded: boom"), "{failed}");
+
+            chat(&app, &token, &agent, "Please use calc__slow {}").await;
+            let late = last_tool_result(&app, &token, &agent).await;
+            assert_eq!(late["error"], "timed out after 2 s", "{late}");
+
+            // Allowing only `add` takes `explode` away from the agent.
+            let patched = app
+                .patch_json_with_token(&format!("/api/v1/mcp-servers/{id}"), &token, &json!({"allowed_tools": ["add"]}))
+                .await;
+            assert_eq!(json_with_status(patched, 200).await["allowed_tools"], json!(["add"]));
+            // (The built-in responder calls only a tool it is offered: no call is made.)
+            chat(&app, &token, &agent, r#"Please use calc__explode {"reason": "boom"}"#).await;
+            assert_eq!(last_tool_result(&app, &token, &agent).await, late, "explode is no longer offered");
+
+            let refreshed =
+                json_with_status(app.post_json_with_token(&format!("/api/v1/mcp-servers/{id}/refresh"), &token, &json!({})).await, 200).await;
+            assert_eq!(refreshed["status"], "ok");
+            let listed = json_with_status(app.get_with_token("/api/v1/mcp-servers", &token).await, 200).await;
+            assert_eq!(listed["items"].as_array().unwrap().len(), 2);
+
+            // Another tenant sees none of it.
+            let bob = app.access_token("bob@example.com").await;
+            assert_eq!(app.get_with_token(&format!("/api/v1/mcp-servers/{id}"), &bob).await.status(), 404);
+            assert!(json_with_status(app.get_with_token("/api/v1/mcp-servers", &bob).await, 200).await["items"]
+                .as_array()
+                .unwrap()
+                .is_empty());
+
+            assert_eq!(app.delete_with_token(&format!("/api/v1/mcp-servers/{id}"), &token).await.status(), 204);
+            assert_eq!(app.get_with_token(&format!("/api/v1/mcp-servers/{id}"), &token).await.status(), 404);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_off_the_allow_list_or_down_is_refused_or_failed_and_bad_fields_are_422() {
+    let app = spawn_with(|c| {
+        crate::executions::loopback(c);
+        c.webhook_allowed_hosts = "localhost".into();
+    })
+    .await;
+    let token = app.access_token("ada@example.com").await;
+    let port = free_port();
+    // Not on the allow-list: refused before any connection.
+    let off =
+        register(&app, &token, json!({"name": "off", "url": format!("http://127.0.0.1:{port}/mcp")})).await;
+    assert_eq!(off["status"], "error");
+    assert!(off["error"].as_str().unwrap().contains("not among the hosts"), "{off}");
+    // Allowed, but nothing listens there.
+    let down =
+        register(&app, &token, json!({"name": "down", "url": format!("http://localhost:{port}/mcp")})).await;
+    assert_eq!(down["status"], "error");
+    assert!(down["error"].as_str().unwrap().contains("MCP server failed"), "{down}");
+
+    let bad = app
+        .post_json_with_token(
+            "/api/v1/mcp-servers",
+            &token,
+            &json!({"name": "a__b", "url": "ftp://x", "headers": {"X": 1}, "timeout_seconds": 500, "extra": true}),
+        )
+        .await;
+    assert_eq!(bad.status(), 422);
+    let bad = app
+        .post_json_with_token(
+            "/api/v1/mcp-servers",
+            &token,
+            &json!({"name": "a__b", "url": "ftp://x", "headers": {"X": 1}, "timeout_seconds": 500}),
+        )
+        .await;
+    let details = json_with_status(bad, 422).await["details"].clone();
+    let fields: Vec<&str> =
+        details.as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["name", "headers.X", "timeout_seconds"], "{details}");
+    let ftp = app
+        .post_json_with_token("/api/v1/mcp-servers", &token, &json!({"name": "ftp", "url": "ftp://x/"}))
+        .await;
+    assert_eq!(json_with_status(ftp, 422).await["details"][0]["field"], "url");
+}
