@@ -196,6 +196,7 @@ pub fn build_app(
         .configure(routes::health::configure)
         .configure(routes::pages::configure)
         .configure(console::configure)
+        .configure(routes::mcp::configure)
         .service(web::scope("/api/v1").configure(api_routes))
         .service(web::scope("/v1").configure(api_routes))
         .default_service(web::to(no_such_route))

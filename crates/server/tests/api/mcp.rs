@@ -189,3 +189,116 @@ async fn a_server_off_the_allow_list_or_down_is_refused_or_failed_and_bad_fields
         .await;
     assert_eq!(json_with_status(ftp, 422).await["details"][0]["field"], "url");
 }
+
+/// An API key of `token`'s tenant with `scopes`.
+async fn key(app: &TestApp, token: &str, scopes: Value) -> String {
+    let body = json!({"name": "mcp", "scopes": scopes});
+    let created =
+        json_with_status(app.post_json_with_token("/api/v1/auth/api-keys", token, &body).await, 201).await;
+    created["key"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_official_python_client_uses_agentry_over_mcp_as_the_rest_routes_allow() {
+    let Some((root, python)) = python_tools("the /mcp client suite") else { return };
+    on_both_databases(
+        |c| c.embedding_provider = agentry_server::config::EmbeddingProvider::Hashing,
+        |app| {
+            let (root, python) = (root.clone(), python.clone());
+            async move {
+                let token = app.access_token("ada@example.com").await;
+                app.create_agent(&token, json!({"name": "Helper"})).await;
+                let workflow = crate::executions::create_workflow(
+                    &app,
+                    &token,
+                    &json!({"name": "Echo", "steps": [{"id": "echo", "type": "transform", "output": {"x": "{{ input.x }}"}}]}),
+                )
+                .await;
+                let full = key(
+                    &app,
+                    &token,
+                    json!(["agents:read", "agents:write", "memory:read", "memory:write", "workflows:read", "workflows:execute"]),
+                )
+                .await;
+                let read_only = key(&app, &token, json!(["agents:read", "memory:read"])).await;
+                let bob = app.access_token("bob@example.com").await;
+                app.create_agent(&bob, json!({"name": "Secret"})).await;
+                let before = json_with_status(app.get_with_token("/api/v1/billing", &token).await, 200).await;
+
+                let config = json!({
+                    "url": app.url("/mcp"), "key": full, "read_key": read_only,
+                    "agent_tool": "chat_Helper", "hidden_tool": "chat_Secret", "workflow_id": workflow,
+                });
+                let run = tokio::process::Command::new(&python)
+                    .arg(root.join("scripts/mcp_client_suite.py"))
+                    .arg(config.to_string())
+                    .output()
+                    .await
+                    .unwrap();
+                let out = String::from_utf8_lossy(&run.stdout);
+                assert!(run.status.success(), "{out}\n{}", String::from_utf8_lossy(&run.stderr));
+                assert!(out.contains("all checks passed"), "{out}");
+                // The example of docs/mcp.md, as it is written there.
+                let example = tokio::process::Command::new(&python)
+                    .arg(root.join("docs/examples/mcp_client.py"))
+                    .args([app.url("/mcp"), full.clone(), "Helper".to_owned()])
+                    .output()
+                    .await
+                    .unwrap();
+                let printed = String::from_utf8_lossy(&example.stdout);
+                assert!(example.status.success(), "{printed}\n{}", String::from_utf8_lossy(&example.stderr));
+                assert!(printed.contains("tools: chat_Helper, memory_search") && printed.contains("built-in responder"), "{printed}");
+
+                // Three chats over MCP (two of the suite, one of the example): charged as chats are, one ledger entry each.
+                let after = json_with_status(app.get_with_token("/api/v1/billing", &token).await, 200).await;
+                let ledger = json_with_status(app.get_with_token("/api/v1/billing/ledger", &token).await, 200).await;
+                let chats: Vec<&Value> = ledger["entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e["reason"] == "chat_usage")
+                    .collect();
+                assert_eq!(chats.len(), 3, "{ledger}");
+                let charged: i64 = chats.iter().map(|e| -e["delta"].as_i64().unwrap()).sum();
+                assert_eq!(before["credits"].as_i64().unwrap() - after["credits"].as_i64().unwrap(), charged);
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn mcp_refuses_other_sites_unknown_methods_and_callers_without_a_bearer() {
+    let app = spawn_with(|_| {}).await;
+    let token = app.access_token("ada@example.com").await;
+    let post = |body: Value, origin: Option<&'static str>, bearer: bool| {
+        let mut r = app.client.post(app.url("/mcp")).json(&body);
+        if bearer {
+            r = r.bearer_auth(&token);
+        }
+        if let Some(o) = origin {
+            r = r.header("Origin", o);
+        }
+        r.send()
+    };
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(post(ping.clone(), None, true).await.unwrap().status(), 200);
+    assert_eq!(post(ping.clone(), Some("https://evil.example"), true).await.unwrap().status(), 403);
+    assert_eq!(post(ping.clone(), None, false).await.unwrap().status(), 401);
+    let unknown: Value = post(json!({"jsonrpc": "2.0", "id": 2, "method": "resources/list"}), None, true)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(unknown["error"]["code"], -32601);
+    let old = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let init = post(old, None, true).await.unwrap();
+    assert!(init.headers().get("mcp-session-id").is_some());
+    let init: Value = init.json().await.unwrap();
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "the client's version when spoken");
+    let note =
+        post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), None, true).await.unwrap();
+    assert_eq!(note.status(), 202);
+    assert_eq!(app.client.get(app.url("/mcp")).bearer_auth(&token).send().await.unwrap().status(), 405);
+}
