@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
 LLM_FILE ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: help model run test bench-chat bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
+.PHONY: help model run test bench-chat bench-mcp bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) and the language model SmolLM2-135M-Instruct into $(LLM_FILE) (once)"
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-workflows - only workflows: executions started and completed per second, and another tenant's wait beside a burst"
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
 	@echo "make bench-chat   - only chat: streamed vs unstreamed, OpenAI endpoint vs chat, per database"
+	@echo "make bench-mcp    - only MCP: /mcp tools/call of memory_search and chat vs their REST routes"
 	@echo "make bench-llm    - only the language model: SmolLM2 load, prefill and generated tokens/s"
 	@echo "make bench-hotpath - only the hot path: GET /agents, GET /auth/me and chat, per database, with the database baselines (pgbench, examples/sqlite_baseline)"
 	@echo "make bench-stores - only GET /api/v1/agents with each rate-limit store (memory, database, redis)"
@@ -78,6 +79,10 @@ bench-webhooks:
 # Only chat: streamed against unstreamed, and the OpenAI-compatible endpoint against chat.
 bench-chat:
 	bash scripts/bench.sh chat
+
+# Only MCP: /mcp tools/call of memory_search and chat against their REST routes.
+bench-mcp:
+	bash scripts/bench.sh mcp
 
 # Only the language model: SmolLM2's load, prefill and generation against the bandwidth limit.
 bench-llm: model

@@ -634,6 +634,21 @@ if [ "${1:-}" = "chat" ]; then
     exit 0
 fi
 
+# /mcp tools/call against the REST route it stands for (memory search, chat), one client.
+bench_mcp() { # name url
+    start_server "$2"
+    local token agent
+    read -r token agent < <(new_tenant "$2" 1)
+    echo "$1"
+    python3 scripts/mcp_bench.py "$base" "$token" "$agent" "${BENCH_MCP_REQUESTS:-2000}" 8
+    stop_server
+}
+
+if [ "${1:-}" = "mcp" ]; then
+    on_each_database bench_mcp mcp.db
+    exit 0
+fi
+
 if [ "${1:-}" = "hotpath" ]; then
     table_head
     on_each_database bench_backend bench.db
@@ -695,6 +710,9 @@ enumeration_timing
 echo
 echo "streamed chat and the OpenAI-compatible endpoint"
 on_each_database bench_chat chat.db
+echo
+echo "MCP tools/call against the REST routes"
+on_each_database bench_mcp mcp.db
 echo
 echo "the in-process language model"
 bench_llm

@@ -630,6 +630,7 @@ impl From<agentry_domain::mcp::McpError> for ApiError {
             McpError::Forbidden(f) => f.into(),
             McpError::Invalid(v) => v.into(),
             McpError::NotFound => Self::not_found("no such MCP server"),
+            McpError::NameTaken(_) => Self::new(ErrorCode::Conflict, e.to_string()),
             McpError::Unexpected(e) => Self::internal(e),
         }
     }

@@ -12,7 +12,7 @@ use super::ports::{McpClient, McpEndpoint, McpServerRepository};
 use crate::ids::{IdGenerator, McpServerId};
 use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
-use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
+use crate::validation::ValidationErrors;
 use crate::webhooks::SecretCipher;
 
 /// Why an MCP server operation failed.
@@ -27,6 +27,9 @@ pub enum McpError {
     /// No such server in the caller's tenant.
     #[error("no such MCP server")]
     NotFound,
+    /// The tenant has a server of this name already.
+    #[error("the tenant has an MCP server named {0:?} already")]
+    NameTaken(String),
     /// Storage or the cipher failed.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
@@ -62,12 +65,7 @@ impl std::fmt::Debug for McpServerService {
 }
 
 fn name_taken(name: &str) -> McpError {
-    ValidationErrors::one(FieldError::new(
-        "name",
-        FieldErrorKind::InvalidValue,
-        format!("the tenant has an MCP server named {name:?} already"),
-    ))
-    .into()
+    McpError::NameTaken(name.to_owned())
 }
 
 impl McpServerService {
@@ -87,7 +85,7 @@ impl McpServerService {
     /// Registers a server and lists its tools.
     ///
     /// # Errors
-    /// [`McpError::Forbidden`] without `agents:write`; [`McpError::Invalid`] for a name in use.
+    /// [`McpError::Forbidden`] without `agents:write`; [`McpError::NameTaken`].
     pub async fn create(&self, caller: &Principal, new: NewMcpServer) -> Result<McpServer, McpError> {
         caller.require(Permission::AgentsWrite)?;
         self.check_url(&new.url)?;

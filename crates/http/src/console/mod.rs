@@ -27,6 +27,7 @@ mod agents;
 mod billing;
 mod home;
 mod keys;
+mod mcp;
 mod memory;
 mod team;
 mod time;
@@ -60,6 +61,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .configure(workflows::configure)
                     .configure(webhooks::configure)
                     .configure(keys::configure)
+                    .configure(mcp::configure)
                     .configure(team::configure)
                     .configure(billing::configure),
             ),

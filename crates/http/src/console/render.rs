@@ -47,6 +47,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "webhook_delivery.html",
         "keys.html",
         "key_created.html",
+        "mcp.html",
         "team.html",
         "billing.html",
     ];
@@ -61,11 +62,12 @@ struct NavItem {
 }
 
 /// The console's sections, in the order of the navigation.
-const SECTIONS: [(&str, &str); 7] = [
+const SECTIONS: [(&str, &str); 8] = [
     ("agents", "Agents"),
     ("workflows", "Workflows"),
     ("webhooks", "Webhooks"),
     ("keys", "API keys"),
+    ("mcp", "MCP"),
     ("team", "Team"),
     ("billing", "Billing"),
     ("docs", "API docs"),

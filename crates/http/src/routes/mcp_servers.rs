@@ -127,7 +127,7 @@ pub struct UpdateMcpServerRequest {
 }
 
 impl CreateMcpServerRequest {
-    fn try_into_domain(self) -> Result<NewMcpServer, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<NewMcpServer, ValidationErrors> {
         let mut v = Validator::new();
         let name = v.required("name", self.name, |n| mcp::server_name(&text("name", n)?));
         let url = v.required("url", self.url, |u| text("url", u));
@@ -267,7 +267,8 @@ pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<Reply<Mc
     request_body = CreateMcpServerRequest,
     responses(
         (status = 201, description = "The server, with what listing its tools gave", body = McpServerResponse),
-        (status = 422, description = "`validation_error`: a field, or a name the tenant uses already"),
+        (status = 409, description = "`conflict`: the tenant has a server of this name already"),
+        (status = 422, description = "`validation_error`: a field"),
     )
 )]
 pub async fn create(
@@ -307,6 +308,7 @@ pub async fn get(
     responses(
         (status = 200, description = "The server after the change", body = McpServerResponse),
         (status = 404, description = "`not_found`: no such server in your tenant"),
+        (status = 409, description = "`conflict`: the tenant has another server of this name"),
     )
 )]
 pub async fn update(

@@ -98,7 +98,7 @@ async fn an_agent_calls_a_python_mcp_servers_tools_and_their_failures_reach_the_
             assert!(refused["error"].as_str().unwrap().contains("MCP server"), "{refused}");
             // A name is the tenant's once.
             let again = app.post_json_with_token("/api/v1/mcp-servers", &token, &json!({"name": "calc", "url": url})).await;
-            assert_eq!(json_with_status(again, 422).await["details"][0]["field"], "name");
+            assert_eq!(json_with_status(again, 409).await["error"], "conflict");
 
             let tools = json!([{"type": "mcp", "server_id": id}]);
             let agent = app.create_agent(&token, json!({"name": "Calculator", "config": {"tools": tools}})).await;
@@ -301,4 +301,48 @@ async fn mcp_refuses_other_sites_unknown_methods_and_callers_without_a_bearer() 
         post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), None, true).await.unwrap();
     assert_eq!(note.status(), 202);
     assert_eq!(app.client.get(app.url("/mcp")).bearer_auth(&token).send().await.unwrap().status(), 405);
+}
+
+#[tokio::test]
+async fn the_console_adds_refreshes_shows_and_deletes_mcp_servers_and_says_how_to_connect() {
+    let Some(server) = python_mcp().await else { return };
+    let app = spawn_with(crate::executions::loopback).await;
+    let token = app.access_token("ada@example.com").await;
+    let tenant = app.tenant_of(&token).await;
+    let mut browser = crate::console::Browser::new(&app);
+    browser.sign_in("ada@example.com").await;
+    let page_path = format!("/console/{tenant}/mcp");
+    let page = browser.get(&page_path).await;
+    assert_eq!(page.status(), 200);
+    let empty = page.text().await.unwrap();
+    assert!(empty.contains("No MCP servers yet") && empty.contains("&#x2f;mcp</code>"), "{empty}");
+
+    let header = format!("Bearer {TOKEN}");
+    let fields = [
+        ("name", "calc"),
+        ("url", server.url.as_str()),
+        ("header_name", "Authorization"),
+        ("header_value", header.as_str()),
+        ("allowed_tools", "add, explode"),
+        ("timeout_seconds", "5"),
+    ];
+    let added = browser.post(&page_path, &fields, true).await;
+    assert_eq!(crate::console::location(&added), page_path);
+    let shown = browser.get(&page_path).await.text().await.unwrap();
+    assert!(shown.contains("calc__add") && shown.contains("status-ok"), "{shown}");
+    assert!(
+        shown.contains("allowed: add, explode") && !shown.contains(TOKEN),
+        "the header's value is never shown"
+    );
+    // The form's fields are the API's.
+    let bad = browser.post(&page_path, &[("name", "a b"), ("url", "https://x/")], true).await;
+    assert_eq!(bad.status(), 422);
+
+    let listed = json_with_status(app.get_with_token("/api/v1/mcp-servers", &token).await, 200).await;
+    let id = listed["items"][0]["id"].as_str().unwrap().to_owned();
+    let refreshed = browser.post(&format!("{page_path}/{id}/refresh"), &[], true).await;
+    assert_eq!(crate::console::location(&refreshed), page_path);
+    let deleted = browser.post(&format!("{page_path}/{id}/delete"), &[], true).await;
+    assert_eq!(crate::console::location(&deleted), page_path);
+    assert!(browser.get(&page_path).await.text().await.unwrap().contains("No MCP servers yet"));
 }

@@ -90,18 +90,17 @@ impl<'de> Deserialize<'de> for WorkflowRef {
     }
 }
 
-/// The `type` of a workflow's input schema: an object, always.
+/// The `type` of a workflow's input schema: an object, always (see [`object_type`]).
 struct ObjectType;
 
-impl<'de> Deserialize<'de> for ObjectType {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        checked(deserializer, |v| match v {
-            Value::String(s) if s == "object" => Ok(Self),
-            _ => Err(Fault::new(
-                FieldErrorKind::InvalidValue,
-                "input_schema describes the workflow's input object: its type is \"object\"",
-            )),
-        })
+/// An input schema's `type`, when given: `object` (not `null`, which a schema cannot mean).
+fn object_type<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<ObjectType>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::String(s) if s == "object" => Ok(Some(ObjectType)),
+        _ => Err(crate::decode::fault(
+            FieldErrorKind::InvalidValue,
+            "input_schema describes the workflow's input object: its type is \"object\"",
+        )),
     }
 }
 
@@ -110,7 +109,7 @@ impl<'de> Deserialize<'de> for ObjectType {
 #[derive(Deserialize)]
 #[serde(expecting = "a JSON Schema object")]
 struct InputSchemaFields {
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type", default, deserialize_with = "object_type")]
     _type: Option<ObjectType>,
     #[serde(flatten)]
     rest: Map<String, Value>,

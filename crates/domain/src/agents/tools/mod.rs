@@ -394,6 +394,13 @@ mod tests {
         assert_eq!(refused(json!([7])), "config.tools[0]");
         assert_eq!(refused(json!([{"type": "mcp"}])), "config.tools[0].server_id");
         assert_eq!(
+            refused(
+                json!([{"type": "run_workflow", "name": "x", "workflow_id": "wf", "input_schema": {"type": null}}])
+            ),
+            "config.tools[0].input_schema.type",
+            "a null type is no object"
+        );
+        assert_eq!(
             refused(json!([{"type": "mcp", "server_id": "mcp_1", "tools": []}])),
             "config.tools[0].tools"
         );
