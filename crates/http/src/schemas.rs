@@ -119,6 +119,36 @@ pub fn tags_optional() -> impl Into<RefOr<Schema>> {
         .description(Some("Up to 50 labels of 1–64 characters; duplicates are dropped."))
 }
 
+/// The tools of an MCP server agents may use: up to 64 names of 1–128 characters on one line.
+pub fn mcp_allowed_tools_optional() -> impl Into<RefOr<Schema>> {
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(128))
+                .pattern(Some(ONE_LINE)),
+        )
+        .max_items(Some(64))
+        .description(Some("The tools agents may use; absent or null: every tool the server lists."))
+}
+
+/// The headers sent to an MCP server: up to 20, names of letters, digits, `-` and `_`, values
+/// of one line (sealed, never shown again).
+pub fn mcp_headers_optional() -> impl Into<RefOr<Schema>> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .property_names(Some(
+            ObjectBuilder::new().schema_type(Type::String).pattern(Some(r"^[A-Za-z0-9_-]{1,100}$")),
+        ))
+        .additional_properties(Some(
+            ObjectBuilder::new().schema_type(Type::String).max_length(Some(4096)).pattern(Some(ONE_LINE)),
+        ))
+        .max_properties(Some(20))
+        .description(Some("Headers sent with every request (values sealed, never shown again)."))
+}
+
 /// The scopes of a new API key: at least one.
 pub fn scopes() -> impl Into<RefOr<Schema>> {
     ArrayBuilder::new()

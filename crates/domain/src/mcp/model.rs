@@ -54,7 +54,7 @@ pub struct McpServer {
     pub id: McpServerId,
     /// The tenant.
     pub tenant_id: TenantId,
-    /// Its name, unique in the tenant: `[A-Za-z0-9_-]{1,24}`.
+    /// Its name, unique in the tenant: `[A-Za-z0-9-]{1,24}`.
     pub name: String,
     /// The Streamable HTTP endpoint.
     pub url: String,
@@ -131,18 +131,13 @@ fn invalid(field: &str, message: impl Into<String>) -> FieldError {
 /// # Errors
 /// A [`FieldError`] naming `name`.
 pub fn server_name(raw: &str) -> Result<String, FieldError> {
+    // No `_`: `__` separates a server's name from its tool's in what a model sees.
     let ok = (1..=MAX_SERVER_NAME_CHARS).contains(&raw.len())
-        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        && !raw.contains("__");
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
     if ok {
         Ok(raw.to_owned())
     } else {
-        Err(invalid(
-            "name",
-            format!(
-                "name must be 1–{MAX_SERVER_NAME_CHARS} letters, digits, _ or - (without __, which separates it from a tool's name)"
-            ),
-        ))
+        Err(invalid("name", format!("name must be 1–{MAX_SERVER_NAME_CHARS} letters, digits or -")))
     }
 }
 

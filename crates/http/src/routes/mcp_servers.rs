@@ -85,19 +85,19 @@ fn allowed_tools(raw: Value) -> Result<Vec<String>, FieldError> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateMcpServerRequest {
-    /// Its name, unique in the tenant: 1–24 letters, digits, `_` or `-`. Agents' models see its
+    /// Its name, unique in the tenant: 1–24 letters, digits or `-`. Agents' models see its
     /// tools as `<name>__<tool>`.
-    #[schema(required = true, value_type = String, min_length = 1, max_length = 24, example = "files")]
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 24, pattern = r"^[A-Za-z0-9-]{1,24}$", example = "files")]
     pub name: Option<Value>,
     /// Its MCP Streamable HTTP endpoint (`https`; the webhooks' rules apply).
-    #[schema(required = true, value_type = String, example = "https://mcp.example.com/mcp")]
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 2048, pattern = r"^https?://[^\s\x00-\x1F\x7F-\x9F/?#@]+(/[^\s\x00-\x1F\x7F-\x9F#]*)?$", example = "https://mcp.example.com/mcp")]
     pub url: Option<Value>,
     /// Headers sent with every request (an `Authorization` token, a key): sealed, never shown
     /// again.
-    #[schema(value_type = Option<Object>, example = json!({"Authorization": "Bearer …"}))]
+    #[schema(schema_with = crate::schemas::mcp_headers_optional)]
     pub headers: Option<Value>,
     /// The tools agents may use; absent or null: all the server lists.
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(schema_with = crate::schemas::mcp_allowed_tools_optional)]
     pub allowed_tools: Option<Value>,
     /// Longest a call may take, 1–120 s (default 30).
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 120)]
@@ -109,17 +109,17 @@ pub struct CreateMcpServerRequest {
 #[serde(deny_unknown_fields)]
 pub struct UpdateMcpServerRequest {
     /// A new name.
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 24)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 24, pattern = r"^[A-Za-z0-9-]{1,24}$")]
     pub name: Option<Value>,
     /// A new endpoint.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 2048, pattern = r"^https?://[^\s\x00-\x1F\x7F-\x9F/?#@]+(/[^\s\x00-\x1F\x7F-\x9F#]*)?$")]
     pub url: Option<Value>,
     /// New headers, replacing all.
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = crate::schemas::mcp_headers_optional)]
     pub headers: Option<Value>,
     /// New allowed tools; null: all.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(schema_with = crate::schemas::mcp_allowed_tools_optional)]
     pub allowed_tools: Patch<Value>,
     /// A new timeout, 1–120 s.
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 120)]
