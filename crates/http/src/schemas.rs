@@ -106,31 +106,26 @@ pub fn search_mode_optional() -> impl Into<RefOr<Schema>> {
 
 /// Tags of a memory: up to 50 labels of 1–64 characters on one line.
 pub fn tags_optional() -> impl Into<RefOr<Schema>> {
+    optional_lines(50, 64).description(Some("Up to 50 labels of 1–64 characters; duplicates are dropped."))
+}
+
+/// An optional list of at most `items` strings of 1–`chars` characters on one line.
+fn optional_lines(items: usize, chars: usize) -> ArrayBuilder {
     ArrayBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
         .items(
             ObjectBuilder::new()
                 .schema_type(Type::String)
                 .min_length(Some(1))
-                .max_length(Some(64))
+                .max_length(Some(chars))
                 .pattern(Some(ONE_LINE)),
         )
-        .max_items(Some(50))
-        .description(Some("Up to 50 labels of 1–64 characters; duplicates are dropped."))
+        .max_items(Some(items))
 }
 
 /// The tools of an MCP server agents may use: up to 64 names of 1–128 characters on one line.
 pub fn mcp_allowed_tools_optional() -> impl Into<RefOr<Schema>> {
-    ArrayBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
-        .items(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .min_length(Some(1))
-                .max_length(Some(128))
-                .pattern(Some(ONE_LINE)),
-        )
-        .max_items(Some(64))
+    optional_lines(64, 128)
         .description(Some("The tools agents may use; absent or null: every tool the server lists."))
 }
 

@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 
 use crate::AppState;
 use crate::access::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::routes::chat::{ChatRequest, ChatResponse};
 use crate::routes::executions::{ExecuteRequest, ExecutionResponse, ExecutionStarted, execution_id};
 use crate::routes::memory::{
@@ -88,7 +88,8 @@ fn refuse_cross_origin(req: &HttpRequest) -> Result<(), ApiError> {
 
 async fn get(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     refuse_cross_origin(&req)?;
-    Ok(HttpResponse::MethodNotAllowed().insert_header(("Allow", "POST, DELETE")).finish())
+    Err(ApiError::new(ErrorCode::MethodNotAllowed, "the server sends nothing unasked: POST requests to /mcp")
+        .with_allow("POST, DELETE"))
 }
 
 async fn delete(req: HttpRequest, _caller: Caller) -> Result<HttpResponse, ApiError> {
@@ -243,16 +244,10 @@ async fn tools(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiError
     Ok(out)
 }
 
-/// Reads `arguments` as a REST body type: a wrong or unknown field is the route's 422.
+/// Reads `arguments` as a REST body type, as the route's body is read (a wrong or unknown field
+/// and U+0000 in what the route reads are its 422).
 fn body<T: serde::de::DeserializeOwned>(arguments: Map<String, Value>) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|e| {
-        let field = e.path().to_string();
-        ApiError::validation(vec![agentry_domain::validation::FieldError::new(
-            field.clone(),
-            agentry_domain::validation::FieldErrorKind::InvalidValue,
-            format!("{field}: {}", e.into_inner()),
-        )])
-    })
+    crate::extract::from_json_value(Value::Object(arguments))
 }
 
 fn json<T: serde::Serialize>(value: T) -> Result<Value, ApiError> {
