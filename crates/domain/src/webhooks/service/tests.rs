@@ -10,12 +10,14 @@ use crate::ids::{MockIdGenerator, TenantId, UserId};
 use crate::secrets::MockSecrets;
 use crate::tenancy::{Credential, Plan, Role};
 use crate::time::MockClock;
-use crate::webhooks::model::SealedSecret;
+use crate::webhooks::delivery::{ClaimedDelivery, Settlement};
+use crate::webhooks::model::{AttemptErrorKind, RESPONSE_BODY_BYTES, SealedSecret};
+use crate::webhooks::ports::{Dispatched, OutboundFailure};
 use crate::webhooks::{
     DeliveryCounts, MockSecretCipher, MockWebhookRepository, MockWebhookSender, OutboundAnswer,
     SubscriptionStop,
 };
-use crate::work::{MockLeaseQueue, Worker};
+use crate::work::{Lease, MockLeaseQueue, Worker};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
