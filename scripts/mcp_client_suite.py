@@ -64,6 +64,15 @@ async def main():
             check(started["execution_id"].startswith("exe_"), "run_workflow starts an execution")
             execution = structured(await s.call_tool("get_execution", {"execution_id": started["execution_id"]}))
             check(execution["execution_id"] == started["execution_id"], "get_execution reads it")
+            waited = structured(
+                await s.call_tool("run_workflow", {"workflow_id": config["workflow_id"], "input": {"x": 2}, "wait_seconds": 30})
+            )
+            check(
+                waited["status"] == "completed" and waited["output"] == {"x": 2},
+                f"run_workflow with wait_seconds answers the ended execution: {waited}",
+            )
+            too_long = await s.call_tool("run_workflow", {"workflow_id": config["workflow_id"], "wait_seconds": 61})
+            check(too_long.isError and "wait_seconds" in too_long.content[0].text, "a wait over 60 s is a tool error")
 
             bad = await s.call_tool("memory_search", {"query": 5})
             check(bad.isError and "validation_error" in bad.content[0].text, "bad arguments are a tool error")

@@ -114,6 +114,8 @@ pub struct AppState {
     pub workflows: WorkflowService,
     /// Workflow executions.
     pub executions: ExecutionService,
+    /// Runs a workflow for a caller who waits for its end (`/mcp`'s `run_workflow`).
+    pub runner: Arc<dyn agentry_domain::workflows::WorkflowRunner>,
     /// Workflow triggers and the calls to their URLs.
     pub triggers: TriggerService,
     /// Workflows' cron schedules.

@@ -7,6 +7,7 @@ pub mod background;
 pub mod config;
 pub mod keys;
 pub mod metrics;
+pub mod runner;
 pub mod services;
 pub mod steps;
 pub mod system;

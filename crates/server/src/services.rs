@@ -22,8 +22,8 @@ use agentry_domain::webhooks::WebhookService;
 use agentry_domain::work::Worker;
 use agentry_domain::workflows::{
     ExecutionService, ExecutionServiceDeps, ExecutionSettings, IntegrationService, IntegrationServiceDeps,
-    ScheduleService, ScheduleServiceDeps, StepPerformer, TriggerService, TriggerServiceDeps, WorkflowService,
-    WorkflowServiceDeps,
+    ScheduleService, ScheduleServiceDeps, StepPerformer, TriggerService, TriggerServiceDeps, WorkflowRunner,
+    WorkflowService, WorkflowServiceDeps,
 };
 use agentry_http::{AppState, RateLimits};
 use agentry_llm::Cl100kTokens;
@@ -38,6 +38,7 @@ use secrecy::ExposeSecret as _;
 use crate::config::{Config, PaymentProviderKind, RateLimitFailure, RateLimitStore};
 use crate::keys;
 use crate::metrics::PrometheusMetrics;
+use crate::runner::HeldRunner;
 use crate::steps::ServiceSteps;
 use crate::steps::basic::BasicSteps;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
@@ -154,7 +155,8 @@ pub fn build_services(
     let steps = Arc::new(ServiceSteps::new(chat.clone(), basic_steps));
     let WorkflowServices { workflows, executions, triggers, integrations, schedules } =
         workflows(config, &shared, execution_store, steps, &limiter, plans);
-    let chat = chat.with_tools(Arc::new(WorkflowTools::new(executions.clone())));
+    let runner: Arc<dyn WorkflowRunner> = Arc::new(HeldRunner::new(executions.clone()));
+    let chat = chat.with_tools(Arc::new(WorkflowTools::new(runner.clone())));
     let jobs = Worker::new(
         Arc::new(mail_jobs(config, &shared, job_store, &recovery, &team)),
         ids.clone(),
@@ -173,6 +175,7 @@ pub fn build_services(
         webhooks,
         workflows,
         executions,
+        runner,
         triggers,
         integrations,
         schedules,

@@ -40,6 +40,7 @@ pub mod template;
 #[cfg(test)]
 mod test_support;
 pub mod triggers;
+mod waiting;
 
 pub use execution_state::{
     CANCELLED_ERROR, Execution, ExecutionEvent, ExecutionOrigin, ExecutionRecord, ExecutionStatus,
@@ -91,3 +92,6 @@ pub use template::{
     render, render_str,
 };
 pub use triggers::{NewTrigger, TriggerCall, TriggerError, TriggerFired, TriggerService, TriggerServiceDeps};
+#[cfg(any(test, feature = "mock"))]
+pub use waiting::MockWorkflowRunner;
+pub use waiting::WorkflowRunner;

@@ -23,6 +23,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentry_domain::agents::Agent;
+use agentry_domain::validation::{FieldError, FieldErrorKind, ValidationErrors};
 use serde_json::{Map, Value, json};
 
 use crate::AppState;
@@ -231,9 +232,10 @@ async fn tools(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiError
     }));
     out.push(json!({
         "name": "run_workflow",
-        "description": "Start an execution of a workflow; get_execution reads it.",
+        "description": "Start an execution of a workflow. With wait_seconds, wait up to that long for its end and answer the execution (status, steps, output); without, answer its id at once, which get_execution reads.",
         "inputSchema": {"type": "object", "properties": {
-            "workflow_id": {"type": "string"}, "input": {"type": "object"}
+            "workflow_id": {"type": "string"}, "input": {"type": "object"},
+            "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS}
         }, "required": ["workflow_id"]}
     }));
     out.push(json!({
@@ -242,6 +244,25 @@ async fn tools(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiError
         "inputSchema": {"type": "object", "properties": {"execution_id": {"type": "string"}}, "required": ["execution_id"]}
     }));
     Ok(out)
+}
+
+/// The longest `run_workflow` waits for an execution's end (MCP clients commonly give up on a
+/// request after a minute).
+const MAX_WAIT_SECONDS: u64 = 60;
+
+/// `run_workflow`'s `wait_seconds`: absent or null is 0 (answer at once).
+fn wait_seconds(raw: Option<Value>) -> Result<u64, ApiError> {
+    match raw {
+        None | Some(Value::Null) => Ok(0),
+        Some(v) => v.as_u64().filter(|s| *s <= MAX_WAIT_SECONDS).ok_or_else(|| {
+            ValidationErrors::one(FieldError::new(
+                "wait_seconds",
+                FieldErrorKind::OutOfRange,
+                format!("must be a whole number of seconds from 0 to {MAX_WAIT_SECONDS}"),
+            ))
+            .into()
+        }),
+    }
 }
 
 /// Reads `arguments` as a REST body type, as the route's body is read (a wrong or unknown field
@@ -285,9 +306,18 @@ async fn call(
                     .remove("workflow_id")
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default();
+                let wait = wait_seconds(arguments.remove("wait_seconds"))?;
                 let workflow = crate::routes::workflows::workflow_id(raw)?;
                 let input = body::<ExecuteRequest>(arguments)?.try_into_domain()?;
-                json(ExecutionStarted::from(&state.executions.execute(caller, &workflow, input).await?))
+                if wait == 0 {
+                    return json(ExecutionStarted::from(
+                        &state.executions.execute(caller, &workflow, input).await?,
+                    ));
+                }
+                let wait = std::time::Duration::from_secs(wait);
+                let origin = agentry_domain::workflows::ExecutionOrigin::Api;
+                let execution = state.runner.run_and_wait(caller, &workflow, input, origin, wait).await?;
+                json(ExecutionResponse::from(execution))
             }
             .await
         }

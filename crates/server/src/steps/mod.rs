@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use self::basic::{BasicSteps, to_json};
+use crate::runner::HeldRunner;
 use crate::tools::workflows::WorkflowTools;
 
 /// Performs every step: an `agent_chat` step with the service's chat, whose agents' workflows
@@ -57,7 +58,7 @@ impl ServiceSteps {
                     session_id.map(|s| SessionId::parse(&s)).transpose().map_err(|e| fail(&e))?;
                 let reply = self
                     .chat
-                    .with_tools(Arc::new(WorkflowTools::new(executions.clone())))
+                    .with_tools(Arc::new(WorkflowTools::new(Arc::new(HeldRunner::new(executions.clone())))))
                     .chat(caller, &agent_id, ChatInput { message, session_id })
                     .await
                     .map_err(|e| fail(&e))?;
