@@ -7,7 +7,9 @@ PYTHON := $(VENV)/bin/python
 MODEL_DIR ?= data/models/all-MiniLM-L6-v2
 LLM_FILE ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: help model run test bench-chat bench-mcp bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
+INSPECTOR := $(VENV)/inspector
+
+.PHONY: help inspector model run test bench-chat bench-mcp bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) and the language model SmolLM2-135M-Instruct into $(LLM_FILE) (once)"
@@ -20,7 +22,7 @@ help:
 	@echo "make bench-workflows - only workflows: executions started and completed per second, and another tenant's wait beside a burst"
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
 	@echo "make bench-chat   - only chat: streamed vs unstreamed, OpenAI endpoint vs chat, per database"
-	@echo "make bench-mcp    - only MCP: /mcp tools/call of memory_search and chat vs their REST routes"
+	@echo "make bench-mcp    - only MCP: /mcp tools/call of memory_search and chat vs their REST routes; a remote MCP tool call vs a plain HTTP round trip"
 	@echo "make bench-llm    - only the language model: SmolLM2 load, prefill and generated tokens/s"
 	@echo "make bench-hotpath - only the hot path: GET /agents, GET /auth/me and chat, per database, with the database baselines (pgbench, examples/sqlite_baseline)"
 	@echo "make bench-stores - only GET /api/v1/agents with each rate-limit store (memory, database, redis)"
@@ -45,7 +47,7 @@ migrate:
 	$(CARGO) run --release -- migrate
 
 # The tests use the embedding model and the Python venv (Standard Webhooks verification).
-test: model venv
+test: model venv inspector
 	$(CARGO) test --workspace --all-features --locked
 
 fmt:
@@ -59,7 +61,7 @@ lint:
 deny:
 	$(CARGO) deny check licenses bans sources
 
-bench: model
+bench: model venv
 	bash scripts/bench.sh
 
 # Only the memory part of the benchmark: ingestion, search over 10k and 100k entries, recall@5.
@@ -81,7 +83,7 @@ bench-chat:
 	bash scripts/bench.sh chat
 
 # Only MCP: /mcp tools/call of memory_search and chat against their REST routes.
-bench-mcp:
+bench-mcp: venv
 	bash scripts/bench.sh mcp
 
 # Only the language model: SmolLM2's load, prefill and generation against the bandwidth limit.
@@ -101,6 +103,15 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: scripts/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
+	touch $@
+
+# The MCP Inspector's command-line mode (npm, pinned by scripts/inspector/package-lock.json), which
+# a /mcp test runs against the service.
+inspector: $(INSPECTOR)/.installed
+$(INSPECTOR)/.installed: scripts/inspector/package.json scripts/inspector/package-lock.json
+	mkdir -p $(INSPECTOR)
+	cp scripts/inspector/package.json scripts/inspector/package-lock.json $(INSPECTOR)/
+	cd $(INSPECTOR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 timing:

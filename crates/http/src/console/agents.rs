@@ -109,6 +109,15 @@ async fn show(
         None => Vec::new(),
     };
     let tools = tools_text(&agent);
+    // A member who may not read MCP servers sees none to choose from, not an error page.
+    let servers = match state.mcp_servers.list(&c).await {
+        Ok(servers) => servers.into_iter().map(Into::into).collect(),
+        Err(e) => match ApiError::from(e) {
+            e if e.code() == crate::error::ErrorCode::Forbidden => Vec::new(),
+            e => return Err(e),
+        },
+    };
+    let mcp_servers = super::agent_tools::choices(&agent, servers);
     page(
         &c,
         "agents",
@@ -117,6 +126,7 @@ async fn show(
         context! {
             agent => Value::from_serialize(&agent),
             tools,
+            mcp_servers,
             session => session.map(|s| s.as_str().to_owned()),
             messages,
         },

@@ -23,6 +23,7 @@ pub mod charts;
 mod render;
 pub mod session;
 
+mod agent_tools;
 mod agents;
 mod billing;
 mod home;
@@ -57,6 +58,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::scope("/{tenant_id}")
                     .configure(home::configure_tenant)
                     .configure(agents::configure)
+                    .configure(agent_tools::configure)
                     .configure(memory::configure)
                     .configure(workflows::configure)
                     .configure(webhooks::configure)

@@ -340,9 +340,112 @@ async fn the_console_adds_refreshes_shows_and_deletes_mcp_servers_and_says_how_t
 
     let listed = json_with_status(app.get_with_token("/api/v1/mcp-servers", &token).await, 200).await;
     let id = listed["items"][0]["id"].as_str().unwrap().to_owned();
+
+    // The agent page's MCP tools: the allowed ones, ticked as the agent offers them.
+    let agent = app
+        .create_agent(&token, json!({"name": "Calc", "config": {"tools": [{"type": "memory_search"}]}}))
+        .await;
+    let agent = agent["id"].as_str().unwrap().to_owned();
+    let agent_page = format!("/console/{tenant}/agents/{agent}");
+    let choose = format!("{agent_page}/mcp-tools");
+    let tools_of = |body: Value| body["config"]["tools"].clone();
+    let shown = browser.get(&agent_page).await.text().await.unwrap();
+    assert!(shown.contains(r#"value="add">"#) && shown.contains(r#"value="explode">"#), "{shown}");
+    assert!(!shown.contains("calc__slow"), "a tool off the server's allowed_tools is not offered");
+    let saved = browser.post(&choose, &[("server_id", id.as_str()), ("tools", "add")], true).await;
+    assert_eq!(crate::console::location(&saved), format!("{agent_page}#mcp-tools"));
+    let now =
+        json_with_status(app.get_with_token(&format!("/api/v1/agents/{agent}"), &token).await, 200).await;
+    let tools = tools_of(now);
+    assert_eq!((tools[0]["type"].as_str(), tools.as_array().unwrap().len()), (Some("memory_search"), 2));
+    assert_eq!(tools[1], json!({"type": "mcp", "server_id": id, "tools": ["add"]}));
+    assert!(browser.get(&agent_page).await.text().await.unwrap().contains(r#"value="add" checked>"#));
+    browser.post(&choose, &[("server_id", id.as_str()), ("tools", "add"), ("tools", "explode")], true).await;
+    let now =
+        json_with_status(app.get_with_token(&format!("/api/v1/agents/{agent}"), &token).await, 200).await;
+    assert_eq!(tools_of(now)[1], json!({"type": "mcp", "server_id": id}), "all ticked: every tool");
+    // The playground shows the MCP call and its result as it shows other tools'.
+    let body = json!({"message": r#"Please use calc__add {"a": 2, "b": 3}"#, "session_id": "s-1"});
+    json_with_status(
+        app.post_json_with_token(&format!("/api/v1/agents/{agent}/chat"), &token, &body).await,
+        200,
+    )
+    .await;
+    let playground = browser.get(&format!("{agent_page}?session=s-1")).await.text().await.unwrap();
+    assert!(
+        playground.contains("calls <strong>calc__add</strong>") && playground.contains("Result of calc__add"),
+        "{playground}"
+    );
+    browser.post(&choose, &[("server_id", id.as_str())], true).await;
+    let now =
+        json_with_status(app.get_with_token(&format!("/api/v1/agents/{agent}"), &token).await, 200).await;
+    let tools = tools_of(now);
+    assert_eq!(tools.as_array().unwrap().len(), 1, "none ticked: the entry goes");
+    assert_eq!(tools[0]["type"], "memory_search");
+    let unknown = browser.post(&choose, &[("server_id", "mcp_nope"), ("tools", "add")], true).await;
+    assert_eq!(unknown.status(), 404);
+
     let refreshed = browser.post(&format!("{page_path}/{id}/refresh"), &[], true).await;
     assert_eq!(crate::console::location(&refreshed), page_path);
     let deleted = browser.post(&format!("{page_path}/{id}/delete"), &[], true).await;
     assert_eq!(crate::console::location(&deleted), page_path);
     assert!(browser.get(&page_path).await.text().await.unwrap().contains("No MCP servers yet"));
+}
+
+/// The MCP Inspector's command-line mode (`make inspector`), or `None`, with a note, when it is
+/// not installed (a failure under `AGENTRY_REQUIRE_TOOLS=1`).
+fn inspector_cli() -> Option<std::path::PathBuf> {
+    let (root, _) = python_tools("the MCP Inspector test")?;
+    let cli = root.join(".venv-ci/inspector/node_modules/@modelcontextprotocol/inspector-cli/build/index.js");
+    if cli.exists() {
+        return Some(cli);
+    }
+    assert!(
+        std::env::var("AGENTRY_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "AGENTRY_REQUIRE_TOOLS=1 but no {} (run `make inspector`)",
+        cli.display()
+    );
+    eprintln!("skipping the MCP Inspector test: no {} (run `make inspector`)", cli.display());
+    None
+}
+
+#[tokio::test]
+async fn the_mcp_inspector_cli_lists_agentrys_tools_and_calls_one() {
+    let Some(cli) = inspector_cli() else { return };
+    let app = spawn_with(|c| c.embedding_provider = agentry_server::config::EmbeddingProvider::Hashing).await;
+    let token = app.access_token("ada@example.com").await;
+    app.create_agent(&token, json!({"name": "Helper"})).await;
+    let full = key(&app, &token, json!(["agents:read", "agents:write", "memory:read", "memory:write"])).await;
+    let auth = format!("Authorization: Bearer {full}");
+    let inspect = |args: Vec<String>| {
+        let (cli, url, auth) = (cli.clone(), app.url("/mcp"), auth.clone());
+        async move {
+            // Run from its own folder: the CLI finds its package.json by a path it checks
+            // against the working directory.
+            let run = tokio::process::Command::new("node")
+                .current_dir(cli.parent().unwrap())
+                .arg(&cli)
+                .arg(url)
+                .args(["--transport", "http", "--header", &auth])
+                .args(args)
+                .output()
+                .await
+                .expect("node runs");
+            let out = String::from_utf8_lossy(&run.stdout).into_owned();
+            assert!(run.status.success(), "{out}\n{}", String::from_utf8_lossy(&run.stderr));
+            serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+        }
+    };
+    let listed = inspect(vec!["--method".into(), "tools/list".into()]).await;
+    let names: Vec<&str> =
+        listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["chat_Helper", "memory_search", "memory_add", "run_workflow", "get_execution"]);
+    let added = inspect(
+        ["--method", "tools/call", "--tool-name", "memory_add", "--tool-arg", "content=Ada drinks green tea"]
+            .map(str::to_owned)
+            .to_vec(),
+    )
+    .await;
+    assert_eq!(added["isError"], false, "{added}");
+    assert_eq!(added["structuredContent"]["content"], "Ada drinks green tea");
 }
