@@ -56,9 +56,11 @@ export AGENTRY_EMBEDDING_MODEL_DIR="${AGENTRY_EMBEDDING_MODEL_DIR:-$PWD/data/mod
 bash scripts/fetch-model.sh "$AGENTRY_EMBEDDING_MODEL_DIR" >/dev/null
 cargo build --release --locked --quiet --example memory_fill --example webhook_sink
 cargo build --release --locked --quiet -p agentry-store --example sqlite_baseline
+cargo build --release --locked --quiet -p agentry-egress --example mcp_call_bench
 fill=$target_dir/release/examples/memory_fill
 sink=$target_dir/release/examples/webhook_sink
 sqlite_baseline=$target_dir/release/examples/sqlite_baseline
+mcp_call_bench=$target_dir/release/examples/mcp_call_bench
 server_pid=""
 cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
@@ -644,8 +646,23 @@ bench_mcp() { # name url
     stop_server
 }
 
+# One remote MCP tool call as an agent makes it (the guarded client and the official SDK: a
+# session opened, tools/call, closed) against a plain HTTP round trip to the same Python server
+# (scripts/mcp_test_server.py, FastMCP; make venv installs the SDK), over loopback.
+bench_mcp_remote() {
+    local mcp_port mcp_pid
+    mcp_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    .venv-ci/bin/python scripts/mcp_test_server.py "$mcp_port" bench-token >"$workdir/mcp_server.out" 2>&1 &
+    mcp_pid=$!
+    for _ in $(seq 1 100); do grep -q '^ready' "$workdir/mcp_server.out" && break; sleep 0.2; done
+    "$mcp_call_bench" "http://127.0.0.1:$mcp_port/mcp" bench-token "${BENCH_MCP_CALLS:-500}"
+    kill "$mcp_pid" && wait "$mcp_pid" 2>/dev/null || true
+}
+
 if [ "${1:-}" = "mcp" ]; then
     on_each_database bench_mcp mcp.db
+    echo "a remote MCP server's tool, called as an agent calls it"
+    bench_mcp_remote
     exit 0
 fi
 
@@ -713,6 +730,8 @@ on_each_database bench_chat chat.db
 echo
 echo "MCP tools/call against the REST routes"
 on_each_database bench_mcp mcp.db
+echo "a remote MCP server's tool, called as an agent calls it"
+bench_mcp_remote
 echo
 echo "the in-process language model"
 bench_llm

@@ -1,7 +1,7 @@
 """An MCP server for Agentry's tests, written with the official Python SDK (FastMCP over
 Streamable HTTP), on 127.0.0.1 at the port given. Its tools: `add` (adds two numbers),
 `explode` (always fails: the result has isError), `slow` (answers after 10 s: a timeout's
-test). Every request must carry `Authorization: Bearer <token>` (the token given), else 401:
+test), and a plain `GET /ping` (the benchmark's baseline). Every request must carry `Authorization: Bearer <token>` (the token given), else 401:
 the headers a tenant registers reach the server. Prints `ready <port>` once it listens.
 
     python scripts/mcp_test_server.py PORT TOKEN
@@ -35,6 +35,12 @@ async def slow() -> str:
     """Answers after ten seconds."""
     await asyncio.sleep(10)
     return "late"
+
+
+@mcp.custom_route("/ping", methods=["GET"])
+async def ping(request):
+    """A plain HTTP route: the baseline of the remote tool call's benchmark."""
+    return JSONResponse({"ok": True})
 
 
 app = mcp.streamable_http_app()
