@@ -54,9 +54,8 @@ workdir=$(mktemp -d)
 # The real embedding model for memory (make model fetches it).
 export AGENTRY_EMBEDDING_MODEL_DIR="${AGENTRY_EMBEDDING_MODEL_DIR:-$PWD/data/models/all-MiniLM-L6-v2}"
 bash scripts/fetch-model.sh "$AGENTRY_EMBEDDING_MODEL_DIR" >/dev/null
-cargo build --release --locked --quiet --example memory_fill --example webhook_sink
+cargo build --release --locked --quiet --example memory_fill --example webhook_sink --example mcp_call_bench
 cargo build --release --locked --quiet -p agentry-store --example sqlite_baseline
-cargo build --release --locked --quiet -p agentry-egress --example mcp_call_bench
 fill=$target_dir/release/examples/memory_fill
 sink=$target_dir/release/examples/webhook_sink
 sqlite_baseline=$target_dir/release/examples/sqlite_baseline
