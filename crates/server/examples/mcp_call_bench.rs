@@ -1,6 +1,7 @@
 //! The cost of one remote MCP tool call as an agent makes it (the guarded client, the official
 //! SDK: a session opened, `tools/call`, the session closed), against a plain HTTP round trip to
-//! the same server, over loopback, one after the other (scripts/bench.sh mcp).
+//! the same server, over loopback, one after the other (scripts/bench.sh mcp). It lives with the
+//! server's examples so that it builds with the release build's features.
 //!
 //!     mcp_call_bench URL TOKEN [CALLS]
 //!
