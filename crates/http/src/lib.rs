@@ -156,6 +156,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::team::configure)
         .configure(routes::automations::configure)
         .configure(routes::agents::configure)
+        .configure(routes::chat::configure)
         .configure(routes::openai::configure)
         .configure(routes::memory::configure)
         .configure(routes::billing::configure)

@@ -22,18 +22,12 @@ use crate::routes::{not_null, nullable};
 
 /// Registers the routes of this module under the current scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/agents").route(web::get().to(list)).route(web::post().to(create)))
-        .service(
-            web::resource("/agents/{agent_id}")
-                .route(web::get().to(get))
-                .route(web::patch().to(update))
-                .route(web::delete().to(delete)),
-        )
-        .service(web::resource("/agents/{agent_id}/chat").route(web::post().to(super::chat::chat)))
-        .service(
-            web::resource("/agents/{agent_id}/sessions/{session_id}/messages")
-                .route(web::get().to(super::chat::messages)),
-        );
+    cfg.service(web::resource("/agents").route(web::get().to(list)).route(web::post().to(create))).service(
+        web::resource("/agents/{agent_id}")
+            .route(web::get().to(get))
+            .route(web::patch().to(update))
+            .route(web::delete().to(delete)),
+    );
 }
 
 /// Query of paged lists.

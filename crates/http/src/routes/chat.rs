@@ -20,6 +20,13 @@ use crate::extract::{JsonBody, QueryParams};
 use crate::reply::{Reply, timestamp};
 use crate::sse::{self, SseEvent, SseSender};
 
+/// Registers the routes of this module under the current scope.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/agents/{agent_id}/chat").route(web::post().to(chat))).service(
+        web::resource("/agents/{agent_id}/sessions/{session_id}/messages").route(web::get().to(messages)),
+    );
+}
+
 /// A chat message.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ChatRequest {
