@@ -108,11 +108,12 @@ $(VENV)/.installed: scripts/requirements.txt
 # The MCP Inspector's command-line mode (npm, pinned by scripts/inspector/package-lock.json), which
 # a /mcp test runs against the service.
 inspector: $(INSPECTOR)/.installed
+# Without npm it says so and the test skips (CI sets AGENTRY_REQUIRE_TOOLS=1, which fails it).
 $(INSPECTOR)/.installed: scripts/inspector/package.json scripts/inspector/package-lock.json
-	mkdir -p $(INSPECTOR)
-	cp scripts/inspector/package.json scripts/inspector/package-lock.json $(INSPECTOR)/
-	cd $(INSPECTOR) && npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@if ! command -v npm >/dev/null 2>&1; then echo "npm not found: the MCP Inspector test will be skipped"; exit 0; fi; \
+	mkdir -p $(INSPECTOR) && \
+	cp scripts/inspector/package.json scripts/inspector/package-lock.json $(INSPECTOR)/ && \
+	cd $(INSPECTOR) && npm ci --no-audit --no-fund --loglevel=error && touch .installed
 
 timing:
 	$(CARGO) build --release --locked --quiet
