@@ -12,7 +12,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::from_json_value;
 use crate::routes::agents::{AgentResponse, UpdateAgentRequest, agent_id};
-use crate::routes::mcp_servers::McpServerResponse;
+use crate::routes::mcp_servers::{McpServerResponse, server_id};
 
 /// Routes under `/console/{tenant_id}`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -108,15 +108,8 @@ async fn choose(
 ) -> Result<HttpResponse, ApiError> {
     let id = agent_id(path.into_inner().1)?;
     let agent = AgentResponse::from(state.agents.get(&c, &id).await?);
-    let server_id = form.get("server_id").unwrap_or_default();
-    let server = state
-        .mcp_servers
-        .list(&c)
-        .await?
-        .into_iter()
-        .map(McpServerResponse::from)
-        .find(|s| s.id == server_id)
-        .ok_or_else(|| ApiError::not_found("no such MCP server"))?;
+    let server_id = server_id(form.get("server_id").unwrap_or_default())?;
+    let server = McpServerResponse::from(state.mcp_servers.get(&c, &server_id).await?);
     let all: Vec<String> = usable(&server).map(|t| t.name.clone()).collect();
     let ticked: Vec<String> = form.all("tools").into_iter().filter(|t| all.contains(t)).collect();
     let tools = with_choice(agent.config.tools, &server.id, ticked, &all);

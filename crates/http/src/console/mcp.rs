@@ -3,7 +3,6 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentry_domain::ids::McpServerId;
-use agentry_domain::validation::check_path_id;
 use minijinja::context;
 use serde_json::{Map, Value, json};
 
@@ -64,9 +63,7 @@ async fn create(state: web::Data<AppState>, c: Console, form: Form) -> Result<Ht
 }
 
 fn server_id(path: web::Path<(String, String)>) -> Result<McpServerId, ApiError> {
-    let raw = path.into_inner().1;
-    check_path_id(&raw, "server_id")?;
-    Ok(McpServerId::from_string(raw))
+    crate::routes::mcp_servers::server_id(path.into_inner().1)
 }
 
 async fn refresh(

@@ -31,7 +31,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/mcp-servers/{server_id}/refresh").route(web::post().to(refresh)));
 }
 
-fn server_id(raw: String) -> Result<McpServerId, ApiError> {
+/// An MCP server id from a path or a form.
+pub(crate) fn server_id(raw: String) -> Result<McpServerId, ApiError> {
     check_path_id(&raw, "server_id")?;
     Ok(McpServerId::from_string(raw))
 }
