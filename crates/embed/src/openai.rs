@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use agentry_domain::memory::ranking::SimilarityScale;
 use agentry_domain::memory::{EmbedError, Embedder, EmbeddingModel, normalize};
 use async_trait::async_trait;
 use secrecy::{ExposeSecret as _, SecretString};
@@ -55,6 +56,11 @@ struct Datum {
 }
 
 impl OpenAiEmbedder {
+    /// How search reads the similarities of OpenAI's `text-embedding-3` models, whose unrelated
+    /// texts mostly score 0.05–0.2 and paraphrases 0.45–0.7. Another model behind the same API
+    /// sets its own with `AGENTRY_EMBEDDING_SIMILARITY_FLOOR` and `_CEILING`.
+    pub const SIMILARITY: SimilarityScale = SimilarityScale { floor: 0.2, ceiling: 0.65 };
+
     /// An embedder for `settings`. Needs the process's rustls crypto provider for https.
     ///
     /// # Errors

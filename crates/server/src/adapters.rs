@@ -8,7 +8,7 @@ use agentry_crypto::{AesGcmCipher, RingHmac, RingSecrets};
 use agentry_domain::agents::ChatModel;
 use agentry_domain::ids::IdGenerator;
 use agentry_domain::mail::Mailer;
-use agentry_domain::memory::ranking::RankingSettings;
+use agentry_domain::memory::ranking::{RankingSettings, SimilarityScale};
 use agentry_domain::memory::{Embedder, MemoryService, MemoryServiceDeps, MemorySettings};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::{WebhookService, WebhookServiceDeps, WebhookSettings};
@@ -234,6 +234,20 @@ fn model_embedder(config: &Config) -> anyhow::Result<Model> {
     })
 }
 
+/// How search maps the similarities of the embedder of `provider` onto 0–1: each adapter's
+/// own calibration, unless the configuration sets it (for another OpenAI-compatible model).
+pub fn similarity_scale(config: &Config, provider: &str) -> SimilarityScale {
+    let own = match provider {
+        "hashing" => HashingEmbedder::SIMILARITY,
+        "openai" => OpenAiEmbedder::SIMILARITY,
+        _ => SimilarityScale::MINILM,
+    };
+    let floor = config.embedding_similarity_floor.unwrap_or(own.floor);
+    let ceiling = config.embedding_similarity_ceiling.unwrap_or(own.ceiling);
+    // Only one of the two set, past the other's default: the default gives way.
+    if floor < ceiling { SimilarityScale { floor, ceiling } } else { own }
+}
+
 /// The memory service over `db` with `embedder`.
 pub fn memory_service(
     config: &Config,
@@ -241,6 +255,7 @@ pub fn memory_service(
     embedder: Arc<dyn Embedder>,
     clock: Option<Arc<dyn Clock>>,
 ) -> MemoryService {
+    let embedder_provider = embedder.model().provider.clone();
     MemoryService::new(
         MemoryServiceDeps {
             memories: Arc::new(MemoryStore::new(db.clone(), embedder.model().dimension)),
@@ -252,6 +267,7 @@ pub fn memory_service(
         },
         MemorySettings {
             ranking: RankingSettings {
+                similarity: similarity_scale(config, &embedder_provider),
                 half_life_secs: config.memory_recency_half_life_days * 86_400.0,
                 ..RankingSettings::default()
             },

@@ -234,6 +234,12 @@ pub struct Config {
     pub embedding_batch_wait_ms: u64,
     /// Age, in days, at which a memory's recency weight has halved in search ranking.
     pub memory_recency_half_life_days: f64,
+    /// Cosine similarity at and under which search counts a text as unrelated; unset: the
+    /// embedder's own calibration (docs/memory.md, Ranking).
+    pub embedding_similarity_floor: Option<f64>,
+    /// Cosine similarity at and over which search counts a text as the same meaning; unset: the
+    /// embedder's own calibration.
+    pub embedding_similarity_ceiling: Option<f64>,
     /// Most tokens of conversation history sent with a message.
     pub chat_history_tokens: u64,
     /// Balance below which `billing.credits.low` is emitted.
@@ -361,6 +367,8 @@ impl Default for Config {
             embedding_cache_size: 10_000,
             embedding_batch_wait_ms: 0,
             memory_recency_half_life_days: 30.0,
+            embedding_similarity_floor: None,
+            embedding_similarity_ceiling: None,
             chat_max_tokens: 1024,
             chat_history_tokens: 4000,
             credits_low_threshold: 100,
@@ -513,6 +521,23 @@ impl Config {
             self.memory_recency_half_life_days > 0.0 && self.memory_recency_half_life_days.is_finite(),
             "AGENTRY_MEMORY_RECENCY_HALF_LIFE_DAYS must be a positive number"
         );
+        for (name, value) in [
+            ("AGENTRY_EMBEDDING_SIMILARITY_FLOOR", self.embedding_similarity_floor),
+            ("AGENTRY_EMBEDDING_SIMILARITY_CEILING", self.embedding_similarity_ceiling),
+        ] {
+            anyhow::ensure!(
+                value.is_none_or(|x| (-1.0..=1.0).contains(&x)),
+                "{name} must be a number from -1 to 1"
+            );
+        }
+        if let (Some(floor), Some(ceiling)) =
+            (self.embedding_similarity_floor, self.embedding_similarity_ceiling)
+        {
+            anyhow::ensure!(
+                floor < ceiling,
+                "AGENTRY_EMBEDDING_SIMILARITY_FLOOR must be under AGENTRY_EMBEDDING_SIMILARITY_CEILING"
+            );
+        }
         anyhow::ensure!(
             (1..=agentry_domain::agents::MAX_COMPLETION_TOKENS).contains(&self.chat_max_tokens),
             "AGENTRY_CHAT_MAX_TOKENS must be between 1 and {}",

@@ -2,7 +2,8 @@
 //!
 //! - [`model`]: entries, documents, filters, and the validation of what a request may set;
 //! - [`embedding`]: the model an embedding was made with, embedding errors, vector arithmetic;
-//! - [`ranking`]: hybrid ranking (reciprocal rank fusion, importance, recency), pure;
+//! - [`ranking`]: hybrid ranking (calibrated similarity, lexical coverage, importance, recency),
+//!   pure and generic over the id;
 //! - [`chunking`]: documents cut into chunks on sentence boundaries;
 //! - [`ports`]: the [`MemoryRepository`], [`Embedder`] (a sentence-embedding model) and
 //!   [`AgentDirectory`] ports;

@@ -1,25 +1,85 @@
-//! Hybrid ranking: the vector and lexical rankings fused with reciprocal rank fusion, then
-//! weighed with importance and recency into one `score` in [0, 1]. Pure and exact, so every
-//! score can be explained from its parts.
+//! Hybrid ranking: the nearest vectors and the lexical matches merged into candidates, each
+//! scored from calibrated parts into one `score` in [0, 1] that means the same from one query
+//! to the next, so that a threshold (`min_score`) can drop what is unrelated. Pure and exact,
+//! so every score can be explained from its parts; generic over the id, so memory entries and
+//! knowledge chunks are ranked by this one function.
+//!
+//! - **semantic**: the cosine similarity mapped linearly from the embedder's calibration
+//!   (`similarity_floor` → 0, `similarity_ceiling` → 1, clamped). Each embedder has its own
+//!   scale: all-MiniLM-L6-v2 gives unrelated texts 0.1–0.25 and paraphrases 0.3–0.6.
+//! - **lexical**: the share of the query's terms the text contains, counted only when the
+//!   match covers enough of the query ([`enough_terms`](crate::memory::enough_terms)).
+//! - **relevance** = semantic + (1 − semantic) · `lexical_weight` · lexical: the words can
+//!   only add what the meaning left open, so one shared word never overrules a close meaning,
+//!   and an exact match of every term (an invoice number) counts even where the model sees
+//!   no meaning.
+//! - **score** = relevance · (1 − wᵢ − wᵣ + wᵢ · importance + wᵣ · recency): importance and
+//!   recency weigh between 0.8 and 1 times the relevance (with weights 0.1), ordering near
+//!   ties without lifting an unrelated entry.
+//!
+//! The constants were fitted on the labelled set of `scripts/data/memory_quality.json`
+//! (docs/memory.md, Ranking).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use chrono::{DateTime, Utc};
 
-use crate::ids::MemoryId;
+/// Which retrievers a search uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SearchMode {
+    /// Vectors and full text, combined (the default).
+    #[default]
+    Hybrid,
+    /// Vector similarity alone.
+    Vector,
+    /// Full text alone (bm25 / `ts_rank_cd`, every matching entry).
+    Lexical,
+}
+
+/// The score under which a search leaves results out unless it asks otherwise: fitted so that
+/// three in four answers stay and four in five unrelated questions find nothing with
+/// all-MiniLM-L6-v2 (docs/memory.md, Ranking).
+pub const DEFAULT_MIN_SCORE: f64 = 0.34;
+
+/// How cosine similarities of one embedder map onto 0–1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimilarityScale {
+    /// The similarity at and under which a text counts as unrelated (semantic 0).
+    pub floor: f64,
+    /// The similarity at and over which it counts as the same meaning (semantic 1).
+    pub ceiling: f64,
+}
+
+impl SimilarityScale {
+    /// all-MiniLM-L6-v2's, the default: the best unrelated entry of a question nothing answers
+    /// has a median similarity of 0.23, the answer of a paraphrased question 0.40 (p10 0.27).
+    pub const MINILM: Self = Self { floor: 0.15, ceiling: 0.65 };
+
+    /// The semantic part of a similarity: 0 at the floor, 1 at the ceiling.
+    pub fn semantic(&self, similarity: f32) -> f64 {
+        let span = (self.ceiling - self.floor).max(f64::EPSILON);
+        ((f64::from(similarity) - self.floor) / span).clamp(0.0, 1.0)
+    }
+}
+
+impl Default for SimilarityScale {
+    fn default() -> Self {
+        Self::MINILM
+    }
+}
 
 /// How the parts of a score are weighed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RankingSettings {
-    /// Reciprocal rank fusion's constant: a candidate at rank `r` (from 1) of a ranking adds
-    /// `1 / (k + r)`. 60, as in Cormack et al. and most hybrid search engines.
-    pub rrf_k: f64,
-    /// Weight of the fused relevance.
-    pub relevance_weight: f64,
-    /// Weight of the entry's importance.
+    /// The embedder's calibration.
+    pub similarity: SimilarityScale,
+    /// How much of what the meaning leaves open a full lexical match fills (0.4).
+    pub lexical_weight: f64,
+    /// Weight of the entry's importance (0.1).
     pub importance_weight: f64,
-    /// Weight of its recency.
+    /// Weight of its recency (0.1).
     pub recency_weight: f64,
     /// Age, in seconds since the last change, at which recency has halved.
     pub half_life_secs: f64,
@@ -28,8 +88,8 @@ pub struct RankingSettings {
 impl Default for RankingSettings {
     fn default() -> Self {
         Self {
-            rrf_k: 60.0,
-            relevance_weight: 0.8,
+            similarity: SimilarityScale::default(),
+            lexical_weight: 0.4,
             importance_weight: 0.1,
             recency_weight: 0.1,
             half_life_secs: 30.0 * 86_400.0,
@@ -39,15 +99,17 @@ impl Default for RankingSettings {
 
 /// A candidate found by at least one of the two retrievers.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
-    /// The entry.
-    pub id: MemoryId,
+pub struct Candidate<I> {
+    /// The entry (or chunk).
+    pub id: I,
     /// Position (from 1) among the nearest vectors, if the vector search found it.
     pub vector_rank: Option<usize>,
-    /// Its cosine similarity to the query, if known.
+    /// Its cosine similarity to the query, if the vector search found it.
     pub similarity: Option<f32>,
     /// Position (from 1) in the lexical ranking, if the text search found it.
     pub lexical_rank: Option<usize>,
+    /// The share of the query's terms it contains, 0–1, when its lexical match counts.
+    pub coverage: Option<f64>,
     /// Its importance, 0–1.
     pub importance: f64,
     /// Its last change.
@@ -56,25 +118,31 @@ pub struct Candidate {
 
 /// A candidate's score and the parts it is made of.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Scored {
+pub struct Scored<I> {
     /// The candidate.
-    pub candidate: Candidate,
+    pub candidate: Candidate<I>,
     /// The final score, 0–1; higher is better.
     pub score: f64,
-    /// The fused relevance, 0–1: 1 for first place in both rankings.
+    /// Meaning and words combined, 0–1.
     pub relevance: f64,
+    /// The calibrated similarity, 0–1.
+    pub semantic: f64,
+    /// The lexical coverage that counted, 0–1.
+    pub lexical: f64,
     /// The recency factor, 0–1: 1 for an entry changed now, ½ after one half-life.
     pub recency: f64,
 }
 
-/// Merges the two rankings (ids in order, best first) into candidates, each id once.
-pub fn fuse(
-    vector: &[(MemoryId, f32)],
-    lexical: &[MemoryId],
-    facts: impl Fn(&MemoryId) -> Option<(f64, DateTime<Utc>)>,
-) -> Vec<Candidate> {
-    let mut by_id: HashMap<&MemoryId, Candidate> = HashMap::new();
-    let mut order: Vec<&MemoryId> = Vec::new();
+/// Merges the two rankings into candidates, each id once: `vector` is the nearest first with
+/// its similarity, `lexical` the best text match first with the coverage that counts. `facts`
+/// gives an id's importance and last change; ids it knows nothing of are left out.
+pub fn fuse<I: Clone + Eq + Hash>(
+    vector: &[(I, f32)],
+    lexical: &[(I, f64)],
+    facts: impl Fn(&I) -> Option<(f64, DateTime<Utc>)>,
+) -> Vec<Candidate<I>> {
+    let mut by_id: HashMap<&I, Candidate<I>> = HashMap::new();
+    let mut order: Vec<&I> = Vec::new();
     for (i, (id, sim)) in vector.iter().enumerate() {
         let Some((importance, updated_at)) = facts(id) else { continue };
         order.push(id);
@@ -85,14 +153,18 @@ pub fn fuse(
                 vector_rank: Some(i + 1),
                 similarity: Some(*sim),
                 lexical_rank: None,
+                coverage: None,
                 importance,
                 updated_at,
             },
         );
     }
-    for (i, id) in lexical.iter().enumerate() {
+    for (i, (id, coverage)) in lexical.iter().enumerate() {
         if let Some(c) = by_id.get_mut(id) {
-            c.lexical_rank.get_or_insert(i + 1);
+            if c.lexical_rank.is_none() {
+                c.lexical_rank = Some(i + 1);
+                c.coverage = Some(*coverage);
+            }
             continue;
         }
         let Some((importance, updated_at)) = facts(id) else { continue };
@@ -104,6 +176,7 @@ pub fn fuse(
                 vector_rank: None,
                 similarity: None,
                 lexical_rank: Some(i + 1),
+                coverage: Some(*coverage),
                 importance,
                 updated_at,
             },
@@ -113,135 +186,42 @@ pub fn fuse(
 }
 
 /// Scores and sorts candidates, best first (ties by id, so the order is total and stable).
-pub fn rank(candidates: Vec<Candidate>, settings: &RankingSettings, now: DateTime<Utc>) -> Vec<Scored> {
-    let k = settings.rrf_k;
-    let best = 2.0 / (k + 1.0);
-    let rrf = |rank: Option<usize>| rank.map_or(0.0, |r| 1.0 / (k + r as f64));
-    let total_weight =
-        (settings.relevance_weight + settings.importance_weight + settings.recency_weight).max(f64::EPSILON);
-    let mut scored: Vec<Scored> = candidates
+pub fn rank<I: Ord>(
+    candidates: Vec<Candidate<I>>,
+    mode: SearchMode,
+    settings: &RankingSettings,
+    now: DateTime<Utc>,
+) -> Vec<Scored<I>> {
+    let wi = settings.importance_weight.clamp(0.0, 1.0);
+    let wr = settings.recency_weight.clamp(0.0, 1.0 - wi);
+    let mut scored: Vec<Scored<I>> = candidates
         .into_iter()
         .map(|c| {
-            let relevance = ((rrf(c.vector_rank) + rrf(c.lexical_rank)) / best).clamp(0.0, 1.0);
+            let semantic = c.similarity.map_or(0.0, |s| settings.similarity.semantic(s));
+            let lexical = c.coverage.unwrap_or(0.0).clamp(0.0, 1.0);
+            let relevance = match mode {
+                SearchMode::Vector => semantic,
+                SearchMode::Lexical => lexical,
+                SearchMode::Hybrid => {
+                    semantic + (1.0 - semantic) * settings.lexical_weight.clamp(0.0, 1.0) * lexical
+                }
+            };
             let age = (now - c.updated_at).num_milliseconds().max(0) as f64 / 1000.0;
             let recency =
                 if settings.half_life_secs > 0.0 { 0.5_f64.powf(age / settings.half_life_secs) } else { 1.0 };
-            let score = (settings.relevance_weight * relevance
-                + settings.importance_weight * c.importance.clamp(0.0, 1.0)
-                + settings.recency_weight * recency)
-                / total_weight;
-            Scored { candidate: c, score: score.clamp(0.0, 1.0), relevance, recency }
+            let weight = 1.0 - wi - wr + wi * c.importance.clamp(0.0, 1.0) + wr * recency;
+            let score = (relevance * weight).clamp(0.0, 1.0);
+            Scored { candidate: c, score, relevance, semantic, lexical, recency }
         })
         .collect();
     scored.sort_by(|a, b| {
         b.score
             .partial_cmp(&a.score)
             .unwrap_or(Ordering::Equal)
-            .then_with(|| a.candidate.id.as_str().cmp(b.candidate.id.as_str()))
+            .then_with(|| a.candidate.id.cmp(&b.candidate.id))
     });
     scored
 }
 
 #[cfg(test)]
-mod tests {
-    use chrono::{Duration, TimeZone};
-
-    use super::*;
-
-    fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
-    }
-
-    fn id(s: &str) -> MemoryId {
-        MemoryId::from_string(s)
-    }
-
-    fn cand(name: &str, v: Option<usize>, l: Option<usize>) -> Candidate {
-        Candidate {
-            id: id(name),
-            vector_rank: v,
-            similarity: None,
-            lexical_rank: l,
-            importance: 0.5,
-            updated_at: now(),
-        }
-    }
-
-    #[test]
-    fn first_in_both_rankings_is_full_relevance() {
-        let s = RankingSettings::default();
-        let r = rank(vec![cand("a", Some(1), Some(1))], &s, now());
-        assert!((r[0].relevance - 1.0).abs() < 1e-12);
-        // 0.8·1 + 0.1·0.5 + 0.1·1 = 0.95
-        assert!((r[0].score - 0.95).abs() < 1e-12);
-    }
-
-    #[test]
-    fn reciprocal_rank_fusion_prefers_agreement() {
-        let s = RankingSettings::default();
-        let r = rank(
-            vec![
-                cand("only_vector_1", Some(1), None),
-                cand("both_2", Some(2), Some(2)),
-                cand("only_lex_1", None, Some(1)),
-            ],
-            &s,
-            now(),
-        );
-        let names: Vec<&str> = r.iter().map(|x| x.candidate.id.as_str()).collect();
-        assert_eq!(names[0], "both_2");
-        // 1/61 for first place in one ranking only: half of the best relevance.
-        let single = r.iter().find(|x| x.candidate.id.as_str() == "only_vector_1").unwrap();
-        assert!((single.relevance - 0.5).abs() < 1e-12);
-        // Ties in score break by id, so the order is total.
-        assert_eq!(names[1], "only_lex_1");
-        assert_eq!(names[2], "only_vector_1");
-    }
-
-    #[test]
-    fn importance_and_recency_break_near_ties() {
-        let s = RankingSettings::default();
-        let mut old = cand("old", Some(1), None);
-        old.updated_at = now() - Duration::days(30);
-        let fresh = cand("fresh", Some(1), None);
-        let r = rank(vec![old, fresh], &s, now());
-        assert_eq!(r[0].candidate.id.as_str(), "fresh");
-        let old = r.iter().find(|x| x.candidate.id.as_str() == "old").unwrap();
-        assert!((old.recency - 0.5).abs() < 1e-9, "one half-life halves recency");
-
-        let mut important = cand("important", Some(2), None);
-        important.importance = 1.0;
-        let mut trivial = cand("trivial", Some(2), None);
-        trivial.importance = 0.0;
-        let r = rank(vec![trivial, important], &s, now());
-        assert_eq!(r[0].candidate.id.as_str(), "important");
-    }
-
-    #[test]
-    fn scores_stay_within_zero_and_one() {
-        let s = RankingSettings::default();
-        let mut future = cand("future", Some(1), Some(1));
-        future.updated_at = now() + Duration::days(1);
-        future.importance = 7.0;
-        let mut nothing = cand("nothing", None, None);
-        nothing.importance = -1.0;
-        nothing.updated_at = now() - Duration::days(10_000);
-        for x in rank(vec![future, nothing], &s, now()) {
-            assert!((0.0..=1.0).contains(&x.score), "{x:?}");
-        }
-    }
-
-    #[test]
-    fn fuse_merges_both_rankings_once_per_id() {
-        let facts = |_: &MemoryId| Some((0.5, now()));
-        let c = fuse(&[(id("a"), 0.9), (id("b"), 0.8)], &[id("b"), id("c")], facts);
-        assert_eq!(c.len(), 3);
-        let b = c.iter().find(|x| x.id.as_str() == "b").unwrap();
-        assert_eq!((b.vector_rank, b.lexical_rank), (Some(2), Some(1)));
-        let c_ = c.iter().find(|x| x.id.as_str() == "c").unwrap();
-        assert_eq!((c_.vector_rank, c_.lexical_rank), (None, Some(2)));
-        // Unknown ids (deleted meanwhile, or filtered out) are dropped.
-        let only_a = |i: &MemoryId| (i.as_str() == "a").then_some((0.5, now()));
-        assert_eq!(fuse(&[(id("a"), 0.9), (id("b"), 0.8)], &[id("c")], only_a).len(), 1);
-    }
-}
+mod tests;

@@ -105,6 +105,8 @@ pub struct MemorySettings {
     pub recall_token_budget: u64,
     /// Similarity at or above which consolidation merges two entries.
     pub consolidation_threshold: f32,
+    /// Score under which a memory is not recalled into a chat prompt.
+    pub recall_min_score: f64,
 }
 
 impl Default for MemorySettings {
@@ -116,6 +118,7 @@ impl Default for MemorySettings {
             recall_top_k: 5,
             recall_token_budget: 1000,
             consolidation_threshold: 0.92,
+            recall_min_score: super::ranking::DEFAULT_MIN_SCORE,
         }
     }
 }

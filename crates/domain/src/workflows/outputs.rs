@@ -155,7 +155,11 @@ pub struct ScoreParts {
     pub vector_rank: Option<usize>,
     /// Its place (from 1) in the full-text ranking.
     pub lexical_rank: Option<usize>,
-    /// The two rankings fused, 0–1.
+    /// The similarity calibrated to 0–1 (0 at the embedder's floor, 1 at its ceiling).
+    pub semantic: f64,
+    /// The share of the query's terms it contains, when that match counts, 0–1.
+    pub lexical: f64,
+    /// Meaning and words combined, 0–1: semantic + (1 − semantic) · 0.4 · lexical.
     pub relevance: f64,
     /// Its importance, 0–1.
     pub importance: f64,
@@ -171,6 +175,8 @@ impl From<SearchHit> for MemoryHit {
                 similarity: r.candidate.similarity,
                 vector_rank: r.candidate.vector_rank,
                 lexical_rank: r.candidate.lexical_rank,
+                semantic: r.semantic,
+                lexical: r.lexical,
                 relevance: r.relevance,
                 importance: r.candidate.importance,
                 recency: r.recency,

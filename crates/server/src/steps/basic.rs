@@ -1,6 +1,7 @@
 //! [`BasicSteps`]: the steps that need neither chat nor executions.
 
 use agentry_domain::memory::model::content;
+use agentry_domain::memory::ranking::DEFAULT_MIN_SCORE;
 use agentry_domain::memory::{MemoryFilter, MemoryService, NewMemory, SearchQuery};
 use agentry_domain::tenancy::Principal;
 use agentry_domain::webhooks::model::check_url;
@@ -58,6 +59,7 @@ impl BasicSteps {
                     limit: top_k.map_or(DEFAULT_TOP_K, |k| k as usize),
                     count_access: false,
                     mode: Default::default(),
+                    min_score: DEFAULT_MIN_SCORE,
                 };
                 let results = self.memory.search(caller, query).await.map_err(|e| fail(&e))?;
                 to_json(MemorySearchOutput {

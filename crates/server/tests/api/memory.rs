@@ -49,14 +49,21 @@ async fn the_meaning_not_the_words_finds_the_memory_on_both_variants_and_databas
             // No content word in common with the teal memory.
             let hits = search(&app, &token, json!({"agent_id": agent, "query": "which shade does the client prefer?", "top_k": 3})).await;
             assert_eq!(hits[0]["content"], FACTS[0], "{hits:#?}");
-            assert!(hits[0]["score"].as_f64().unwrap() > hits[1]["score"].as_f64().unwrap());
-            assert!(hits.iter().all(|h| (0.0..=1.0).contains(&h["score"].as_f64().unwrap())));
+            // The default min_score leaves the unrelated facts out, although one shares "client".
+            assert_eq!(hits.len(), 1, "{hits:#?}");
+            let every = search(&app, &token, json!({"agent_id": agent, "query": "which shade does the client prefer?", "top_k": 3, "min_score": 0})).await;
+            assert_eq!(every.len(), 3);
+            assert_eq!(every[0]["content"], FACTS[0]);
+            assert!(every[0]["score"].as_f64().unwrap() >= 0.34 && every[1]["score"].as_f64().unwrap() < 0.34, "{every:#?}");
+            assert!(every.iter().all(|h| (0.0..=1.0).contains(&h["score"].as_f64().unwrap())));
+            let semantic = every[0]["explanation"]["semantic"].as_f64().unwrap();
+            assert!(semantic > every[1]["explanation"]["semantic"].as_f64().unwrap());
             let hits = search(&app, &token, json!({"agent_id": agent, "query": "what colour does the client like?"})).await;
             assert_eq!(hits[0]["content"], FACTS[0]);
             assert!(hits[0]["explanation"]["similarity"].as_f64().unwrap() > 0.4);
 
             let r = json_with_status(
-                app.post_json_with_token("/api/v1/memory-stores/entries/search", &token, &json!({"memory_type": "semantic", "query": "which shade does the client prefer?", "limit": 2})).await,
+                app.post_json_with_token("/api/v1/memory-stores/entries/search", &token, &json!({"memory_type": "semantic", "query": "which shade does the client prefer?", "limit": 2, "min_score": 0})).await,
                 200,
             )
             .await;
@@ -503,6 +510,9 @@ async fn bad_memory_requests_get_validation_errors() {
         ("/api/v1/memory/search", json!({"query": "x", "top_k": 0}), "top_k"),
         ("/api/v1/memory/search", json!({"query": "x", "top_k": 101}), "top_k"),
         ("/api/v1/memory/search", json!({}), "query"),
+        ("/api/v1/memory/search", json!({"query": "x", "min_score": 1.5}), "min_score"),
+        ("/api/v1/memory/search", json!({"query": "x", "min_score": "high"}), "min_score"),
+        ("/api/v1/memory-stores/entries/search", json!({"query": "x", "min_score": -0.1}), "min_score"),
         ("/api/v1/memory-stores/entries/search", json!({"query": "x", "limit": 0}), "limit"),
         ("/api/v1/memory-stores/entries/search", json!({"query": "x", "skip": -1}), "skip"),
         ("/api/v1/memory/documents", json!({"agent_id": agent, "documents": []}), "documents"),

@@ -6,20 +6,9 @@ use std::collections::{HashMap, HashSet};
 use super::{MemoryError, MemoryService};
 use crate::ids::{AgentId, MemoryId, TenantId};
 use crate::memory::model::{MemoryEntry, MemoryFilter, MemoryType};
+pub use crate::memory::ranking::SearchMode;
 use crate::memory::ranking::{Scored, fuse, rank};
 use crate::tenancy::{Permission, Principal};
-
-/// Which retrievers a search uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SearchMode {
-    /// Vectors and full text, fused (the default).
-    #[default]
-    Hybrid,
-    /// Vector similarity alone.
-    Vector,
-    /// Full text alone (bm25 / `ts_rank_cd`, every matching entry).
-    Lexical,
-}
 
 /// A validated search.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +25,11 @@ pub struct SearchQuery {
     pub count_access: bool,
     /// Which retrievers to use.
     pub mode: SearchMode,
+    /// Results scoring under this are left out (0–1; [`DEFAULT_MIN_SCORE`] unless the request
+    /// says otherwise).
+    ///
+    /// [`DEFAULT_MIN_SCORE`]: crate::memory::ranking::DEFAULT_MIN_SCORE
+    pub min_score: f64,
 }
 
 /// One search result.
@@ -44,7 +38,7 @@ pub struct SearchHit {
     /// The entry (with its access count after this search).
     pub entry: MemoryEntry,
     /// Its score and the parts it is made of.
-    pub ranking: Scored,
+    pub ranking: Scored<MemoryId>,
 }
 
 /// A page of search results.
@@ -134,6 +128,7 @@ impl MemoryService {
         let mut results = self
             .rank(&caller.tenant_id, &query.text, &query.filter, query.skip + query.limit, query.mode)
             .await?;
+        results.retain(|hit| hit.ranking.score >= query.min_score);
         let total = results.len();
         let page: Vec<SearchHit> = results.drain(..).skip(query.skip).take(query.limit).collect();
         let mut hits = page;
@@ -184,19 +179,19 @@ impl MemoryService {
             .filter(|e| filter.matches(&e.facets(), now))
             .map(|e| (e.id.clone(), e))
             .collect();
-        let lexical: Vec<MemoryId> = lexical
+        // Alone, the lexical ranking is what it is (every match counts with what it covers);
+        // combined, a match covering too little of the query is left out.
+        let lexical: Vec<(MemoryId, f64)> = lexical
             .into_iter()
-            .filter(|id| {
-                // Alone, the lexical ranking is what it is; fused, weak matches are left out.
-                entries.get(id).is_some_and(|e| {
-                    mode == SearchMode::Lexical
-                        || enough_terms(matched_terms(&e.content, &terms), terms.len())
-                })
+            .filter_map(|id| {
+                let matched = matched_terms(&entries.get(&id)?.content, &terms);
+                let coverage = matched.max(1) as f64 / terms.len().max(1) as f64;
+                (mode == SearchMode::Lexical || enough_terms(matched, terms.len())).then_some((id, coverage))
             })
             .collect();
         let candidates = fuse(&nearest, &lexical, |id| entries.get(id).map(|e| (e.importance, e.updated_at)));
         let mut entries = entries;
-        Ok(rank(candidates, &self.settings.ranking, now)
+        Ok(rank(candidates, mode, &self.settings.ranking, now)
             .into_iter()
             .filter_map(|ranking| {
                 entries.remove(&ranking.candidate.id).map(|entry| SearchHit { entry, ranking })
@@ -230,7 +225,8 @@ impl MemoryService {
             self.rank(tenant, message, &filter, self.settings.recall_top_k, SearchMode::Hybrid).await?;
         let mut used = 0;
         let mut recalled = Vec::new();
-        for hit in hits.into_iter().take(self.settings.recall_top_k) {
+        let relevant = hits.into_iter().filter(|h| h.ranking.score >= self.settings.recall_min_score);
+        for hit in relevant.take(self.settings.recall_top_k) {
             let cost = d.tokens.count(&hit.entry.content) + 2;
             if used + cost > self.settings.recall_token_budget {
                 continue;

@@ -171,7 +171,7 @@ async fn an_entry_with_a_key_is_upserted() {
 async fn search_fuses_both_retrievers_filters_and_counts_access() {
     let mut m = Mocks::new().agent_exists().embeds();
     m.memories.expect_nearest().returning(|_, _, _, _, _, _| {
-        Ok(vec![(MemoryId::from_string("mem_a"), 0.9), (MemoryId::from_string("mem_b"), 0.5)])
+        Ok(vec![(MemoryId::from_string("mem_a"), 0.45), (MemoryId::from_string("mem_b"), 0.40)])
     });
     m.memories
         .expect_lexical()
@@ -203,9 +203,11 @@ async fn search_fuses_both_retrievers_filters_and_counts_access() {
         limit: 1,
         count_access: true,
         mode: SearchMode::Hybrid,
+        min_score: 0.0,
     };
     let r = m.service().search(&caller(Role::Owner), query).await.unwrap();
-    // mem_c fails the tag filter; mem_b is in both rankings and wins.
+    // mem_c fails the tag filter; mem_b, a little further in meaning but holding every term
+    // of the question, wins.
     assert_eq!(r.total, 2);
     assert_eq!(r.hits.len(), 1);
     assert_eq!(r.hits[0].entry.id.as_str(), "mem_b");
@@ -305,6 +307,7 @@ async fn a_search_embeds_its_text_as_a_query() {
         limit: 10,
         count_access: false,
         mode: SearchMode::Vector,
+        min_score: 0.0,
     };
     let r = m.service().search(&caller(Role::Owner), query).await.unwrap();
     assert_eq!(r.total, 0);

@@ -1,6 +1,7 @@
 //! Memory entries, both variants' shape, and Variant A's routes for them: add, list, get,
 //! delete and scored search.
 
+use agentry_domain::memory::ranking::DEFAULT_MIN_SCORE;
 use agentry_domain::workflows::outputs::{MemoryEntryOutput, MemoryHit};
 
 use super::*;
@@ -319,9 +320,13 @@ pub struct SearchMemoryRequest {
     /// Only entries whose metadata has each of these keys with an equal value.
     #[schema(schema_with = crate::schemas::metadata_optional)]
     pub metadata: Option<Value>,
-    /// `hybrid` (default: vectors and full text fused), `vector` or `lexical` alone.
+    /// `hybrid` (default: vectors and full text combined), `vector` or `lexical` alone.
     #[schema(schema_with = crate::schemas::search_mode_optional, example = "hybrid")]
     pub mode: Option<String>,
+    /// Results scoring under this are left out, 0–1 (default 0.34: what an unrelated entry
+    /// scores at most, mostly; 0 returns every candidate).
+    #[schema(minimum = 0, maximum = 1, example = 0.34)]
+    pub min_score: Option<f64>,
 }
 
 impl SearchMemoryRequest {
@@ -331,8 +336,9 @@ impl SearchMemoryRequest {
         let text = v.required("query", b.query, |q| memory::content(&q, "query"));
         let top_k = v.optional("top_k", b.top_k, |n| bounded("top_k", n, 1, 100));
         let mode = v.optional("mode", b.mode, search_mode);
+        let min_score = v.optional("min_score", b.min_score, min_score);
         let filter = search_filter(&mut v, b.agent_id, b.memory_type, b.tags, b.metadata);
-        let (text, top_k, mode, filter) = v.finish((text, top_k, mode, filter))?;
+        let (text, top_k, mode, min_score, filter) = v.finish((text, top_k, mode, min_score, filter))?;
         Ok(SearchQuery {
             text,
             filter,
@@ -340,7 +346,17 @@ impl SearchMemoryRequest {
             limit: top_k.unwrap_or(5),
             count_access: false,
             mode: mode.unwrap_or_default(),
+            min_score: min_score.unwrap_or(DEFAULT_MIN_SCORE),
         })
+    }
+}
+
+/// A `min_score`: from 0 to 1.
+pub(crate) fn min_score(raw: f64) -> Result<f64, FieldError> {
+    if (0.0..=1.0).contains(&raw) {
+        Ok(raw)
+    } else {
+        Err(FieldError::new("min_score", FieldErrorKind::OutOfRange, "min_score must be from 0 to 1"))
     }
 }
 
@@ -384,7 +400,14 @@ pub struct ScoreExplanation {
     pub vector_rank: Option<usize>,
     /// Its place (from 1) in the lexical (full-text) ranking.
     pub lexical_rank: Option<usize>,
-    /// The two rankings fused (reciprocal rank fusion, k = 60), 0–1.
+    /// The similarity calibrated to 0–1: 0 at the embedder's floor (unrelated texts), 1 at its
+    /// ceiling (the same meaning).
+    pub semantic: f64,
+    /// The share of the query's terms the entry contains, when that match counts (half the
+    /// terms of a longer query), 0–1.
+    pub lexical: f64,
+    /// Meaning and words combined, 0–1: semantic + (1 − semantic) · 0.4 · lexical (`vector`
+    /// mode: semantic; `lexical` mode: lexical).
     pub relevance: f64,
     /// Its importance, 0–1.
     pub importance: f64,
@@ -399,7 +422,8 @@ pub struct MemorySearchHit {
     pub id: String,
     /// The text.
     pub content: String,
-    /// 0–1, higher is better: 0.8 × relevance + 0.1 × importance + 0.1 × recency.
+    /// 0–1, higher is better: relevance × (0.8 + 0.1 × importance + 0.1 × recency); comparable
+    /// across queries (docs/memory.md, Ranking).
     pub score: f64,
     /// Free-form object.
     #[schema(value_type = Object)]
@@ -424,6 +448,8 @@ impl From<SearchHit> for MemorySearchHit {
                 similarity: x.similarity,
                 vector_rank: x.vector_rank,
                 lexical_rank: x.lexical_rank,
+                semantic: x.semantic,
+                lexical: x.lexical,
                 relevance: x.relevance,
                 importance: x.importance,
                 recency: x.recency,

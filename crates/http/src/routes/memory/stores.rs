@@ -1,6 +1,8 @@
 //! Variant B: a tenant's keyed entries under `/memory-stores/entries`, upserted, searched by
 //! page (counting access), read and deleted.
 
+use agentry_domain::memory::ranking::DEFAULT_MIN_SCORE;
+
 use super::*;
 
 /// Store an entry (Variant B): the same `(memory_type, key)` in a tenant replaces the entry
@@ -47,6 +49,9 @@ pub struct StoreSearchRequest {
     /// Only entries whose metadata has each of these keys with an equal value.
     #[schema(schema_with = crate::schemas::metadata_optional)]
     pub metadata: Option<Value>,
+    /// Results scoring under this are left out, 0–1 (default 0.34; 0 returns every candidate).
+    #[schema(minimum = 0, maximum = 1, example = 0.34)]
+    pub min_score: Option<f64>,
 }
 
 /// A Variant B search result: the spec's hit (`id, content, key, metadata`) and more.
@@ -106,10 +111,19 @@ pub async fn store_search(
     let text = v.required("query", b.query, |q| memory::content(&q, "query"));
     let limit = v.optional("limit", b.limit, |n| bounded("limit", n, 1, 100));
     let skip = v.optional("skip", b.skip, |n| bounded("skip", n, 0, MAX_SKIP));
+    let min_score = v.optional("min_score", b.min_score, entries::min_score);
     let filter = search_filter(&mut v, None, b.memory_type, b.tags, b.metadata);
-    let (text, limit, skip, filter) = v.finish((text, limit, skip, filter))?;
+    let (text, limit, skip, min_score, filter) = v.finish((text, limit, skip, min_score, filter))?;
     let (limit, skip) = (limit.unwrap_or(20), skip.unwrap_or(0));
-    let query = SearchQuery { text, filter, skip, limit, count_access: true, mode: SearchMode::Hybrid };
+    let query = SearchQuery {
+        text,
+        filter,
+        skip,
+        limit,
+        count_access: true,
+        mode: SearchMode::Hybrid,
+        min_score: min_score.unwrap_or(DEFAULT_MIN_SCORE),
+    };
     let results = state.memory.search(&caller, query).await?;
     Ok(Reply::ok(StoreSearchResponse {
         entries: results
