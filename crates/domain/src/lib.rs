@@ -31,6 +31,7 @@ pub mod events;
 pub mod identity;
 pub mod ids;
 pub mod jobs;
+pub mod knowledge;
 pub mod mail;
 pub mod mcp;
 pub mod memory;

@@ -1,0 +1,16 @@
+//! Knowledge bases: files a tenant uploads (PDF, Word, HTML, Markdown, text, CSV), parsed into
+//! sections, cut into chunks that keep their page and headings, and searched with memory's
+//! ranking so that agents can cite them.
+//!
+//! - [`document`]: file types, parsed documents and why parsing fails;
+//! - [`chunking`]: sections cut on structure first, then size, with overlap;
+//! - [`ports`]: the [`DocumentParser`] port (the `agentry-documents` crate implements it).
+
+pub mod chunking;
+pub mod document;
+mod ports;
+
+pub use document::{MediaType, ParseError, ParseLimits, ParsedDocument, Section};
+pub use ports::DocumentParser;
+#[cfg(any(test, feature = "mock"))]
+pub use ports::MockDocumentParser;
