@@ -179,6 +179,21 @@ id_type!(
     InvitationId,
     "inv"
 );
+id_type!(
+    /// Identifies a knowledge base: files a tenant's agents answer from.
+    KnowledgeBaseId,
+    "kb"
+);
+id_type!(
+    /// Identifies a file uploaded into a knowledge base.
+    KnowledgeFileId,
+    "kbf"
+);
+id_type!(
+    /// Identifies one chunk of a knowledge file (what search finds and replies cite).
+    ChunkId,
+    "kbc"
+);
 
 #[cfg(test)]
 mod tests {
