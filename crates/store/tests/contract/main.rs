@@ -12,6 +12,7 @@ mod credits;
 mod executions;
 mod harness;
 mod jobs;
+mod knowledge;
 mod leases;
 mod mcp_servers;
 mod memory;

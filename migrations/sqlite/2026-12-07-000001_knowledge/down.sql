@@ -1,0 +1,3 @@
+DROP TABLE knowledge_file_parts;
+DROP TABLE knowledge_files;
+DROP TABLE knowledge_bases;
