@@ -69,7 +69,8 @@ impl ParsedDocument {
 pub struct ParseLimits {
     /// Most pages of a PDF.
     pub max_pages: u32,
-    /// Most bytes a compressed part (a DOCX member, a PDF stream) may inflate to, in all.
+    /// Most bytes compressed data may inflate to: the parts of a DOCX read together, each
+    /// stream (and each page's content) of a PDF.
     pub max_inflated_bytes: u64,
     /// Most characters of text one file may yield.
     pub max_chars: usize,
