@@ -189,13 +189,11 @@ fn windows(
         next = end;
         let window_first = first;
         first = end;
-        let mut kept = 0;
-        while first > window_first + 1 {
-            let t = pieces[first - 1].tokens;
-            if kept + t > overlap {
-                break;
-            }
-            kept += t;
+        // Counted as the slice it will be, separators included.
+        while first > window_first + 1
+            && overlap > 0
+            && tokens.count(&text[pieces[first - 1].start..pieces[end - 1].end]) <= overlap
+        {
             first -= 1;
         }
     }
