@@ -504,6 +504,7 @@ async fn bad_memory_requests_get_validation_errors() {
         ("/api/v1/memory", json!({"content": "x".repeat(32_001)}), "content"),
         ("/api/v1/memory", json!({"content": "x", "memory_type": "dreams"}), "memory_type"),
         ("/api/v1/memory", json!({"content": "x", "importance_score": 2}), "importance_score"),
+        ("/api/v1/memory-stores/entries", json!({"content": "x", "agent_id": " "}), "agent_id"),
         ("/api/v1/memory", json!({"content": "x", "metadata": [1]}), "metadata"),
         ("/api/v1/memory", json!({"content": "x", "ttl_seconds": 0}), "ttl_seconds"),
         ("/api/v1/memory", json!({"content": "x", "expires_at": "tomorrow"}), "expires_at"),

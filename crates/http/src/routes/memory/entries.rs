@@ -48,7 +48,20 @@ impl AddMemoryRequest {
         let agent = if with_agent {
             v.optional("agent_id", self.agent_id, agent_id)
         } else {
-            v.check("agent_id", Ok(None))
+            // Variant B's entries are tenant-wide: an agent_id is checked as the document
+            // describes it, then not used.
+            let unused = self.agent_id.map(|raw| {
+                if raw.trim().is_empty() {
+                    Err(FieldError::new(
+                        "agent_id",
+                        FieldErrorKind::InvalidFormat,
+                        "agent_id must not be blank",
+                    ))
+                } else {
+                    agent_id(raw).map(|_| ())
+                }
+            });
+            v.check("agent_id", unused.transpose().map(|_| None))
         };
         let memory_type = v.optional("memory_type", self.memory_type, memory_type);
         let key = v.optional("key", self.key, |k| memory::key(&k));
