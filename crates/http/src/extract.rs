@@ -42,6 +42,23 @@ fn is_json(media: &str) -> bool {
     media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
 }
 
+/// How much of a refused body is still read (and thrown away) before the 413 is sent. A client
+/// that writes its whole body before reading the answer (most HTTP libraries) would otherwise
+/// see the connection closed under it, a broken pipe, instead of the 413; a body much larger
+/// than this is cut off, as reading it would cost more than the clear answer is worth.
+const REFUSED_BODY_DRAIN_BYTES: usize = 4 * 1024 * 1024;
+
+/// Reads and discards what is left of a refused body, up to `budget` bytes.
+async fn drain(payload: &mut Payload, budget: usize) {
+    let mut read = 0;
+    while read <= budget {
+        match payload.next().await {
+            Some(Ok(chunk)) => read += chunk.len(),
+            _ => return,
+        }
+    }
+}
+
 /// Reads the whole body, refusing it with 413 as soon as it passes `limit`.
 async fn read_body(mut payload: Payload, declared: Option<usize>, limit: usize) -> Result<Vec<u8>, ApiError> {
     let too_large = || {
@@ -50,7 +67,10 @@ async fn read_body(mut payload: Payload, declared: Option<usize>, limit: usize) 
             format!("the request body is larger than the limit of {limit} bytes"),
         )
     };
-    if declared.is_some_and(|n| n > limit) {
+    if let Some(declared) = declared.filter(|n| *n > limit) {
+        if declared <= REFUSED_BODY_DRAIN_BYTES {
+            drain(&mut payload, REFUSED_BODY_DRAIN_BYTES).await;
+        }
         return Err(too_large());
     }
     let mut body = Vec::with_capacity(declared.unwrap_or(0).min(limit));
@@ -63,6 +83,7 @@ async fn read_body(mut payload: Payload, declared: Option<usize>, limit: usize) 
             )
         })?;
         if body.len() + chunk.len() > limit {
+            drain(&mut payload, REFUSED_BODY_DRAIN_BYTES.saturating_sub(body.len())).await;
             return Err(too_large());
         }
         body.extend_from_slice(&chunk);
