@@ -238,6 +238,8 @@ mod tests {
                 "agents:write",
                 "memory:read",
                 "memory:write",
+                "knowledge:read",
+                "knowledge:write",
                 "workflows:read",
                 "workflows:write",
                 "workflows:execute",
@@ -266,6 +268,8 @@ mod tests {
                 "tenant.member.added",
                 "tenant.member.removed",
                 "tenant.member.role_changed",
+                "knowledge.file.indexed",
+                "knowledge.file.failed",
             ]
         );
         assert_eq!(

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::{
-    AgentId, EventId, ExecutionId, IdGenerator, MessageId, PurchaseId, SessionId, TenantId, UserId,
-    WorkflowId,
+    AgentId, EventId, ExecutionId, IdGenerator, KnowledgeBaseId, KnowledgeFileId, MessageId, PurchaseId,
+    SessionId, TenantId, UserId, WorkflowId,
 };
 use crate::tenancy::Automation;
 
@@ -56,6 +56,10 @@ crate::string_enum! {
         TenantMemberRemoved => "tenant.member.removed",
         /// A member's role changed.
         TenantMemberRoleChanged => "tenant.member.role_changed",
+        /// A knowledge file was indexed and is searchable.
+        KnowledgeFileIndexed => "knowledge.file.indexed",
+        /// A knowledge file could not be read.
+        KnowledgeFileFailed => "knowledge.file.failed",
     }
 }
 
@@ -281,6 +285,32 @@ pub enum EventPayload {
         #[serde(default)]
         paused: Vec<Automation>,
     },
+    /// `knowledge.file.indexed`: an uploaded file is searchable, whole.
+    #[serde(rename = "knowledge.file.indexed")]
+    KnowledgeFileIndexed {
+        /// Its knowledge base.
+        knowledge_base_id: KnowledgeBaseId,
+        /// The file.
+        file_id: KnowledgeFileId,
+        /// Its name.
+        name: String,
+        /// Its pages, for paged formats.
+        pages: Option<u32>,
+        /// Its chunks.
+        chunks: u32,
+    },
+    /// `knowledge.file.failed`: an uploaded file could not be read; nothing of it is searchable.
+    #[serde(rename = "knowledge.file.failed")]
+    KnowledgeFileFailed {
+        /// Its knowledge base.
+        knowledge_base_id: KnowledgeBaseId,
+        /// The file.
+        file_id: KnowledgeFileId,
+        /// Its name.
+        name: String,
+        /// Why.
+        error: String,
+    },
 }
 
 impl EventPayload {
@@ -313,6 +343,8 @@ impl EventPayload {
             Self::TenantMemberAdded { .. } => EventType::TenantMemberAdded,
             Self::TenantMemberRemoved { .. } => EventType::TenantMemberRemoved,
             Self::TenantMemberRoleChanged { .. } => EventType::TenantMemberRoleChanged,
+            Self::KnowledgeFileIndexed { .. } => EventType::KnowledgeFileIndexed,
+            Self::KnowledgeFileFailed { .. } => EventType::KnowledgeFileFailed,
         }
     }
 

@@ -6,15 +6,28 @@
 //! - [`document`]: file types, parsed documents and why parsing fails;
 //! - [`chunking`]: sections cut on structure first, then size, with overlap;
 //! - [`ports`]: the [`DocumentParser`] (the `agentry-documents` crate implements it),
-//!   [`KnowledgeRepository`] and [`FileStore`] ports (the store implements both).
+//!   [`KnowledgeRepository`], [`KnowledgeIndex`] and [`FileStore`] ports (the store implements
+//!   them) and the [`DigestFactory`] (the crypto adapter);
+//! - [`service`]: bases, files, uploads and search, as callers use them;
+//! - [`ingestion`]: parse, chunk, embed and index, as durable work.
 
 pub mod chunking;
 pub mod document;
+pub mod ingestion;
 pub mod model;
 mod ports;
+pub mod service;
 
 pub use document::{MediaType, ParseError, ParseLimits, ParsedDocument, Section};
-pub use model::{FileStatus, KnowledgeBase, KnowledgeFile};
-pub use ports::{DocumentParser, FILE_PART_BYTES, FileAdded, FileStore, KnowledgeRepository};
+pub use ingestion::{Ingestion, IngestionSettings};
+pub use model::{FileStatus, KnowledgeBase, KnowledgeChunk, KnowledgeFile, StorageQuota};
+pub use ports::{
+    ChunkScope, ContentDigest, DigestFactory, DocumentParser, FILE_PART_BYTES, FileAdded, FileStore,
+    FoundChunk, IndexedChunk, IngestionItem, KnowledgeIndex, KnowledgeRepository,
+};
 #[cfg(any(test, feature = "mock"))]
-pub use ports::{MockDocumentParser, MockFileStore, MockKnowledgeRepository};
+pub use ports::{MockDocumentParser, MockFileStore, MockKnowledgeIndex, MockKnowledgeRepository};
+pub use service::{
+    BaseChanges, KnowledgeDeps, KnowledgeError, KnowledgeHit, KnowledgeQuery, KnowledgeService,
+    KnowledgeSettings, NewKnowledgeBase, Upload, UploadedFile,
+};

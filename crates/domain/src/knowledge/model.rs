@@ -4,7 +4,8 @@ use chrono::{DateTime, Utc};
 
 use super::chunking::{ChunkLimits, MAX_CHUNK_TOKENS, MIN_CHUNK_TOKENS};
 use super::document::MediaType;
-use crate::ids::{KnowledgeBaseId, KnowledgeFileId, TenantId};
+use crate::ids::{ChunkId, KnowledgeBaseId, KnowledgeFileId, TenantId};
+use crate::tenancy::Plan;
 use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_long_text, check_text};
 
 /// Most characters of a knowledge base's name.
@@ -84,6 +85,51 @@ pub struct KnowledgeFile {
     pub created_at: DateTime<Utc>,
     /// When its status last changed.
     pub updated_at: DateTime<Utc>,
+}
+
+/// One chunk of an indexed file, as listed and cited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnowledgeChunk {
+    /// Its id (`kbc_…`).
+    pub id: ChunkId,
+    /// Its file.
+    pub file_id: KnowledgeFileId,
+    /// Its file's knowledge base.
+    pub knowledge_base_id: KnowledgeBaseId,
+    /// Its place in the file, from 0.
+    pub index: u32,
+    /// Its text.
+    pub text: String,
+    /// The page it is on, for paged formats.
+    pub page: Option<u32>,
+    /// The headings it sits under, outermost first.
+    pub headings: Vec<String>,
+    /// Character offsets of its text in the file's text.
+    pub start: u64,
+    /// Offset just past its last character.
+    pub end: u64,
+}
+
+/// What a plan lets a tenant keep in all its knowledge bases together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageQuota {
+    /// Most files.
+    pub files: u64,
+    /// Most bytes of originals.
+    pub bytes: u64,
+}
+
+impl StorageQuota {
+    /// The quota of `plan`: Starter 200 files and 200 MiB, Pro 5,000 files and 5 GiB,
+    /// Enterprise 100,000 files and 100 GiB.
+    pub fn of(plan: Plan) -> Self {
+        const MIB: u64 = 1024 * 1024;
+        match plan {
+            Plan::Starter => Self { files: 200, bytes: 200 * MIB },
+            Plan::Pro => Self { files: 5_000, bytes: 5 * 1024 * MIB },
+            Plan::Enterprise => Self { files: 100_000, bytes: 100 * 1024 * MIB },
+        }
+    }
 }
 
 /// A knowledge base's name: 1–100 characters, one line.

@@ -4,9 +4,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use chrono::{DateTime, Utc};
+
+use super::chunking::{Chunk, ChunkLimits};
 use super::document::{MediaType, ParseError, ParsedDocument};
-use super::model::{KnowledgeBase, KnowledgeFile};
-use crate::ids::{KnowledgeBaseId, KnowledgeFileId, TenantId};
+use super::model::{KnowledgeBase, KnowledgeChunk, KnowledgeFile};
+use crate::events::Event;
+use crate::ids::{ChunkId, KnowledgeBaseId, KnowledgeFileId, TenantId};
+use crate::work::Lease;
 
 /// Reads the files knowledge bases accept.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
@@ -123,3 +128,139 @@ pub trait FileStore: Send + Sync {
 
 /// Most bytes of one part of a stored file.
 pub const FILE_PART_BYTES: usize = 1024 * 1024;
+
+/// A running SHA-256 of an upload, fed as its bytes stream in.
+pub trait ContentDigest: Send {
+    /// Feeds the next bytes.
+    fn update(&mut self, bytes: &[u8]);
+
+    /// The digest of everything fed, lower-case hex.
+    fn finish(self: Box<Self>) -> String;
+}
+
+/// Starts [`ContentDigest`]s (the crypto adapter implements it).
+pub trait DigestFactory: Send + Sync {
+    /// A new, empty SHA-256.
+    fn sha256(&self) -> Box<dyn ContentDigest>;
+}
+
+/// A file a worker took for ingestion, with how its base cuts files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestionItem {
+    /// The file, as claimed (status `processing`).
+    pub file: KnowledgeFile,
+    /// Its base's chunking.
+    pub chunking: ChunkLimits,
+}
+
+/// A chunk ready to be indexed: what chunking made of it, its id and its vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexedChunk {
+    /// Its id.
+    pub id: ChunkId,
+    /// The chunk.
+    pub chunk: Chunk,
+    /// Its embedding.
+    pub vector: Vec<f32>,
+}
+
+/// The scope of a knowledge search: bases of one tenant, optionally some of their files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkScope {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// Its bases searched (at least one).
+    pub bases: Vec<KnowledgeBaseId>,
+    /// Only these files, when not empty.
+    pub files: Vec<KnowledgeFileId>,
+}
+
+/// A chunk a search found, with its file's name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundChunk {
+    /// The chunk.
+    pub chunk: KnowledgeChunk,
+    /// Its file's name.
+    pub file_name: String,
+}
+
+/// The chunks of indexed files and the ingestion that makes them. A file's chunks, vectors
+/// and full text are written in one transaction with its `indexed` status: a file is
+/// searchable whole or not at all.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+#[async_trait]
+pub trait KnowledgeIndex: Send + Sync {
+    /// Records the progress (0–1) of a file's ingestion, while `lease` holds it; `false` when
+    /// it no longer does.
+    async fn set_progress(
+        &self,
+        file: &KnowledgeFileId,
+        lease: &Lease,
+        progress: f64,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
+
+    /// Replaces a file's chunks with `chunks` (embedded by `model`), marks it `indexed` with
+    /// its page count and records `event`, in one transaction, while `lease` holds it; `false`
+    /// when it no longer does (nothing is written then).
+    #[allow(clippy::too_many_arguments)]
+    async fn index_file(
+        &self,
+        file: &KnowledgeFile,
+        lease: &Lease,
+        model: &str,
+        pages: Option<u32>,
+        chunks: &[IndexedChunk],
+        event: &Event,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
+
+    /// Marks a file `failed` with `error`, removes its chunks and records `event`, while
+    /// `lease` holds it (`None`: whoever holds it, as when giving up); `false` when it no
+    /// longer does.
+    async fn fail_file(
+        &self,
+        file: &KnowledgeFile,
+        lease: Option<Lease>,
+        error: &str,
+        event: &Event,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
+
+    /// Puts back in the queue every indexed file whose chunks were embedded by another model
+    /// than `model` (all of them when `all`), for a new ingestion: how many. Their chunks stay
+    /// searchable until the new ones replace them.
+    async fn requeue(&self, model: &str, all: bool, now: DateTime<Utc>) -> anyhow::Result<u64>;
+
+    /// A file's chunks in order, `skip` and `limit` applied, and how many it has.
+    async fn list_chunks(
+        &self,
+        tenant: &TenantId,
+        file: &KnowledgeFileId,
+        skip: u64,
+        limit: u64,
+    ) -> anyhow::Result<(Vec<KnowledgeChunk>, u64)>;
+
+    /// The ids of the `limit` chunks of `scope` nearest to `query` (embedded by `model`),
+    /// nearest first, with their cosine similarity.
+    async fn nearest(
+        &self,
+        scope: &ChunkScope,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> anyhow::Result<Vec<(ChunkId, f32)>>;
+
+    /// The ids of the `limit` chunks of `scope` whose text best matches `terms` (any of
+    /// them), best first.
+    async fn lexical(
+        &self,
+        scope: &ChunkScope,
+        terms: &[String],
+        limit: usize,
+    ) -> anyhow::Result<Vec<ChunkId>>;
+
+    /// The chunks of the tenant with these ids, with their files' names (in no order; absent
+    /// ids are left out).
+    async fn get_chunks(&self, tenant: &TenantId, ids: &[ChunkId]) -> anyhow::Result<Vec<FoundChunk>>;
+}

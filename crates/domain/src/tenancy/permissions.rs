@@ -19,6 +19,10 @@ crate::string_enum! {
         MemoryRead => "memory:read",
         /// Add and delete memory.
         MemoryWrite => "memory:write",
+        /// List knowledge bases, their files and chunks; search them.
+        KnowledgeRead => "knowledge:read",
+        /// Create, change and delete knowledge bases; upload and delete files.
+        KnowledgeWrite => "knowledge:write",
         /// List and read workflows, executions and triggers.
         WorkflowsRead => "workflows:read",
         /// Create, change and delete workflows and triggers.
@@ -46,6 +50,7 @@ impl Permission {
             self,
             Self::AgentsRead
                 | Self::MemoryRead
+                | Self::KnowledgeRead
                 | Self::WorkflowsRead
                 | Self::WebhooksRead
                 | Self::BillingRead
@@ -59,7 +64,7 @@ impl Role {
     ///
     /// - `owner`: everything;
     /// - `admin`: everything but billing changes;
-    /// - `member`: reads and writes agents, memory and workflows, runs workflows, and lists
+    /// - `member`: reads and writes agents, memory, knowledge and workflows, runs workflows, and lists
     ///   the tenant's members;
     /// - `viewer`: reads only.
     pub fn grants(self, permission: Permission) -> bool {
@@ -73,6 +78,8 @@ impl Role {
                     | AgentsWrite
                     | MemoryRead
                     | MemoryWrite
+                    | KnowledgeRead
+                    | KnowledgeWrite
                     | WorkflowsRead
                     | WorkflowsWrite
                     | WorkflowsExecute
@@ -142,6 +149,8 @@ mod tests {
                     AgentsWrite,
                     MemoryRead,
                     MemoryWrite,
+                    KnowledgeRead,
+                    KnowledgeWrite,
                     WorkflowsRead,
                     WorkflowsWrite,
                     WorkflowsExecute,
@@ -159,13 +168,26 @@ mod tests {
                     AgentsWrite,
                     MemoryRead,
                     MemoryWrite,
+                    KnowledgeRead,
+                    KnowledgeWrite,
                     WorkflowsRead,
                     WorkflowsWrite,
                     WorkflowsExecute,
                     MembersRead,
                 ],
             ),
-            (Role::Viewer, &[AgentsRead, MemoryRead, WorkflowsRead, WebhooksRead, BillingRead, MembersRead]),
+            (
+                Role::Viewer,
+                &[
+                    AgentsRead,
+                    MemoryRead,
+                    KnowledgeRead,
+                    WorkflowsRead,
+                    WebhooksRead,
+                    BillingRead,
+                    MembersRead,
+                ],
+            ),
         ];
         for (role, granted) in table {
             for permission in Permission::ALL {
@@ -178,7 +200,7 @@ mod tests {
     fn scopes_parse_by_name_and_exclude_billing_changes() {
         assert_eq!("agents:read".parse::<Scope>().unwrap().permission(), AgentsRead);
         assert_eq!("workflows:execute".parse::<Scope>().unwrap().permission(), WorkflowsExecute);
-        assert_eq!(Scope::all().count(), 12);
+        assert_eq!(Scope::all().count(), 14);
         assert_eq!("members:write".parse::<Scope>().unwrap().permission(), MembersWrite);
         let err = "billing:write".parse::<Scope>().unwrap_err();
         assert_eq!(err.kind, FieldErrorKind::InvalidValue);

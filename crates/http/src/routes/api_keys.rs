@@ -29,8 +29,9 @@ pub struct CreateApiKeyRequest {
         extensions(("x-text" = json!("name"))), example = "ci pipeline")]
     pub name: Option<String>,
     /// At least one of `agents:read`, `agents:write`, `memory:read`, `memory:write`,
-    /// `workflows:read`, `workflows:write`, `workflows:execute`, `webhooks:read`,
-    /// `webhooks:write`, `billing:read`.
+    /// `knowledge:read`, `knowledge:write`, `workflows:read`, `workflows:write`,
+    /// `workflows:execute`, `webhooks:read`, `webhooks:write`, `billing:read`, `members:read`,
+    /// `members:write`.
     #[schema(required = true, schema_with = crate::schemas::scopes, example = json!(["agents:read", "workflows:execute"]))]
     pub scopes: Option<Vec<String>>,
     /// When the key stops working (RFC 3339); must be in the future. Optional.
