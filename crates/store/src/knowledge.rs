@@ -3,7 +3,9 @@
 //! writes cannot both succeed); a base's file count and bytes are counted from its files, never
 //! kept beside them, so they cannot drift.
 
+mod index;
 mod parts;
+mod vectors;
 
 use agentry_domain::ids::{KnowledgeBaseId, KnowledgeFileId, TenantId};
 use agentry_domain::knowledge::chunking::ChunkLimits;
@@ -17,18 +19,26 @@ use diesel_async::RunQueryDsl;
 pub use self::parts::DbFileStore;
 use crate::database::{Database, StoreError};
 use crate::schema::{knowledge_bases, knowledge_file_parts, knowledge_files};
+use crate::signals::WorkQueue;
 use crate::types::{DbTime, parse_named};
 
 /// Knowledge bases and files in the database.
 #[derive(Debug, Clone)]
 pub struct KnowledgeStore {
     db: Database,
+    vectors: std::sync::Arc<vectors::BaseVectorCache>,
 }
 
 impl KnowledgeStore {
-    /// A repository over `db`.
+    /// A repository over `db`, its bases' vectors kept in memory up to `cache_floats`
+    /// values ([`vectors`]).
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self::with_cache(db, vectors::DEFAULT_CACHE_FLOATS)
+    }
+
+    /// A repository whose vector cache holds at most `cache_floats` values.
+    pub fn with_cache(db: Database, cache_floats: usize) -> Self {
+        Self { db, vectors: std::sync::Arc::new(vectors::BaseVectorCache::new(cache_floats)) }
     }
 }
 
@@ -272,9 +282,14 @@ impl KnowledgeRepository for KnowledgeStore {
         let (tenant, base, sha256) =
             (row.tenant_id.clone(), row.knowledge_base_id.clone(), row.sha256.clone());
         match transaction!(self.db, conn => {
-            Ok(diesel::insert_into(knowledge_files::table).values(&row).execute(conn).await?)
+            diesel::insert_into(knowledge_files::table).values(&row).execute(conn).await?;
+            conn.announce(WorkQueue::Knowledge).await?;
+            Ok::<_, StoreError>(())
         }) {
-            Ok(_) => Ok(FileAdded::Added),
+            Ok(()) => {
+                self.db.stored(WorkQueue::Knowledge);
+                Ok(FileAdded::Added)
+            }
             Err(e) if e.is_unique_violation("knowledge_files_sha256_idx", "knowledge_files.sha256") => {
                 let existing: FileRow = with_conn!(self.db, conn => knowledge_files::table
                     .filter(knowledge_files::tenant_id.eq(&tenant))
@@ -338,6 +353,8 @@ impl KnowledgeRepository for KnowledgeStore {
             .execute(conn)
             .await?;
             if n > 0 {
+                // Its chunks went with it (ON DELETE CASCADE).
+                index::bump_base_version!(conn, &base)?;
                 diesel::delete(
                     knowledge_file_parts::table
                         .filter(knowledge_file_parts::tenant_id.eq(&tenant))

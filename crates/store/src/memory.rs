@@ -191,7 +191,7 @@ pub(crate) fn vector_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
+pub(crate) fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 

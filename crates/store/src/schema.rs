@@ -543,54 +543,9 @@ diesel::table! {
     }
 }
 
-diesel::table! {
-    use diesel::sql_types::*;
-    use crate::types::UtcTime;
+mod knowledge;
 
-    knowledge_bases (id) {
-        id -> Text,
-        tenant_id -> Text,
-        name -> Text,
-        description -> Nullable<Text>,
-        chunk_max_tokens -> Integer,
-        chunk_overlap_tokens -> Integer,
-        created_at -> UtcTime,
-        updated_at -> UtcTime,
-    }
-}
-
-diesel::table! {
-    use diesel::sql_types::*;
-    use crate::types::UtcTime;
-
-    knowledge_files (id) {
-        id -> Text,
-        tenant_id -> Text,
-        knowledge_base_id -> Text,
-        name -> Text,
-        media_type -> Text,
-        bytes -> BigInt,
-        sha256 -> Text,
-        status -> Text,
-        error -> Nullable<Text>,
-        pages -> Nullable<Integer>,
-        chunks -> Integer,
-        progress -> Double,
-        created_at -> UtcTime,
-        updated_at -> UtcTime,
-    }
-}
-
-diesel::table! {
-    knowledge_file_parts (file_id, part) {
-        file_id -> Text,
-        part -> Integer,
-        tenant_id -> Text,
-        content -> Binary,
-    }
-}
-
-diesel::joinable!(knowledge_files -> knowledge_bases (knowledge_base_id));
+pub use self::knowledge::{knowledge_bases, knowledge_chunks, knowledge_file_parts, knowledge_files};
 
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
@@ -626,4 +581,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     knowledge_bases,
     knowledge_files,
     knowledge_file_parts,
+    knowledge_chunks,
 );

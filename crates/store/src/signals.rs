@@ -1,7 +1,7 @@
 //! Wake-ups of the background workers when work is stored, so they need not poll for it.
 //!
-//! Every unit of work that stores work for a worker — a job, deliveries, an execution, or
-//! outbox events for the fan-out — signals its [`WorkQueue`] once it has committed: in-process
+//! Every unit of work that stores work for a worker — a job, deliveries, an execution, a
+//! knowledge file, or outbox events for the fan-out — signals its [`WorkQueue`] once it has committed: in-process
 //! at once ([`WorkSignals`]), and on PostgreSQL also to every other instance of the same
 //! database and schema, by a `NOTIFY` sent from the very transaction that stores the work (so
 //! it is delivered at commit, and never for work rolled back). Each instance keeps one
@@ -34,6 +34,8 @@ agentry_domain::string_enum! {
         Executions => "executions",
         /// Outbox events waiting for the webhook fan-out.
         Outbox => "outbox",
+        /// Knowledge files waiting for ingestion.
+        Knowledge => "knowledge",
     }
 }
 
@@ -47,7 +49,7 @@ impl WorkQueue {
 /// is busy is kept, so it looks again as soon as it is free: no signal is lost.
 #[derive(Debug, Default)]
 pub struct WorkSignals {
-    notifies: [Arc<Notify>; 4],
+    notifies: [Arc<Notify>; 5],
 }
 
 impl WorkSignals {

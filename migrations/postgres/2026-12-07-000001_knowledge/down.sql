@@ -1,3 +1,4 @@
+DROP TABLE knowledge_chunks;
 DROP TABLE knowledge_file_parts;
 DROP TABLE knowledge_files;
 DROP TABLE knowledge_bases;

@@ -17,7 +17,7 @@ crate::contract!(
     another_tenants_bases_files_and_contents_are_invisible_and_untouchable,
 );
 
-fn t0() -> DateTime<Utc> {
+pub(crate) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 7, 9, 0, 0).unwrap()
 }
 
@@ -25,7 +25,7 @@ fn tenant(n: &str) -> TenantId {
     TenantId::from_string(format!("ten_{n}"))
 }
 
-fn base(id: &str, tenant_n: &str, name: &str) -> KnowledgeBase {
+pub(crate) fn base(id: &str, tenant_n: &str, name: &str) -> KnowledgeBase {
     KnowledgeBase {
         id: KnowledgeBaseId::from_string(id),
         tenant_id: tenant(tenant_n),
@@ -39,7 +39,7 @@ fn base(id: &str, tenant_n: &str, name: &str) -> KnowledgeBase {
     }
 }
 
-fn file(id: &str, base: &KnowledgeBase, sha: &str, bytes: u64) -> KnowledgeFile {
+pub(crate) fn file(id: &str, base: &KnowledgeBase, sha: &str, bytes: u64) -> KnowledgeFile {
     KnowledgeFile {
         id: KnowledgeFileId::from_string(id),
         tenant_id: base.tenant_id.clone(),
@@ -58,7 +58,7 @@ fn file(id: &str, base: &KnowledgeBase, sha: &str, bytes: u64) -> KnowledgeFile 
     }
 }
 
-async fn setup(db: &Database) -> (KnowledgeStore, DbFileStore) {
+pub(crate) async fn setup(db: &Database) -> (KnowledgeStore, DbFileStore) {
     let accounts = AccountStore::new(db.clone());
     accounts.create_account(&super::accounts::account("1", "one@example.com")).await.unwrap();
     accounts.create_account(&super::accounts::account("2", "two@example.com")).await.unwrap();

@@ -13,6 +13,7 @@ mod executions;
 mod harness;
 mod jobs;
 mod knowledge;
+mod knowledge_index;
 mod leases;
 mod mcp_servers;
 mod memory;
