@@ -4,6 +4,7 @@
 //! - [`JwtAccessTokens`]: HS256 JWT access tokens with the algorithm pinned and `iss`, `aud`,
 //!   `typ`, `exp` validated;
 //! - [`RingSecrets`]: 256-bit random tokens and their SHA-256 digests;
+//! - [`RingDigests`]: SHA-256 of uploaded files, fed as they stream in;
 //! - [`AesGcmCipher`], [`RingHmac`]: secrets sealed at rest, and webhook signatures.
 
 mod cipher;
@@ -14,4 +15,4 @@ mod secrets;
 pub use cipher::{AesGcmCipher, RingHmac};
 pub use jwt::{JwtAccessTokens, JwtSettings};
 pub use password::{Argon2Hasher, HashingParams};
-pub use secrets::RingSecrets;
+pub use secrets::{RingDigests, RingSecrets};

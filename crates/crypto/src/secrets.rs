@@ -107,3 +107,44 @@ mod tests {
         assert_eq!(d.as_str(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }
+
+/// SHA-256 of uploads, as they stream in (`ring`'s digest context).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RingDigests;
+
+struct RingSha256(ring::digest::Context);
+
+impl agentry_domain::knowledge::ContentDigest for RingSha256 {
+    fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(self: Box<Self>) -> String {
+        self.0.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl agentry_domain::knowledge::DigestFactory for RingDigests {
+    fn sha256(&self) -> Box<dyn agentry_domain::knowledge::ContentDigest> {
+        Box::new(RingSha256(ring::digest::Context::new(&SHA256)))
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use agentry_domain::knowledge::DigestFactory as _;
+
+    use super::RingDigests;
+
+    #[test]
+    fn a_streamed_digest_is_the_sha256_of_the_whole() {
+        let mut d = RingDigests.sha256();
+        d.update(b"ab");
+        d.update(b"c");
+        assert_eq!(d.finish(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            RingDigests.sha256().finish(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

@@ -106,6 +106,8 @@ pub struct AppState {
     pub chat: ChatService,
     /// Memory.
     pub memory: MemoryService,
+    /// Knowledge bases.
+    pub knowledge: agentry_domain::knowledge::KnowledgeService,
     /// Credits and purchases.
     pub billing: BillingService,
     /// Outbound webhooks.
@@ -165,6 +167,7 @@ fn api_routes(cfg: &mut web::ServiceConfig) {
         .configure(routes::triggers::configure)
         .configure(routes::schedules::configure)
         .configure(routes::mcp_servers::configure)
+        .configure(routes::knowledge::configure)
         .configure(routes::integrations::configure)
         // Static segments under /webhooks before the subscriptions' `/webhooks/{webhook_id}`.
         .configure(routes::triggers::configure_calls)

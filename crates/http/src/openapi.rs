@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::routes::{
-    agents, api_keys, auth, automations, billing, chat, executions, health, integrations, mcp_servers,
-    memory, openai, recovery, schedules, team, triggers, webhooks, workflows,
+    agents, api_keys, auth, automations, billing, chat, executions, health, integrations, knowledge,
+    mcp_servers, memory, openai, recovery, schedules, team, triggers, webhooks, workflows,
 };
 use crate::schemas;
 use crate::settings::{Envelope, HttpSettings};
@@ -48,6 +48,9 @@ use crate::settings::{Envelope, HttpSettings};
         memory::add, memory::list, memory::get, memory::delete, memory::search, memory::add_documents,
         memory::delete_document, memory::consolidate, memory::store_upsert, memory::store_search,
         memory::store_get, memory::store_delete,
+        knowledge::list, knowledge::create, knowledge::get, knowledge::update, knowledge::delete,
+        knowledge::search_base, knowledge::search, knowledge::files::upload, knowledge::files::list,
+        knowledge::files::get, knowledge::files::content, knowledge::files::chunks, knowledge::files::delete,
         billing::overview, billing::ledger, billing::purchase,
         webhooks::list, webhooks::create, webhooks::get, webhooks::update, webhooks::delete,
         webhooks::secret, webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
@@ -70,6 +73,7 @@ use crate::settings::{Envelope, HttpSettings};
         (name = "agents", description = "Agents and chat"),
         (name = "mcp", description = "Remote MCP servers whose tools agents use"),
         (name = "memory", description = "Memory: Variant A (`/memory`) and Variant B (`/memory-stores/entries`)"),
+        (name = "knowledge", description = "Knowledge bases: uploaded files, ingested into searchable chunks that agents cite"),
         (name = "billing", description = "Plan, credits, ledger and purchases"),
         (name = "webhooks", description = "Outbound webhook subscriptions, signed deliveries, the delivery log"),
         (name = "workflows", description = "Workflows: steps run in order, with templates; their trigger URLs"),
@@ -136,6 +140,13 @@ const LINKS: &[Link] = &[
         "DeleteMemoryDocument",
         "deleteMemoryDocument",
         &[("document_id", "$response.body#{data}/documents/0/id")],
+    ),
+    (
+        "createKnowledgeBase",
+        "201",
+        "GetKnowledgeBase",
+        "getKnowledgeBase",
+        &[("knowledge_base_id", "$response.body#{data}/id")],
     ),
     ("createWebhook", "201", "GetWebhook", "getWebhook", &[("webhook_id", "$response.body#{data}/id")]),
     ("createWebhook", "201", "UpdateWebhook", "updateWebhook", &[("webhook_id", "$response.body#{data}/id")]),

@@ -1,5 +1,5 @@
 //! The background work of an instance: one loop per queue of durable work (jobs, webhook
-//! deliveries, workflow executions), the webhook fan-out, the schedules' ticker and the sweep
+//! deliveries, workflow executions, knowledge ingestion), the webhook fan-out, the schedules' ticker and the sweep
 //! of stale credit holds,
 //! all run by [`crate::workers::spawn_loop`], and the listener that wakes them when another
 //! instance stores work (PostgreSQL).
@@ -38,7 +38,7 @@ pub(crate) fn start_background_work(
         wake: Some(signals.waiter(queue)),
         wake_delay: Duration::ZERO,
     };
-    let queues: [(Arc<dyn Source>, Cadence); 5] = [
+    let queues: [(Arc<dyn Source>, Cadence); 6] = [
         (
             Arc::new(services.jobs.clone()),
             Cadence { wake_delay: MAIL_WAKE_DELAY, ..woken(WorkQueue::Jobs, config.job_poll_interval_ms) },
@@ -55,6 +55,7 @@ pub(crate) fn start_background_work(
             Arc::new(services.executions.clone()),
             woken(WorkQueue::Executions, config.workflow_poll_interval_ms),
         ),
+        (Arc::new(services.ingestion.clone()), woken(WorkQueue::Knowledge, config.job_poll_interval_ms)),
         (
             Arc::new(ScheduleTicks(services.state.schedules.clone())),
             Cadence { poll: poll(config.schedule_poll_interval_ms), wake: None, wake_delay: Duration::ZERO },

@@ -240,6 +240,10 @@ pub struct Config {
     /// Cosine similarity at and over which search counts a text as the same meaning; unset: the
     /// embedder's own calibration.
     pub embedding_similarity_ceiling: Option<f64>,
+    /// Most bytes of one file uploaded into a knowledge base.
+    pub knowledge_max_file_bytes: u64,
+    /// Knowledge files one instance ingests at once.
+    pub knowledge_ingestion_concurrency: u32,
     /// Most tokens of conversation history sent with a message.
     pub chat_history_tokens: u64,
     /// Balance below which `billing.credits.low` is emitted.
@@ -369,6 +373,8 @@ impl Default for Config {
             memory_recency_half_life_days: 30.0,
             embedding_similarity_floor: None,
             embedding_similarity_ceiling: None,
+            knowledge_max_file_bytes: 20 * 1024 * 1024,
+            knowledge_ingestion_concurrency: 2,
             chat_max_tokens: 1024,
             chat_history_tokens: 4000,
             credits_low_threshold: 100,
@@ -538,6 +544,12 @@ impl Config {
                 "AGENTRY_EMBEDDING_SIMILARITY_FLOOR must be under AGENTRY_EMBEDDING_SIMILARITY_CEILING"
             );
         }
+        anyhow::ensure!(
+            (1024..=1024 * 1024 * 1024).contains(&self.knowledge_max_file_bytes)
+                && (1..=64).contains(&self.knowledge_ingestion_concurrency),
+            "AGENTRY_KNOWLEDGE_MAX_FILE_BYTES must be from 1024 to 1073741824, and \
+             AGENTRY_KNOWLEDGE_INGESTION_CONCURRENCY from 1 to 64"
+        );
         anyhow::ensure!(
             (1..=agentry_domain::agents::MAX_COMPLETION_TOKENS).contains(&self.chat_max_tokens),
             "AGENTRY_CHAT_MAX_TOKENS must be between 1 and {}",

@@ -6,6 +6,7 @@ pub mod app;
 pub mod background;
 pub mod config;
 pub mod keys;
+pub mod knowledge;
 pub mod metrics;
 pub mod runner;
 pub mod services;

@@ -37,6 +37,21 @@ enum Command {
     /// Operator actions on memory.
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// Operator actions on knowledge bases.
+    #[command(subcommand)]
+    Knowledge(KnowledgeCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum KnowledgeCommand {
+    /// Queue every indexed file whose chunks were embedded by another model than the
+    /// configured one for ingestion again (its chunks stay searchable until the new ones
+    /// replace them); the running service's workers do the work.
+    Reindex {
+        /// Every indexed file, whatever model embedded it.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,6 +103,24 @@ async fn main() -> anyhow::Result<()> {
                 tracing::info!(done = total, "re-embedded");
             }
             tracing::info!(total, model = %memory.embedder().model().id, "memory reindexed");
+            Ok(())
+        }
+        Command::Knowledge(KnowledgeCommand::Reindex { all }) => {
+            let db = adapters::open_database(&config).await?;
+            db.migrate().await?;
+            let ids: std::sync::Arc<dyn agentry_domain::ids::IdGenerator> =
+                std::sync::Arc::new(agentry_server::system::UlidIds::default());
+            let clock: std::sync::Arc<dyn agentry_domain::time::Clock> =
+                std::sync::Arc::new(agentry_server::system::SystemClock);
+            let (knowledge, _) = agentry_server::knowledge::knowledge_services(
+                &config,
+                &db,
+                adapters::build_embedder(&config)?,
+                ids,
+                clock,
+            );
+            let queued = knowledge.reindex(all).await?;
+            tracing::info!(queued, "knowledge files queued for ingestion again");
             Ok(())
         }
         Command::Tenant(TenantCommand::SetPlan { tenant_id, plan }) => {

@@ -57,6 +57,8 @@ pub struct Services {
     pub deliveries: Worker<WebhookService>,
     /// The workflow executions.
     pub executions: Worker<ExecutionService>,
+    /// The ingestion of knowledge files.
+    pub ingestion: Worker<agentry_domain::knowledge::Ingestion>,
     /// The clock the services read.
     pub clock: Arc<dyn Clock>,
 }
@@ -124,6 +126,8 @@ pub fn build_services(
         Some(e) => e,
         None => build_embedder(config)?,
     };
+    let (knowledge, ingestion) =
+        crate::knowledge::knowledge_services(config, db, embedder.clone(), ids.clone(), clock.clone());
     let memory = memory_service(config, db, embedder, Some(clock.clone()));
     let members: Arc<dyn agentry_domain::tenancy::MemberRoles> = Arc::new(TeamStore::new(shared.db.clone()));
     let basic_steps = BasicSteps::new(
@@ -171,6 +175,7 @@ pub fn build_services(
         agents,
         chat,
         memory,
+        knowledge,
         billing,
         webhooks,
         workflows,
@@ -192,7 +197,7 @@ pub fn build_services(
         failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
         clock: clock.clone(),
     };
-    Ok(Services { state, jobs, deliveries, executions: executions_worker, clock })
+    Ok(Services { state, jobs, deliveries, executions: executions_worker, ingestion, clock })
 }
 
 /// Accounts, API keys and access, and recovery by e-mail (whose mail goes out as `jobs`).

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use super::chunking::ChunkLimits;
 use super::document::ParseLimits;
 use super::model::{KnowledgeBase, KnowledgeChunk, KnowledgeFile};
-use super::ports::{
-    DigestFactory, DocumentParser, FILE_PART_BYTES, FileStore, KnowledgeIndex, KnowledgeRepository,
-};
+use super::ports::{DigestFactory, DocumentParser, FileStore, KnowledgeIndex, KnowledgeRepository};
 use crate::ids::{IdGenerator, KnowledgeBaseId, KnowledgeFileId, TenantId};
 use crate::memory::EmbedError;
 use crate::memory::Embedder;
@@ -323,7 +321,8 @@ impl KnowledgeService {
         self.deps.repository.get_file(&caller.tenant_id, base, id).await?.ok_or(KnowledgeError::FileNotFound)
     }
 
-    /// Part `index` of a file's original bytes (parts of at most [`FILE_PART_BYTES`]), `None`
+    /// Part `index` of a file's original bytes (parts of at most
+    /// [`super::FILE_PART_BYTES`]), `None`
     /// past the last: a download streams them one by one. The caller checked the file with
     /// [`KnowledgeService::get_file`] first.
     ///
@@ -334,7 +333,6 @@ impl KnowledgeService {
         file: &KnowledgeFile,
         index: u32,
     ) -> Result<Option<Vec<u8>>, KnowledgeError> {
-        debug_assert!(FILE_PART_BYTES > 0);
         Ok(self.deps.files.get_part(&file.tenant_id, &file.id, index).await?)
     }
 

@@ -26,7 +26,7 @@ use crate::reply::{Reply, timestamp};
 use crate::routes::agents::PageQuery;
 
 mod documents;
-mod entries;
+pub(crate) mod entries;
 mod stores;
 
 pub use documents::*;

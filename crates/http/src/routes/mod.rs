@@ -10,6 +10,7 @@ pub mod chat;
 pub mod executions;
 pub mod health;
 pub mod integrations;
+pub mod knowledge;
 pub mod mcp;
 pub mod mcp_servers;
 pub mod memory;

@@ -16,6 +16,7 @@ mod executions;
 mod hardening;
 mod helpers;
 mod integrations;
+mod knowledge;
 mod limits;
 mod mail_budget;
 mod mcp;

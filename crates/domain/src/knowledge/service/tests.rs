@@ -9,6 +9,7 @@ use super::upload::RECOGNITION_BYTES;
 use super::*;
 use crate::events::EventPayload;
 use crate::ids::{MockIdGenerator, UserId};
+use crate::knowledge::FILE_PART_BYTES;
 use crate::knowledge::document::{MediaType, ParseError, ParsedDocument, Section};
 use crate::knowledge::ingestion::{Ingestion, IngestionSettings};
 use crate::knowledge::model::{FileStatus, StorageQuota};
