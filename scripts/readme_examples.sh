@@ -55,4 +55,5 @@ expect '"error":"unauthorized"'
 expect '"status":"ready"'
 expect '"chunks":1'
 expect '"key":"plan"'
+expect '"file_name":"refunds.md"'
 echo "README examples: every example ran as written"
