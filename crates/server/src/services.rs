@@ -132,6 +132,7 @@ pub fn build_services(
     let members: Arc<dyn agentry_domain::tenancy::MemberRoles> = Arc::new(TeamStore::new(shared.db.clone()));
     let basic_steps = BasicSteps::new(
         memory.clone(),
+        knowledge.clone(),
         guarded_client(
             config,
             Duration::from_secs(u64::from(agentry_domain::workflows::MAX_STEP_TIMEOUT_SECONDS)),

@@ -28,7 +28,7 @@ use crate::types::parse_stored;
 use crate::types::{DbJsonAs, DbTime};
 use crate::vectors::{self, CachedVector, Load, Sync, VectorCache};
 
-mod lexical;
+pub(crate) mod lexical;
 
 use lexical::CommonTerms;
 

@@ -137,6 +137,8 @@ impl StorageQuota {
 /// # Errors
 /// A field error on `name`.
 pub fn base_name(raw: &str) -> Result<String, FieldError> {
+    // The limit holds for the name as sent, before it is trimmed.
+    check_length(raw, 1, MAX_NAME_CHARS, "name")?;
     let name = raw.trim();
     check_text(name, "name", TextKind::SingleLine)?;
     check_length(name, 1, MAX_NAME_CHARS, "name")?;

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::agents::ChatReply;
 use crate::ids::{AgentId, DocumentId};
+use crate::knowledge::KnowledgeHit;
 use crate::memory::SearchHit;
 use crate::memory::model::MemoryEntry;
 use crate::time::rfc3339;
@@ -123,6 +124,55 @@ impl From<ChatReply> for ChatOutput {
 pub struct MemorySearchOutput {
     /// Best first.
     pub results: Vec<MemoryHit>,
+}
+
+/// A `knowledge_search` step's output: what `POST /knowledge/search` answers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KnowledgeSearchOutput {
+    /// Best first.
+    pub results: Vec<KnowledgeHitOutput>,
+}
+
+/// One chunk a knowledge search found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KnowledgeHitOutput {
+    /// The chunk.
+    pub chunk_id: String,
+    /// Its base.
+    pub knowledge_base_id: String,
+    /// Its file.
+    pub file_id: String,
+    /// The file's name.
+    pub file_name: String,
+    /// The page, for paged formats.
+    pub page: Option<u32>,
+    /// The headings it sits under.
+    pub headings: Vec<String>,
+    /// Its text.
+    pub text: String,
+    /// 0–1, higher is better.
+    pub score: f64,
+    /// Its place among the nearest vectors.
+    pub vector_rank: Option<usize>,
+    /// Its place in the full-text ranking.
+    pub lexical_rank: Option<usize>,
+}
+
+impl From<KnowledgeHit> for KnowledgeHitOutput {
+    fn from(h: KnowledgeHit) -> Self {
+        Self {
+            chunk_id: h.chunk.id.into_string(),
+            knowledge_base_id: h.chunk.knowledge_base_id.into_string(),
+            file_id: h.chunk.file_id.into_string(),
+            file_name: h.file_name,
+            page: h.chunk.page,
+            headings: h.chunk.headings,
+            text: h.chunk.text,
+            score: h.ranking.score,
+            vector_rank: h.ranking.candidate.vector_rank,
+            lexical_rank: h.ranking.candidate.lexical_rank,
+        }
+    }
 }
 
 /// One search result with the parts of its score.

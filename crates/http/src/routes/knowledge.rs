@@ -65,6 +65,30 @@ fn text(field: &str, raw: Value) -> Result<String, FieldError> {
     }
 }
 
+/// A list of ids, as the document describes it: one-line strings, at most `max`.
+fn id_list_schema(min: usize, max: usize, nullable: bool) -> utoipa::openapi::schema::ArrayBuilder {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+    let item = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(128))
+        .pattern(Some(crate::schemas::ONE_LINE));
+    let kind = if nullable {
+        SchemaType::from_iter([Type::Array, Type::Null])
+    } else {
+        SchemaType::new(Type::Array)
+    };
+    ArrayBuilder::new().schema_type(kind).items(item).min_items(Some(min)).max_items(Some(max))
+}
+
+fn file_ids_schema() -> utoipa::openapi::schema::ArrayBuilder {
+    id_list_schema(0, MAX_SEARCH_FILES, true)
+}
+
+fn base_ids_schema() -> utoipa::openapi::schema::ArrayBuilder {
+    id_list_schema(1, MAX_SEARCH_BASES, false)
+}
+
 fn ids<T>(
     field: &str,
     raw: Value,
@@ -85,6 +109,13 @@ fn ids<T>(
     let mut seen = std::collections::HashSet::new();
     for item in items {
         let Value::String(id) = item else { return Err(wrong()) };
+        if id.is_empty() || id.chars().count() > 128 {
+            return Err(FieldError::new(
+                field,
+                FieldErrorKind::InvalidValue,
+                format!("{field} holds an id that is empty or longer than 128 characters"),
+            ));
+        }
         if seen.insert(id.clone()) {
             out.push(parse(id, field)?);
         }
@@ -120,7 +151,7 @@ pub struct CreateKnowledgeBaseRequest {
         extensions(("x-text" = json!("name"))), example = "Employee handbook")]
     pub name: Option<Value>,
     /// What it holds, up to 2,000 characters.
-    #[schema(value_type = Option<String>, max_length = 2000)]
+    #[schema(value_type = Option<String>, max_length = 2000, extensions(("x-text" = json!("long-text"))))]
     pub description: Option<Value>,
     /// How its files are cut.
     pub chunking: Option<ChunkingRequest>,
@@ -130,12 +161,13 @@ pub struct CreateKnowledgeBaseRequest {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateKnowledgeBaseRequest {
-    /// A new name.
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 100)]
+    /// A new name (never null).
+    #[schema(value_type = String, required = false, min_length = 1, max_length = 100,
+        extensions(("x-text" = json!("name"))))]
     #[serde(default)]
     pub name: Patch<Value>,
     /// A new description; null clears it.
-    #[schema(value_type = Option<String>, max_length = 2000)]
+    #[schema(value_type = Option<String>, max_length = 2000, extensions(("x-text" = json!("long-text"))))]
     #[serde(default)]
     pub description: Patch<Value>,
     /// New chunking.
@@ -324,13 +356,14 @@ pub async fn delete(
 #[serde(deny_unknown_fields)]
 pub struct SearchBaseRequest {
     /// What to find: 1–4,000 characters, not blank.
-    #[schema(required = true, value_type = String, min_length = 1, max_length = 4000, example = "how many days off do I get")]
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 4000,
+        extensions(("x-text" = json!("message"))), example = "how many days off do I get")]
     pub query: Option<Value>,
     /// Results, 1–50 (default 5).
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 50)]
     pub top_k: Option<JsonInt>,
-    /// Only these files of the base (up to 100).
-    #[schema(value_type = Option<Vec<String>>, max_items = 100)]
+    /// Only these files of the base (up to 100 ids).
+    #[schema(schema_with = file_ids_schema)]
     pub file_ids: Option<Value>,
     /// Results scoring under this are left out, 0–1 (default 0.34; 0 keeps every candidate).
     #[schema(minimum = 0, maximum = 1, example = 0.34)]
@@ -342,10 +375,11 @@ pub struct SearchBaseRequest {
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     /// What to find: 1–4,000 characters, not blank.
-    #[schema(required = true, value_type = String, min_length = 1, max_length = 4000)]
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 4000,
+        extensions(("x-text" = json!("message"))))]
     pub query: Option<Value>,
     /// The bases searched: 1–20 of your tenant's.
-    #[schema(required = true, value_type = Vec<String>, min_items = 1, max_items = 20)]
+    #[schema(required = true, schema_with = base_ids_schema)]
     pub knowledge_base_ids: Option<Value>,
     /// Results, 1–50 (default 5).
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 50)]

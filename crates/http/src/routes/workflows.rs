@@ -46,7 +46,8 @@ pub struct CreateWorkflowRequest {
     #[schema(max_length = 2000, extensions(("x-text" = json!("long-text"))))]
     pub description: Option<String>,
     /// The steps, run in order: 1–50 objects `{id, type, …parameters}`; `type` is one of
-    /// `transform`, `agent_chat`, `http_request`, `memory_search`, `memory_add`. Every string
+    /// `transform`, `agent_chat`, `http_request`, `memory_search`, `memory_add`,
+    /// `knowledge_search`. Every string
     /// inside a parameter is a template reading `input.*` and `steps.<earlier id>.output.*`.
     #[schema(required = true, schema_with = crate::schemas::workflow_steps,
         example = json!([{"id": "greet", "type": "transform", "output": "Hello {{ input.name }}"}]))]

@@ -1,16 +1,19 @@
 //! [`BasicSteps`]: the steps that need neither chat nor executions.
 
+use agentry_domain::knowledge::{KnowledgeQuery, KnowledgeService};
 use agentry_domain::memory::model::content;
 use agentry_domain::memory::ranking::DEFAULT_MIN_SCORE;
 use agentry_domain::memory::{MemoryFilter, MemoryService, NewMemory, SearchQuery};
 use agentry_domain::tenancy::Principal;
 use agentry_domain::webhooks::model::check_url;
-use agentry_domain::workflows::outputs::{MemoryEntryOutput, MemoryHit, MemorySearchOutput};
+use agentry_domain::workflows::outputs::{
+    KnowledgeHitOutput, KnowledgeSearchOutput, MemoryEntryOutput, MemoryHit, MemorySearchOutput,
+};
 use agentry_domain::workflows::{HttpMethod, StepAction, StepFailure};
 use agentry_egress::{EgressRequest, Method, WebhookClient};
 use serde_json::{Map, Value, json};
 
-/// Results a `memory_search` step returns when it does not say.
+/// Results a `memory_search` or `knowledge_search` step returns when it does not say.
 const DEFAULT_TOP_K: usize = 5;
 
 /// Performs the steps that need neither chat nor executions: transforms, memory and the
@@ -18,6 +21,7 @@ const DEFAULT_TOP_K: usize = 5;
 #[derive(Clone)]
 pub struct BasicSteps {
     memory: MemoryService,
+    knowledge: KnowledgeService,
     http: WebhookClient,
     allow_insecure: bool,
 }
@@ -29,10 +33,15 @@ impl std::fmt::Debug for BasicSteps {
 }
 
 impl BasicSteps {
-    /// Steps over `memory`; `http` sends `http_request` steps, to `https` URLs only unless
-    /// `allow_insecure`.
-    pub fn new(memory: MemoryService, http: WebhookClient, allow_insecure: bool) -> Self {
-        Self { memory, http, allow_insecure }
+    /// Steps over `memory` and `knowledge`; `http` sends `http_request` steps, to `https`
+    /// URLs only unless `allow_insecure`.
+    pub fn new(
+        memory: MemoryService,
+        knowledge: KnowledgeService,
+        http: WebhookClient,
+        allow_insecure: bool,
+    ) -> Self {
+        Self { memory, knowledge, http, allow_insecure }
     }
 
     /// Performs a step other than `agent_chat`.
@@ -64,6 +73,20 @@ impl BasicSteps {
                 let results = self.memory.search(caller, query).await.map_err(|e| fail(&e))?;
                 to_json(MemorySearchOutput {
                     results: results.hits.into_iter().map(MemoryHit::from).collect(),
+                })
+            }
+            StepAction::KnowledgeSearch { knowledge_base_ids, query, top_k } => {
+                let text = content(&query, "query").map_err(|e| fail(&e))?;
+                let query = KnowledgeQuery {
+                    text,
+                    bases: knowledge_base_ids,
+                    files: Vec::new(),
+                    top_k: top_k.map_or(DEFAULT_TOP_K, |k| k as usize),
+                    min_score: None,
+                };
+                let hits = self.knowledge.search(caller, query).await.map_err(|e| fail(&e))?;
+                to_json(KnowledgeSearchOutput {
+                    results: hits.into_iter().map(KnowledgeHitOutput::from).collect(),
                 })
             }
             StepAction::MemoryAdd { content: text, memory_type, agent_id, metadata } => {

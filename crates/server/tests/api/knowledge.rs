@@ -124,6 +124,24 @@ async fn uploaded_files_are_indexed_and_a_paraphrase_finds_the_right_page() {
             assert_eq!(found["results"][0]["page"], 3);
             assert!(search(&app, &token, &base, "recipe for chocolate banana bread").await.is_empty());
 
+            // A workflow's `knowledge_search` step answers as the route does.
+            let workflow = json!({"name": "Lookup", "steps": [{
+                "id": "find", "type": "knowledge_search", "knowledge_base_ids": ["{{ input.kb }}"],
+                "query": "{{ input.question }}", "top_k": 2
+            }]});
+            let r = app.post_json_with_token("/api/v1/workflows", &token, &workflow).await;
+            let workflow = json_with_status(r, 201).await["id"].as_str().unwrap().to_owned();
+            let input = json!({"input": {"kb": base, "question": "What should staff do when a computer gets stolen?"}});
+            let r = app.post_json_with_token(&format!("/api/v1/workflows/{workflow}/execute"), &token, &input).await;
+            let started = json_with_status(r, 202).await;
+            app.drain().await;
+            let execution = started["execution_id"].as_str().unwrap();
+            let r = app.get_with_token(&format!("/api/v1/executions/{execution}"), &token).await;
+            let shown = json_with_status(r, 200).await;
+            assert_eq!(shown["status"], "completed", "{shown}");
+            let output = &shown["steps"][0]["output"];
+            assert_eq!((output["results"][0]["file_name"].as_str(), output["results"][0]["page"].as_u64()), (Some("handbook.pdf"), Some(3)), "{output}");
+
             let tenant = app.tenant_of(&token).await;
             let indexed = app
                 .events(&tenant)

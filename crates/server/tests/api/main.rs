@@ -17,6 +17,7 @@ mod hardening;
 mod helpers;
 mod integrations;
 mod knowledge;
+mod knowledge_durability;
 mod limits;
 mod mail_budget;
 mod mcp;

@@ -408,15 +408,7 @@ impl KnowledgeIndex for KnowledgeStore {
             Backend::Sqlite => (SQLITE_LEXICAL, " OR "),
             Backend::Postgres => (PG_LEXICAL, " | "),
         };
-        // FTS5 wants quoted strings (never read as operators); PostgreSQL lexemes.
-        let terms: Vec<String> = match self.db.backend() {
-            Backend::Sqlite => terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect(),
-            Backend::Postgres => terms
-                .iter()
-                .map(|t| t.chars().filter(|c| c.is_alphanumeric()).collect::<String>())
-                .filter(|t| !t.is_empty())
-                .collect(),
-        };
+        let terms = crate::memory::lexical::match_terms(self.db.backend(), terms);
         if terms.is_empty() {
             return Ok(Vec::new());
         }

@@ -78,6 +78,20 @@ const PG_LEXICAL: &str = "SELECT id FROM memory_entries \
 /// `docs/performance.md`).
 const PG_CUSTOM_PLANS: &str = "SET LOCAL plan_cache_mode = force_custom_plan";
 
+/// Search terms as each backend's full-text query takes them: FTS5 quoted strings (quoted, a
+/// term is never read as an operator); PostgreSQL lexemes (stemmed and stripped of stop words
+/// by the `english` configuration), of letters and digits only. Terms left empty are dropped.
+pub(crate) fn match_terms(backend: Backend, terms: &[String]) -> Vec<String> {
+    match backend {
+        Backend::Sqlite => terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect(),
+        Backend::Postgres => terms
+            .iter()
+            .map(|t| t.chars().filter(|c| c.is_alphanumeric()).collect::<String>())
+            .filter(|t| !t.is_empty())
+            .collect(),
+    }
+}
+
 impl MemoryStore {
     /// The ids of the entries in `filter` that match `terms`, best first, at most `limit`.
     pub(super) async fn lexical_ids(
@@ -94,20 +108,11 @@ impl MemoryStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        // FTS5 wants quoted strings (quoted, a term is never read as an operator); PostgreSQL
-        // lexemes (stemmed and stripped of stop words by the `english` configuration).
         let (sql, count_sql, any, all) = match self.db.backend() {
             Backend::Sqlite => (SQLITE_LEXICAL, SQLITE_TERM_COUNT, " OR ", " AND "),
             Backend::Postgres => (PG_LEXICAL, PG_TERM_COUNT, " | ", " & "),
         };
-        let terms: Vec<String> = match self.db.backend() {
-            Backend::Sqlite => terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect(),
-            Backend::Postgres => terms
-                .iter()
-                .map(|t| t.chars().filter(|c| c.is_alphanumeric()).collect::<String>())
-                .filter(|t| !t.is_empty())
-                .collect(),
-        };
+        let terms = match_terms(self.db.backend(), terms);
         if terms.is_empty() {
             return Ok(Vec::new());
         }

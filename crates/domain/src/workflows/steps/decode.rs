@@ -9,8 +9,8 @@ pub(super) use crate::decode::{Fault, fault, field_names, missing};
 use crate::decode::{Refusal, read, read_fields};
 
 use super::{
-    AgentChatStep, HttpRequestStep, MemoryAddStep, MemorySearchStep, Step, StepId, StepKind, StepType,
-    TimeoutSeconds, TransformStep, references,
+    AgentChatStep, HttpRequestStep, KnowledgeSearchStep, MemoryAddStep, MemorySearchStep, Step, StepId,
+    StepKind, StepType, TimeoutSeconds, TransformStep, references,
 };
 use crate::validation::{FieldError, FieldErrorKind};
 
@@ -117,5 +117,8 @@ fn kind(
             read_as::<MemorySearchStep>(params, at, &takes, refused, StepKind::MemorySearch)
         }
         StepType::MemoryAdd => read_as::<MemoryAddStep>(params, at, &takes, refused, StepKind::MemoryAdd),
+        StepType::KnowledgeSearch => {
+            read_as::<KnowledgeSearchStep>(params, at, &takes, refused, StepKind::KnowledgeSearch)
+        }
     }
 }

@@ -65,6 +65,8 @@ crate::string_enum! {
         MemorySearch => "memory_search",
         /// Adds a memory entry.
         MemoryAdd => "memory_add",
+        /// Searches knowledge bases.
+        KnowledgeSearch => "knowledge_search",
     }
 }
 
@@ -78,6 +80,7 @@ impl StepType {
             Self::HttpRequest => decode::field_names::<HttpRequestStep>(),
             Self::MemorySearch => decode::field_names::<MemorySearchStep>(),
             Self::MemoryAdd => decode::field_names::<MemoryAddStep>(),
+            Self::KnowledgeSearch => decode::field_names::<KnowledgeSearchStep>(),
         }
     }
 }
@@ -295,6 +298,8 @@ pub enum StepKind {
     MemorySearch(MemorySearchStep),
     /// `memory_add`.
     MemoryAdd(MemoryAddStep),
+    /// `knowledge_search`.
+    KnowledgeSearch(KnowledgeSearchStep),
 }
 
 impl StepKind {
@@ -306,6 +311,7 @@ impl StepKind {
             Self::HttpRequest(_) => StepType::HttpRequest,
             Self::MemorySearch(_) => StepType::MemorySearch,
             Self::MemoryAdd(_) => StepType::MemoryAdd,
+            Self::KnowledgeSearch(_) => StepType::KnowledgeSearch,
         }
     }
 }
@@ -363,6 +369,22 @@ pub struct MemorySearchStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<TopK>,
 }
+
+/// A `knowledge_search` step: searches knowledge bases of the tenant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeSearchStep {
+    /// The bases: a list of ids, or a template rendering to one (or to one id).
+    pub knowledge_base_ids: JsonTemplate,
+    /// The text to find.
+    pub query: Text,
+    /// How many results, 1–[`MAX_KNOWLEDGE_TOP_K`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<TopK>,
+}
+
+/// Most results of a `knowledge_search` step (knowledge search's own limit).
+pub const MAX_KNOWLEDGE_TOP_K: u32 = 50;
 
 /// A `memory_add` step: adds a memory entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,8 +7,8 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::params::{Headers, JsonTemplate, Metadata, Template, Text, TextValue, TopK};
-use super::{HttpMethod, MAX_TOP_K, Step, StepKind};
-use crate::ids::AgentId;
+use super::{HttpMethod, MAX_KNOWLEDGE_TOP_K, MAX_TOP_K, Step, StepKind};
+use crate::ids::{AgentId, KnowledgeBaseId};
 use crate::memory::MemoryType;
 use crate::workflows::template::{RenderError, Renderer, TemplateContext};
 
@@ -50,6 +50,15 @@ pub enum StepAction {
         /// Only memories of this type.
         memory_type: Option<MemoryType>,
         /// How many results, 1–[`MAX_TOP_K`] (default: memory search's).
+        top_k: Option<u32>,
+    },
+    /// Search knowledge bases; output `{results}`.
+    KnowledgeSearch {
+        /// The bases (at least one).
+        knowledge_base_ids: Vec<KnowledgeBaseId>,
+        /// The text to find.
+        query: String,
+        /// How many results, 1–[`MAX_KNOWLEDGE_TOP_K`] (default: knowledge search's).
         top_k: Option<u32>,
     },
     /// Add a memory entry; output the entry.
@@ -104,6 +113,19 @@ impl Step {
                     .flatten(),
                 top_k: s.top_k.as_ref().map(|k| k.render(&r)).transpose()?.flatten(),
             },
+            StepKind::KnowledgeSearch(s) => StepAction::KnowledgeSearch {
+                knowledge_base_ids: base_ids(&s.knowledge_base_ids.render(&r, "knowledge_base_ids")?)?,
+                query: s.query.render(&r, "query")?,
+                top_k: match s.top_k.as_ref().map(|k| k.render(&r)).transpose()?.flatten() {
+                    Some(k) if k > MAX_KNOWLEDGE_TOP_K => {
+                        return Err(RenderError::new(
+                            "top_k",
+                            format!("top_k must be from 1 to {MAX_KNOWLEDGE_TOP_K}"),
+                        ));
+                    }
+                    k => k,
+                },
+            },
             StepKind::MemoryAdd(s) => StepAction::MemoryAdd {
                 content: s.content.render(&r, "content")?,
                 memory_type: s.memory_type.render(&r, "memory_type")?,
@@ -112,6 +134,29 @@ impl Step {
             },
         })
     }
+}
+
+/// The bases a `knowledge_search` step names: a list of ids (or one id), 1–20 of them.
+fn base_ids(value: &Value) -> Result<Vec<KnowledgeBaseId>, RenderError> {
+    const PATH: &str = "knowledge_base_ids";
+    let wrong = || RenderError::new(PATH, "knowledge_base_ids must be a list of knowledge base ids");
+    let ids: Vec<&str> = match value {
+        Value::String(id) => vec![id.as_str()],
+        Value::Array(items) => {
+            items.iter().map(|v| v.as_str().ok_or_else(wrong)).collect::<Result<_, _>>()?
+        }
+        _ => return Err(wrong()),
+    };
+    if ids.is_empty() || ids.len() > 20 {
+        return Err(RenderError::new(PATH, "knowledge_base_ids must name 1 to 20 bases"));
+    }
+    ids.into_iter()
+        .map(|id| {
+            crate::validation::check_path_id(id, PATH)
+                .map(|()| KnowledgeBaseId::from_string(id))
+                .map_err(|e| RenderError::new(PATH, e.message))
+        })
+        .collect()
 }
 
 impl<T: TextValue> Text<T> {

@@ -445,6 +445,7 @@ fn one_of_each() -> Vec<Value> {
                "top_k": 3}),
         json!({"id": "a", "type": "memory_add", "content": "c", "memory_type": "episodic", "agent_id": "agt_1",
                "metadata": {"k": "v"}}),
+        json!({"id": "k", "type": "knowledge_search", "knowledge_base_ids": ["kb_1"], "query": "q", "top_k": 2}),
     ]
 }
 
@@ -583,4 +584,33 @@ fn literal_values_are_kept_as_written_and_read_when_rendered() {
             top_k: Some(7)
         }
     );
+}
+
+#[test]
+fn a_knowledge_search_names_its_bases_as_a_list_or_a_template() {
+    use crate::ids::KnowledgeBaseId;
+    let steps = validate_steps(&json!([
+        {"id": "a", "type": "knowledge_search", "knowledge_base_ids": ["kb_1", "{{ input.other }}"], "query": "{{ input.q }}", "top_k": 3},
+        {"id": "b", "type": "knowledge_search", "knowledge_base_ids": "{{ input.bases }}", "query": "q"},
+        {"id": "c", "type": "knowledge_search", "knowledge_base_ids": [], "query": "q", "top_k": 51},
+    ]))
+    .unwrap();
+    let ctx = TemplateContext::new(json!({"other": "kb_2", "q": "leave", "bases": ["kb_3"]}));
+    let kb = |id: &str| KnowledgeBaseId::from_string(id);
+    assert_eq!(
+        steps[0].render(&ctx, None).unwrap(),
+        StepAction::KnowledgeSearch {
+            knowledge_base_ids: vec![kb("kb_1"), kb("kb_2")],
+            query: "leave".into(),
+            top_k: Some(3)
+        }
+    );
+    assert_eq!(
+        steps[1].render(&ctx, None).unwrap(),
+        StepAction::KnowledgeSearch { knowledge_base_ids: vec![kb("kb_3")], query: "q".into(), top_k: None }
+    );
+    let refused = steps[2].render(&ctx, None).unwrap_err();
+    assert!(refused.to_string().contains("knowledge_base_ids"), "{refused}");
+    let missing = errors(json!([{"id": "d", "type": "knowledge_search", "query": "q"}]));
+    assert_eq!(missing[0].field, "steps[0].knowledge_base_ids");
 }

@@ -45,6 +45,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
+/// Most bytes of a form's fields other than `file`, together.
+const MAX_OTHER_FIELD_BYTES: usize = 64 * 1024;
+
 /// Most files one upload request carries.
 pub const MAX_FILES_PER_UPLOAD: usize = 20;
 
@@ -58,7 +61,7 @@ const REFUSED_UPLOAD_DRAIN_BYTES: usize = 8 * 1024 * 1024;
 pub struct UploadForm {
     /// The files, each a part named `file` with its file name: PDF, DOCX, HTML, Markdown,
     /// plain text or CSV, recognised by content; up to 20 per request.
-    #[schema(value_type = Vec<String>, format = Binary)]
+    #[schema(value_type = Vec<String>, format = Binary, required = true, min_items = 1, max_items = 20)]
     pub file: Vec<Vec<u8>>,
 }
 
@@ -175,7 +178,7 @@ async fn drain(form: &mut Multipart) {
 }
 
 /// Upload files into a knowledge base: `multipart/form-data` with one or more parts named
-/// `file`. Each is stored as it streams in, recognised by its content, and queued for
+/// `file` (parts of other names are read past). Each is stored as it streams in, recognised by its content, and queued for
 /// ingestion (`status` then moves to `processing` and `indexed`, or `failed` with its reason).
 /// The same bytes uploaded again answer the existing file with `duplicate: true`. Needs
 /// `knowledge:write`.
@@ -190,7 +193,7 @@ async fn drain(form: &mut Multipart) {
         (status = 404, description = "`not_found`: no such base in your tenant"),
         (status = 413, description = "`payload_too_large`: a file is larger than `AGENTRY_KNOWLEDGE_MAX_FILE_BYTES` (20 MiB)"),
         (status = 415, description = "`unsupported_media_type`: a file is not PDF, DOCX, HTML, Markdown, text or CSV, or not what its name says; or the body is not multipart/form-data"),
-        (status = 422, description = "`validation_error`: a part not named `file`, without a file name, or no file at all"),
+        (status = 422, description = "`validation_error`: a `file` part without a file name, more than 20 files, a broken form, or no `file` part at all"),
     )
 )]
 pub async fn upload(
@@ -201,15 +204,18 @@ pub async fn upload(
     payload: web::Payload,
 ) -> Result<Reply<UploadResponse>, ApiError> {
     let base = base_id(path.into_inner(), "knowledge_base_id")?;
-    let multipart = req
+    // A form with its boundary, or nothing is read.
+    let form_type = req
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("multipart/form-data"));
-    if !multipart {
+        .and_then(|v| v.parse::<actix_web::mime::Mime>().ok())
+        .filter(|m| m.type_() == actix_web::mime::MULTIPART && m.subtype() == actix_web::mime::FORM_DATA);
+    if form_type.is_none_or(|m| m.get_param(actix_web::mime::BOUNDARY).is_none_or(|b| b.as_str().is_empty()))
+    {
         return Err(ApiError::new(
             ErrorCode::UnsupportedMediaType,
-            "upload files as multipart/form-data, one part named `file` per file",
+            "upload files as multipart/form-data (with its boundary), one part named `file` per file",
         ));
     }
     let mut form = Multipart::new(req.headers(), payload);
@@ -241,13 +247,24 @@ async fn receive(
     form: &mut Multipart,
     stored: &mut Vec<UploadedFile>,
 ) -> Result<(), ApiError> {
+    let mut other_bytes = 0;
     while let Some(field) = form.next().await {
         let mut field = field.map_err(|e| form_error(format!("the form cannot be read: {e}")))?;
         if field.name() != Some("file") {
-            return Err(form_error(format!(
-                "each part must be named `file` (found {:?})",
-                field.name().unwrap_or_default()
-            )));
+            // A form may carry other fields (a browser's, a client's): they are read past, up
+            // to a bound, so that no body streams on for ever outside the files' limits.
+            while let Some(chunk) = field.next().await {
+                other_bytes += chunk.map_err(|e| form_error(format!("the form cannot be read: {e}")))?.len();
+                if other_bytes > MAX_OTHER_FIELD_BYTES {
+                    return Err(ApiError::new(
+                        ErrorCode::PayloadTooLarge,
+                        format!(
+                            "the form's fields other than `file` hold more than {MAX_OTHER_FIELD_BYTES} bytes"
+                        ),
+                    ));
+                }
+            }
+            continue;
         }
         if stored.len() == MAX_FILES_PER_UPLOAD {
             return Err(form_error(format!("at most {MAX_FILES_PER_UPLOAD} files per upload")));
