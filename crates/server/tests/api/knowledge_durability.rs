@@ -52,7 +52,7 @@ async fn ingestion_survives_a_kill(database_url: &str) {
     )
     .await;
     let kb = kb["id"].as_str().unwrap().to_owned();
-    let form = Form::new().part("file", Part::bytes(large_markdown(1500)).file_name("inventory.md"));
+    let form = Form::new().part("file", Part::bytes(large_markdown(600)).file_name("inventory.md"));
     let r = client
         .post(format!("{base}/api/v1/knowledge-bases/{kb}/files"))
         .bearer_auth(&token)
@@ -94,8 +94,9 @@ async fn ingestion_survives_a_kill(database_url: &str) {
 
     // Whole, once: as many chunks as the file says, numbered 0..n without a gap or a repeat.
     let n = seen["chunks"].as_u64().unwrap();
-    assert!(n >= 100, "{seen}");
+    assert!(n >= 50, "{seen}");
     let mut indices = Vec::new();
+    let mut texts = String::new();
     let mut skip = 0;
     loop {
         let page =
@@ -106,15 +107,12 @@ async fn ingestion_survives_a_kill(database_url: &str) {
             break;
         }
         indices.extend(items.iter().map(|c| c["index"].as_u64().unwrap()));
+        texts.extend(items.iter().map(|c| c["text"].as_str().unwrap().to_owned()));
         skip += items.len();
     }
     assert_eq!(indices, (0..n).collect::<Vec<_>>());
-    let search = client.post(format!("{base}/api/v1/knowledge-bases/{kb}/search"));
-    let found =
-        answer(search.bearer_auth(&token).json(&json!({"query": "part number P-01234", "top_k": 3}))).await;
-    let texts: Vec<&str> =
-        found["results"].as_array().unwrap().iter().map(|h| h["text"].as_str().unwrap()).collect();
-    assert!(texts.iter().any(|t| t.contains("P-01234")), "{found}");
+    // Every section made it, the first and the last.
+    assert!(texts.contains("part number P-00000") && texts.contains("part number P-00599"));
 }
 
 #[tokio::test]
