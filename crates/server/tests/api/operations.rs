@@ -66,7 +66,10 @@ async fn a_workflow_steps_schema_takes_each_types_parameters_and_nothing_else() 
             wanted.sort_unstable();
             assert_eq!(names, wanted, "{request}: {step_type}");
         }
-        assert_eq!(seen, ["transform", "agent_chat", "http_request", "memory_search", "memory_add"]);
+        assert_eq!(
+            seen,
+            ["transform", "agent_chat", "http_request", "memory_search", "memory_add", "knowledge_search"]
+        );
     }
 }
 
