@@ -37,7 +37,6 @@ pub fn knowledge_services(
             similarity: similarity_scale(config, &provider),
             ..KnowledgeSettings::default().ranking
         },
-        parse_limits: limits,
         ..KnowledgeSettings::default()
     };
     let deps = KnowledgeDeps {
@@ -56,7 +55,6 @@ pub fn knowledge_services(
         Arc::new(Cl100kTokens::default()),
         IngestionSettings {
             concurrency: config.knowledge_ingestion_concurrency,
-            embed_batch: settings.embed_batch,
             ..IngestionSettings::default()
         },
     );

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use super::chunking::ChunkLimits;
-use super::document::ParseLimits;
 use super::model::{KnowledgeBase, KnowledgeChunk, KnowledgeFile};
 use super::ports::{DigestFactory, DocumentParser, FileStore, KnowledgeIndex, KnowledgeRepository};
 use crate::ids::{IdGenerator, KnowledgeBaseId, KnowledgeFileId, TenantId};
@@ -82,10 +81,6 @@ pub struct KnowledgeSettings {
     pub min_score: f64,
     /// Candidates each retriever contributes before fusion.
     pub candidates: usize,
-    /// Texts embedded per call during ingestion.
-    pub embed_batch: usize,
-    /// What a parser may spend on one file.
-    pub parse_limits: ParseLimits,
 }
 
 impl Default for KnowledgeSettings {
@@ -99,8 +94,6 @@ impl Default for KnowledgeSettings {
             },
             min_score: DEFAULT_MIN_SCORE,
             candidates: 100,
-            embed_batch: 32,
-            parse_limits: ParseLimits::default(),
         }
     }
 }
@@ -176,11 +169,6 @@ impl KnowledgeService {
     /// Its settings.
     pub fn settings(&self) -> &KnowledgeSettings {
         &self.settings
-    }
-
-    /// Its dependencies (the ingestion worker shares them).
-    pub fn deps(&self) -> &KnowledgeDeps {
-        &self.deps
     }
 
     /// Creates a base.

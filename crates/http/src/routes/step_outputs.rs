@@ -98,3 +98,47 @@ fn memory_steps_output_what_the_memory_routes_answer() {
         serde_json::to_value(MemorySearchHit::from(hit)).unwrap()
     );
 }
+
+#[test]
+fn a_knowledge_search_step_outputs_what_the_search_route_answers() {
+    use agentry_domain::ids::{ChunkId, KnowledgeBaseId, KnowledgeFileId};
+    use agentry_domain::knowledge::{KnowledgeChunk, KnowledgeHit};
+    use agentry_domain::workflows::outputs::KnowledgeHitOutput;
+
+    use crate::routes::knowledge::KnowledgeSearchHit;
+    let t = Utc.with_ymd_and_hms(2026, 11, 28, 9, 30, 5).unwrap();
+    let hit = KnowledgeHit {
+        chunk: KnowledgeChunk {
+            id: ChunkId::from_string("kbc_1"),
+            file_id: KnowledgeFileId::from_string("kbf_1"),
+            knowledge_base_id: KnowledgeBaseId::from_string("kb_1"),
+            index: 2,
+            text: "the text".into(),
+            page: Some(3),
+            headings: vec!["Policies".into()],
+            start: 10,
+            end: 18,
+        },
+        file_name: "handbook.pdf".into(),
+        ranking: Scored {
+            candidate: Candidate {
+                id: ChunkId::from_string("kbc_1"),
+                vector_rank: Some(1),
+                similarity: Some(0.5),
+                lexical_rank: None,
+                coverage: None,
+                importance: 0.5,
+                updated_at: t,
+            },
+            score: 0.7,
+            relevance: 0.7,
+            semantic: 0.7,
+            lexical: 0.0,
+            recency: 1.0,
+        },
+    };
+    assert_eq!(
+        serde_json::to_value(KnowledgeHitOutput::from(hit.clone())).unwrap(),
+        serde_json::to_value(KnowledgeSearchHit::from(hit)).unwrap()
+    );
+}
