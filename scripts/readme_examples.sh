@@ -56,4 +56,6 @@ expect '"status":"ready"'
 expect '"chunks":1'
 expect '"key":"plan"'
 expect '"file_name":"refunds.md"'
+expect '"citations":[{"index":1,"chunk_id":"kbc_'
+expect '"file_name":"refunds.md","page":null,"snippet":"Annual plans are paid back'
 echo "README examples: every example ran as written"

@@ -143,6 +143,8 @@ checked_tuple!(A, B, C, D, E, F, G, H);
 checked_tuple!(A, B, C, D, E, F, G, H, I);
 checked_tuple!(A, B, C, D, E, F, G, H, I, J);
 checked_tuple!(A, B, C, D, E, F, G, H, I, J, K);
+checked_tuple!(A, B, C, D, E, F, G, H, I, J, K, L);
+checked_tuple!(A, B, C, D, E, F, G, H, I, J, K, L, M);
 
 /// Collects field errors while a command is assembled, so a client hears about every bad field
 /// at once rather than one per round trip, and hands back the parsed values when all passed:

@@ -140,6 +140,18 @@
             block(details, "summary", "", "Result of " + data.name);
             block(details, "pre", "code", data.error ? "error: " + data.error : JSON.stringify(data.output, null, 2));
             transcript.appendChild(result);
+          } else if (event === "citation") {
+            // A source of the agent's knowledge bases the reply cites, linked to its chunk.
+            let list = reply.querySelector("ol.citations");
+            if (!list) list = block(reply, "ol", "citations", "");
+            const item = document.createElement("li");
+            const link = document.createElement("a");
+            const base = chatForm.getAttribute("action").split("/agents/")[0];
+            link.href = base + "/knowledge/cited/" + encodeURIComponent(data.file_id) + "?chunk=" + encodeURIComponent(data.chunk_id);
+            link.title = data.snippet;
+            link.textContent = "[" + data.index + "] " + data.file_name + (data.page === null ? "" : ", page " + data.page);
+            item.appendChild(link);
+            list.appendChild(item);
           } else if (event === "message.completed") {
             if (text) text.textContent = data.content;
             block(reply, "div", "usage", data.usage.total_tokens + " tokens");

@@ -346,15 +346,22 @@ fn add_components(doc: &mut Value, envelope: Envelope) {
                 json!({
                     "type": "object",
                     "description": "One event of a streamed reply: `message.delta` (the next piece), \
-                        `message.completed` (the unstreamed answer's body) or `error` (then the stream ends).",
+                        `tool.call` and `tool.result` (around each tool the agent runs), `citation` (a source \
+                        of its knowledge bases the reply cites, after the last delta), `message.completed` \
+                        (the unstreamed answer's body) or `error` (then the stream ends).",
                     "required": ["event", "data"],
                     "properties": {
-                        "event": {"type": "string", "enum": ["message.delta", "message.completed", "error"]},
+                        "event": {"type": "string", "enum": [
+                            "message.delta", "tool.call", "tool.result", "citation", "message.completed", "error"
+                        ]},
                         "data": {
                             "type": "string",
                             "contentMediaType": "application/json",
                             "contentSchema": {"anyOf": [
                                 {"$ref": "#/components/schemas/MessageDelta"},
+                                {"$ref": "#/components/schemas/ToolCallEvent"},
+                                {"$ref": "#/components/schemas/ToolResultEvent"},
+                                {"$ref": "#/components/schemas/CitationResponse"},
                                 {"$ref": "#/components/schemas/ChatResponse"},
                                 {"$ref": "#/components/schemas/StreamError"},
                             ]}

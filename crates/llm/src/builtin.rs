@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentry_domain::agents::{
     ChatModel, ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, ModelError,
-    ToolCall, count_request,
+    SOURCES_HEADER, ToolCall, count_request,
 };
 use agentry_domain::tokens::TokenCounter;
 use async_trait::async_trait;
@@ -103,6 +103,16 @@ fn quote(text: &str, max_chars: usize) -> String {
     }
 }
 
+/// The first source of a turn that gives sources (see [`SOURCES_HEADER`]): its number, its
+/// place and its text.
+fn first_source(turn: &ChatTurn) -> Option<(u32, &str, &str)> {
+    let listed = turn.content.strip_prefix(SOURCES_HEADER)?.trim_start().strip_prefix('[')?;
+    let (index, rest) = listed.split_once("] ")?;
+    let (place, rest) = rest.split_once(":\n")?;
+    let text = rest.split("\n\n[").next().unwrap_or(rest);
+    Some((index.parse().ok()?, place, text))
+}
+
 /// The first JSON object written in `text`, if any.
 fn first_json_object(text: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     text.match_indices('{').find_map(|(start, _)| {
@@ -125,11 +135,18 @@ impl BuiltinModel {
         }
         let prompt_tokens = count_request(self.tokens.as_ref(), &request.messages, &request.tools);
         if last.role == ChatRole::Tool {
-            let reply = format!(
+            let mut reply = format!(
                 "The tool {} answered: {}",
                 last.name.as_deref().unwrap_or("(unnamed)"),
                 quote(&last.content, 300)
             );
+            // Numbered results (a knowledge search's) are cited: the first one.
+            let first = serde_json::from_str::<serde_json::Value>(&last.content)
+                .ok()
+                .and_then(|v| v["results"][0]["index"].as_u64());
+            if let Some(index) = first {
+                reply.push_str(&format!(" [{index}]"));
+            }
             let completion_tokens = self.tokens.count(&reply);
             return Some(Completion {
                 content: reply,
@@ -174,7 +191,11 @@ impl ChatModel for BuiltinModel {
         }
         let earlier_user: Vec<&str> =
             earlier.iter().filter(|t| t.role == ChatRole::User).map(|t| t.content.as_str()).collect();
-        let memories = earlier.iter().filter(|t| t.role == ChatRole::System).skip(1).count();
+        let memories = earlier
+            .iter()
+            .filter(|t| t.role == ChatRole::System && !t.content.starts_with(SOURCES_HEADER))
+            .skip(1)
+            .count();
         let mut reply = format!(
             "I am Agentry's built-in responder: no language model is connected, so I can only \
              reflect what I receive. You said: \"{}\" ({} tokens).",
@@ -192,6 +213,12 @@ impl ChatModel for BuiltinModel {
         }
         if memories > 0 {
             reply.push_str(" I was also given memories relevant to your message.");
+        }
+        if let Some((index, place, text)) = earlier.iter().find_map(first_source) {
+            reply.push_str(&format!(
+                " The best source I was given, {place}, says: \"{}\" [{index}].",
+                quote(text, 160)
+            ));
         }
         let (truncated_reply, completion_tokens) =
             self.tokens.truncate(&reply, usize::try_from(request.max_tokens).unwrap_or(usize::MAX));
@@ -331,6 +358,31 @@ mod tests {
         assert!(b.content.contains("1 earlier message"));
         assert!(b.content.contains("My name is Ada"));
         assert!(b.prompt_tokens > a.prompt_tokens);
+    }
+
+    #[tokio::test]
+    async fn given_sources_it_quotes_and_cites_the_first() {
+        let m = BuiltinModel::new();
+        let sources = format!(
+            "{SOURCES_HEADER}\n\n[1] handbook.pdf, page 2:\nRefunds are paid within five days.\n\n[2] notes.md:\nOther."
+        );
+        let req = request(
+            vec![
+                turn(ChatRole::System, "s"),
+                turn(ChatRole::System, &sources),
+                turn(ChatRole::User, "Refunds?"),
+            ],
+            500,
+        );
+        let a = m.complete(&req).await.unwrap();
+        assert!(
+            a.content.ends_with(
+                " The best source I was given, handbook.pdf, page 2, says: \"Refunds are paid within five days.\" [1]."
+            ),
+            "{}",
+            a.content
+        );
+        assert!(!a.content.contains("memories"), "sources are not memories");
     }
 
     #[tokio::test]

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_crypto::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
-use agentry_domain::agents::{AgentService, ChatService, ChatServiceDeps, ChatSettings, ToolRegistry};
+use agentry_domain::agents::{
+    AgentService, ChatService, ChatServiceDeps, ChatSettings, KnowledgeRetrieval, ToolRegistry,
+};
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::identity::{
     AccessService, AccessServiceDeps, AccountPolicy, AccountService, AccountServiceDeps, MailRequest,
@@ -13,6 +15,7 @@ use agentry_domain::identity::{
 };
 use agentry_domain::ids::IdGenerator;
 use agentry_domain::jobs::{JobQueue, JobSettings, Jobs, RetryPolicy};
+use agentry_domain::knowledge::KnowledgeService;
 use agentry_domain::mcp::{McpServerService, McpServiceDeps, McpTools};
 use agentry_domain::memory::MemoryService;
 use agentry_domain::ratelimit::{FailurePolicy, PlanTable, Quota, RateCounter, RateLimiter};
@@ -42,6 +45,7 @@ use crate::runner::HeldRunner;
 use crate::steps::ServiceSteps;
 use crate::steps::basic::BasicSteps;
 use crate::system::{InProcessRateCounter, SystemClock, UlidIds};
+use crate::tools::knowledge::KnowledgeTools;
 use crate::tools::workflows::WorkflowTools;
 use crate::tools::{HttpTools, MemoryTools};
 
@@ -147,9 +151,10 @@ pub fn build_services(
     let tools = ToolRegistry::new(Some(members))
         .with(Arc::new(MemoryTools(basic_steps.clone())))
         .with(Arc::new(HttpTools(basic_steps.clone())))
-        .with(Arc::new(mcp_servers.1));
+        .with(Arc::new(mcp_servers.1))
+        .with(Arc::new(KnowledgeTools(Arc::new(knowledge.clone()))));
     let mcp_servers = mcp_servers.0;
-    let (agents, chat, billing) = agents_and_billing(config, &shared, &memory, plans, tools)?;
+    let (agents, chat, billing) = agents_and_billing(config, &shared, (&memory, &knowledge), plans, tools)?;
     let webhooks = webhook_service(
         config,
         webhook_store,
@@ -298,14 +303,16 @@ fn rate_limits(config: &Config, shared: &Shared) -> anyhow::Result<(RateLimiter,
 fn agents_and_billing(
     config: &Config,
     shared: &Shared,
-    memory: &MemoryService,
+    (memory, knowledge): (&MemoryService, &KnowledgeService),
     plans: PlanTable,
     tools: ToolRegistry,
 ) -> anyhow::Result<(AgentService, ChatService, BillingService)> {
     let Shared { db, clock, ids, .. } = shared.clone();
     let agent_store = Arc::new(AgentStore::new(db.clone()));
     let credit_store = Arc::new(CreditStore::new(db.clone()));
-    let agents = AgentService::new(agent_store.clone(), ids.clone(), clock.clone());
+    let knowledge: Arc<dyn KnowledgeRetrieval> = Arc::new(knowledge.clone());
+    let agents =
+        AgentService::new(agent_store.clone(), ids.clone(), clock.clone()).with_knowledge(knowledge.clone());
     let chat = ChatService::new(
         ChatServiceDeps {
             agents: agent_store,
@@ -314,6 +321,7 @@ fn agents_and_billing(
             model: build_model(config)?,
             tokens: Arc::new(Cl100kTokens::default()),
             memory: Arc::new(memory.clone()),
+            knowledge,
             tools,
             ids: ids.clone(),
             clock: clock.clone(),

@@ -1,8 +1,8 @@
 //! [`AgentRepository`]: agents, scoped by tenant in every query.
 
-use agentry_domain::agents::{Agent, AgentConfig, AgentName, AgentRepository, AgentTool};
+use agentry_domain::agents::{Agent, AgentConfig, AgentKnowledge, AgentName, AgentRepository, AgentTool};
 use agentry_domain::events::Event;
-use agentry_domain::ids::{AgentId, TenantId};
+use agentry_domain::ids::{AgentId, KnowledgeBaseId, TenantId};
 use agentry_domain::memory::MemoryType;
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
@@ -62,6 +62,12 @@ struct StoredConfig {
     tools: Vec<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_tool_rounds: Option<u8>,
+    /// The knowledge bases' ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    knowledge_bases: Vec<String>,
+    /// `config.knowledge`, as the API shows it; absent: the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    knowledge: Option<serde_json::Value>,
 }
 
 impl AgentRow {
@@ -81,6 +87,9 @@ impl AgentRow {
                 max_tokens: a.config.max_tokens,
                 tools: a.config.tools.iter().map(AgentTool::to_json).collect(),
                 max_tool_rounds: a.config.max_tool_rounds,
+                knowledge_bases: a.config.knowledge_bases.iter().map(ToString::to_string).collect(),
+                knowledge: (a.config.knowledge != AgentKnowledge::default())
+                    .then(|| a.config.knowledge.to_json()),
             }),
             created_at: a.created_at.into(),
             updated_at: a.updated_at.into(),
@@ -88,8 +97,16 @@ impl AgentRow {
     }
 
     fn into_domain(self) -> anyhow::Result<Agent> {
-        let StoredConfig { model, temperature, system_prompt, max_tokens, tools, max_tool_rounds } =
-            self.config.0;
+        let StoredConfig {
+            model,
+            temperature,
+            system_prompt,
+            max_tokens,
+            tools,
+            max_tool_rounds,
+            knowledge_bases,
+            knowledge,
+        } = self.config.0;
         let tools = AgentTool::parse_list(&serde_json::Value::Array(tools)).map_err(|e| {
             let reasons: Vec<&str> = e.iter().map(|e| e.message.as_str()).collect();
             anyhow::anyhow!("an agent's stored tools: {}", reasons.join("; "))
@@ -107,7 +124,16 @@ impl AgentRow {
                 .iter()
                 .map(|m| parse_stored::<MemoryType>(m, "memory type"))
                 .collect::<anyhow::Result<_>>()?,
-            config: AgentConfig { model, temperature, system_prompt, max_tokens, tools, max_tool_rounds },
+            config: AgentConfig {
+                model,
+                temperature,
+                system_prompt,
+                max_tokens,
+                tools,
+                max_tool_rounds,
+                knowledge_bases: knowledge_bases.into_iter().map(KnowledgeBaseId::from_string).collect(),
+                knowledge: AgentKnowledge::from_stored(knowledge.as_ref()),
+            },
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
         })

@@ -50,6 +50,8 @@ struct MessageRow {
     tool_calls: Option<String>,
     tool_call_id: Option<String>,
     tool_name: Option<String>,
+    /// A reply's citations, as JSON text; null when it cites nothing.
+    citations: Option<String>,
 }
 
 impl MessageRow {
@@ -69,6 +71,8 @@ impl MessageRow {
                 .then(|| serde_json::to_string(&m.tool_calls).unwrap_or_else(|_| "[]".to_owned())),
             tool_call_id: m.tool_call_id.clone(),
             tool_name: m.tool_name.clone(),
+            citations: (!m.citations.is_empty())
+                .then(|| serde_json::to_string(&m.citations).unwrap_or_else(|_| "[]".to_owned())),
         }
     }
 
@@ -91,6 +95,10 @@ impl MessageRow {
             },
             tool_call_id: self.tool_call_id,
             tool_name: self.tool_name,
+            citations: match self.citations {
+                Some(json) => serde_json::from_str(&json).context("a message's stored citations")?,
+                None => Vec::new(),
+            },
         })
     }
 }
@@ -313,6 +321,7 @@ struct ExchangeStatement {
     message_tool_calls: Vec<Option<String>>,
     message_tool_call_ids: Vec<Option<String>>,
     message_tool_names: Vec<Option<String>>,
+    message_citations: Vec<Option<String>>,
     /// The events, one array per column.
     event_ids: Vec<String>,
     event_types: Vec<String>,
@@ -347,6 +356,7 @@ impl ExchangeStatement {
             message_tool_calls: messages.iter().map(|m| m.tool_calls.clone()).collect(),
             message_tool_call_ids: messages.iter().map(|m| m.tool_call_id.clone()).collect(),
             message_tool_names: messages.iter().map(|m| m.tool_name.clone()).collect(),
+            message_citations: messages.iter().map(|m| m.citations.clone()).collect(),
             event_ids: events.iter().map(|e| e.id.clone()).collect(),
             event_types: events.iter().map(|e| e.event_type.clone()).collect(),
             event_data: events.iter().map(|e| e.data.clone()).collect(),
@@ -387,6 +397,7 @@ impl ExchangeStatement {
             .bind::<Array<Nullable<Text>>, _>(&self.message_tool_calls)
             .bind::<Array<Nullable<Text>>, _>(&self.message_tool_call_ids)
             .bind::<Array<Nullable<Text>>, _>(&self.message_tool_names)
+            .bind::<Array<Nullable<Text>>, _>(&self.message_citations)
             .get_result(conn)
             .await
             .optional()?;
@@ -436,11 +447,12 @@ WITH released AS (
 ), messages AS (
     INSERT INTO chat_messages
         (id, tenant_id, agent_id, session_id, role, content, prompt_tokens, completion_tokens, created_at, incomplete,
-         tool_calls, tool_call_id, tool_name)
+         tool_calls, tool_call_id, tool_name, citations)
     SELECT m.id, $2, $3, $4, m.role, m.content, m.prompt_tokens, m.completion_tokens, m.created_at, m.incomplete,
-        m.tool_calls, m.tool_call_id, m.tool_name
-    FROM released, unnest($6, $7, $8, $9, $10, $11, $12, $23::text[], $24::text[], $25::text[])
-        AS m (id, role, content, prompt_tokens, completion_tokens, created_at, incomplete, tool_calls, tool_call_id, tool_name)
+        m.tool_calls, m.tool_call_id, m.tool_name, m.citations
+    FROM released, unnest($6, $7, $8, $9, $10, $11, $12, $23::text[], $24::text[], $25::text[], $26::text[])
+        AS m (id, role, content, prompt_tokens, completion_tokens, created_at, incomplete, tool_calls, tool_call_id, tool_name,
+              citations)
 ), outbox AS (
     INSERT INTO events (id, tenant_id, event_type, data, created_at)
     SELECT e.id, $2, e.event_type, e.data, e.created_at

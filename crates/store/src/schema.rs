@@ -172,6 +172,7 @@ diesel::table! {
         tool_calls -> Nullable<Text>,
         tool_call_id -> Nullable<Text>,
         tool_name -> Nullable<Text>,
+        citations -> Nullable<Text>,
     }
 }
 

@@ -10,9 +10,11 @@ use super::chat::{
     ToolResult, count_request,
 };
 use super::chat_api::{ChatError, ChatReply, ChatService, affordable_completion};
+use super::knowledge_config::KNOWLEDGE_TOOL;
 use super::model::Agent;
 use super::ports::{Exchange, ExchangeOutcome};
 use super::registry::Toolbox;
+use super::sources::{Sources, citations};
 use super::tools::DEFAULT_TOOL_ROUNDS;
 use super::turn::{Next, Turn};
 use crate::billing::{CreditHold, LedgerEntry, LedgerReason, Settlement, chat_cost};
@@ -39,6 +41,8 @@ pub struct PreparedChat {
     pub(super) keep_conversation: bool,
     /// Whether the exchange becomes an episodic memory (when the agent keeps them).
     pub(super) remember: bool,
+    /// The sources put into the prompt, numbered (`auto` knowledge).
+    pub(super) sources: Sources,
 }
 
 impl std::fmt::Debug for PreparedChat {
@@ -104,6 +108,7 @@ impl PreparedChat {
             toolbox,
             keep_conversation,
             remember,
+            sources,
         } = self;
         let d = &service.deps;
         let asked_at = d.clock.now();
@@ -112,7 +117,7 @@ impl PreparedChat {
         let client_tools =
             request.tools.iter().filter(|t| !toolbox.offers(&t.name)).map(|t| t.name.clone()).collect();
         let mut turn = Turn::new(agent.config.max_tool_rounds.unwrap_or(DEFAULT_TOOL_ROUNDS), client_tools);
-        let mut rounds = Rounds::default();
+        let mut rounds = Rounds { sources, ..Rounds::default() };
         let (last, note) = loop {
             let answered = match &sink {
                 Some(sink) => d.model.stream(&request, sink.clone()).await,
@@ -175,6 +180,8 @@ struct Rounds {
     steps: Vec<Message>,
     /// An `agent.tool.called` per call.
     tool_events: Vec<Event>,
+    /// The chat's sources: the prompt's, then those `knowledge_search` calls found.
+    sources: Sources,
 }
 
 impl Rounds {
@@ -237,6 +244,7 @@ impl ChatService {
             tool_calls: Vec::new(),
             tool_call_id: None,
             tool_name: None,
+            citations: Vec::new(),
         }
     }
 
@@ -347,7 +355,13 @@ impl ChatService {
     ) -> ToolResult {
         let d = &self.deps;
         let started = std::time::Instant::now();
-        let output = d.tools.call(toolbox, caller, agent, session_id, call).await.map_err(|e| e.to_string());
+        let mut output =
+            d.tools.call(toolbox, caller, agent, session_id, call).await.map_err(|e| e.to_string());
+        if toolbox.kind_of(&call.name) == KNOWLEDGE_TOOL
+            && let Ok(found) = &mut output
+        {
+            rounds.sources.adopt(found);
+        }
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let result = ToolResult { call_id: call.id.clone(), name: call.name.clone(), output };
         let now = d.clock.now();
@@ -396,6 +410,7 @@ impl ChatService {
         reply.completion_tokens = turn.completion_tokens;
         reply.incomplete = last.finish == FinishReason::Cancelled;
         reply.tool_calls = last.tool_calls;
+        reply.citations = citations(&reply.content, &rounds.sources.0);
         // The exchange as an episodic memory. The reply is already paid for by the hold: a
         // failing embedder costs the memory, not the answer.
         // A stateless call (nothing of it stored) is not remembered either.
@@ -471,10 +486,12 @@ mod tests {
                 .collect(),
             tool_call_id: None,
             tool_name: None,
+            citations: Vec::new(),
         };
         let mut rounds = Rounds {
             steps: vec![message(ChatRole::Assistant, "", &["a", "b"]), message(ChatRole::Tool, "{}", &[])],
             tool_events: Vec::new(),
+            sources: Sources::default(),
         };
         rounds.keep_calls_that_ran(1);
         assert_eq!(rounds.steps[0].tool_calls.len(), 1);

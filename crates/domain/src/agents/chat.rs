@@ -127,6 +127,8 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     /// For a tool message: the tool.
     pub tool_name: Option<String>,
+    /// For a reply: the sources its text refers to (`[1]`), from the agent's knowledge bases.
+    pub citations: Vec<super::citation::Citation>,
 }
 
 /// What a model is asked.

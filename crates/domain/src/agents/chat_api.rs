@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::chat::{ChatTurn, FinishReason, Message, ModelError, ToolSpec};
+use super::knowledge::KnowledgeRetrieval;
 use super::ports::{AgentRepository, ChatModel, ConversationRepository, MemoryRecall};
 use super::registry::ToolRegistry;
 use crate::billing::CreditRepository;
@@ -144,6 +145,8 @@ pub struct ChatServiceDeps {
     pub tokens: Arc<dyn TokenCounter>,
     /// Memory recall.
     pub memory: Arc<dyn MemoryRecall>,
+    /// Passages of the agents' knowledge bases.
+    pub knowledge: Arc<dyn KnowledgeRetrieval>,
     /// The agents' tools: every kind's provider.
     pub tools: ToolRegistry,
     /// Identifiers.

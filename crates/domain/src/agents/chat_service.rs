@@ -10,10 +10,12 @@ use super::chat_api::{
     ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings, ClientConversation,
     affordable_completion,
 };
+use super::knowledge_config::KnowledgeMode;
 use super::model::{Agent, AgentStatus};
 use super::prompt::{build_prompt, memory_turn, system_turn};
 use super::providers::ToolProvider;
 use super::registry::Toolbox;
+use super::sources::{Source, Sources, fit_sources, sources_turn, with_sources};
 use crate::billing::{HoldRequest, chat_cost};
 use crate::ids::{AgentId, CreditHoldId, SessionId};
 use crate::pagination::Page;
@@ -101,6 +103,7 @@ impl ChatService {
             None => (SessionId::generate(d.ids.as_ref()), Vec::new()),
         };
         let memories = d.memory.recall(&agent, &input.message).await?;
+        let sources = self.sources(&agent, &input.message).await?;
         let turns = build_prompt(
             &agent,
             &memories,
@@ -109,6 +112,7 @@ impl ChatService {
             d.tokens.as_ref(),
             self.settings.history_token_budget,
         );
+        let turns = with_sources(turns, &sources);
         let limits =
             ReplyLimits { max_tokens: agent.config.max_tokens, temperature: agent.config.temperature };
         let toolbox = self.toolbox(&agent, caller).await;
@@ -116,6 +120,7 @@ impl ChatService {
         let mut prepared =
             self.hold(caller, agent, session_id, input.message, turns, offered, limits).await?;
         prepared.remember = true;
+        prepared.sources = Sources(sources);
         Ok(prepared)
     }
 
@@ -158,8 +163,10 @@ impl ChatService {
         // What the agent remembers, as on `/agents/{id}/chat`: the client sends the conversation,
         // the agent brings its memory.
         let memories = d.memory.recall(&agent, &message).await?;
+        let sources = self.sources(&agent, &message).await?;
         let mut turns = vec![system_turn(&agent)];
         turns.extend(memory_turn(&memories));
+        turns.extend(sources_turn(&sources));
         turns.extend(conversation.turns);
         let keep_conversation = conversation.session_id.is_some();
         let session_id = conversation.session_id.unwrap_or_else(|| SessionId::generate(d.ids.as_ref()));
@@ -173,7 +180,20 @@ impl ChatService {
         let offered = Offered { toolbox, clients: conversation.tools };
         let mut prepared = self.hold(caller, agent, session_id, message, turns, offered, limits).await?;
         prepared.keep_conversation = keep_conversation;
+        prepared.sources = Sources(sources);
         Ok(prepared)
+    }
+
+    /// The passages of the agent's knowledge bases that go into the prompt as numbered sources
+    /// (`auto` mode), the best first, as many as fit its `max_context_tokens`.
+    async fn sources(&self, agent: &Agent, message: &str) -> anyhow::Result<Vec<Source>> {
+        let knowledge = &agent.config.knowledge;
+        if knowledge.mode != KnowledgeMode::Auto || agent.config.knowledge_bases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let d = &self.deps;
+        let found = d.knowledge.sources(agent, message, usize::from(knowledge.top_k)).await?;
+        Ok(fit_sources(found, d.tokens.as_ref(), u64::from(knowledge.max_context_tokens), 1))
     }
 
     /// The caller's agent that may chat: 403 without `agents:write`, 404 when absent, 409 when
@@ -237,6 +257,7 @@ impl ChatService {
             toolbox,
             keep_conversation: true,
             remember: false,
+            sources: Sources::default(),
         })
     }
 
@@ -261,5 +282,7 @@ impl ChatService {
     }
 }
 
+#[cfg(test)]
+mod citation_tests;
 #[cfg(test)]
 mod tests;

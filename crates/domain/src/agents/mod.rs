@@ -11,6 +11,9 @@ mod answer;
 pub mod chat;
 mod chat_api;
 mod chat_service;
+mod citation;
+mod knowledge;
+mod knowledge_config;
 mod model;
 mod ports;
 mod prompt;
@@ -18,6 +21,7 @@ mod providers;
 mod recall;
 mod registry;
 mod service;
+pub mod sources;
 pub mod tools;
 mod turn;
 
@@ -29,6 +33,12 @@ pub use chat::{
 pub use chat_api::{
     ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings, ClientConversation,
     MAX_MESSAGE_CHARS, affordable_completion, chat_message,
+};
+#[cfg(any(test, feature = "mock"))]
+pub use knowledge::MockKnowledgeRetrieval;
+pub use knowledge::{KnowledgeRetrieval, NoKnowledge};
+pub use knowledge_config::{
+    AgentKnowledge, KNOWLEDGE_TOOL, KnowledgeMode, MAX_AGENT_KNOWLEDGE_BASES, knowledge_bases,
 };
 pub use model::{
     Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentType, ConfigChanges,
@@ -47,4 +57,5 @@ pub use providers::{OfferedTool, ToolCallContext, ToolProvider};
 pub use recall::NoRecall;
 pub use registry::{ToolRegistry, Toolbox};
 pub use service::{AgentError, AgentService};
+pub use sources::{Citation, SOURCES_HEADER, Source};
 pub use tools::{AgentTool, ToolAction, ToolError, ToolKind, ToolType};

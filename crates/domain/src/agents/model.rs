@@ -3,9 +3,10 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::knowledge_config::AgentKnowledge;
 use super::tools::AgentTool;
 use crate::events::AgentData;
-use crate::ids::{AgentId, TenantId};
+use crate::ids::{AgentId, KnowledgeBaseId, TenantId};
 use crate::memory::MemoryType;
 use crate::patch::Patch;
 use crate::validation::{FieldError, FieldErrorKind, TextKind, check_length, check_long_text, check_text};
@@ -69,6 +70,10 @@ pub struct AgentConfig {
     pub tools: Vec<AgentTool>,
     /// Most rounds of tool calls per chat, 0–20 (default 5).
     pub max_tool_rounds: Option<u8>,
+    /// The tenant's knowledge bases it answers from.
+    pub knowledge_bases: Vec<KnowledgeBaseId>,
+    /// How chat uses them.
+    pub knowledge: AgentKnowledge,
 }
 
 impl AgentConfig {
@@ -135,6 +140,12 @@ impl AgentConfig {
                 .get("max_tool_rounds")
                 .and_then(Value::as_u64)
                 .and_then(|n| u8::try_from(n).ok()),
+            knowledge_bases: value
+                .get("knowledge_bases")
+                .and_then(Value::as_array)
+                .map(|ids| ids.iter().filter_map(Value::as_str).map(KnowledgeBaseId::from_string).collect())
+                .unwrap_or_default(),
+            knowledge: AgentKnowledge::from_stored(value.get("knowledge")),
         }
     }
 
@@ -147,6 +158,8 @@ impl AgentConfig {
             "max_tokens": self.max_tokens,
             "tools": self.tools.iter().map(AgentTool::to_json).collect::<Vec<_>>(),
             "max_tool_rounds": self.max_tool_rounds,
+            "knowledge_bases": self.knowledge_bases,
+            "knowledge": self.knowledge.to_json(),
         })
     }
 }
@@ -250,6 +263,10 @@ pub struct ConfigChanges {
     pub tools: Patch<Vec<AgentTool>>,
     /// `config.max_tool_rounds`.
     pub max_tool_rounds: Patch<u8>,
+    /// `config.knowledge_bases` (null: none).
+    pub knowledge_bases: Patch<Vec<KnowledgeBaseId>>,
+    /// `config.knowledge`, replaced whole (null: the defaults).
+    pub knowledge: Patch<AgentKnowledge>,
 }
 
 /// A validated partial update of an agent: absent fields stay as they are. Fields that cannot
@@ -294,6 +311,12 @@ impl AgentChanges {
             max_tokens: c.max_tokens.apply_to(base.max_tokens),
             tools: c.tools.clone().apply_to(Some(base.tools)).unwrap_or_default(),
             max_tool_rounds: c.max_tool_rounds.apply_to(base.max_tool_rounds),
+            knowledge_bases: c
+                .knowledge_bases
+                .clone()
+                .apply_to(Some(base.knowledge_bases))
+                .unwrap_or_default(),
+            knowledge: c.knowledge.apply_to(Some(base.knowledge)).unwrap_or_default(),
         };
         next.updated_at = now;
         next

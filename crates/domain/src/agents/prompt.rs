@@ -155,6 +155,7 @@ mod tests {
             tool_calls: Vec::new(),
             tool_call_id: None,
             tool_name: None,
+            citations: Vec::new(),
         };
         let call = |id: &str| ToolCall { id: id.into(), name: "get_weather".into(), arguments: "{}".into() };
         let result = |id: &str| Message { tool_call_id: Some(id.into()), ..message(ChatRole::Tool, "{}") };
@@ -214,6 +215,7 @@ mod tests {
             tool_calls: Vec::new(),
             tool_call_id: None,
             tool_name: None,
+            citations: Vec::new(),
         };
         // One exchange with a tool: a question, the call, a 1,000-word result, the answer.
         let exchange = |n: usize| {

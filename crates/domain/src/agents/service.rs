@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::knowledge::{KnowledgeRetrieval, NoKnowledge};
 use super::model::{Agent, AgentChanges, NewAgent};
 use super::ports::AgentRepository;
 use crate::events::{Event, EventPayload};
@@ -9,7 +10,7 @@ use crate::ids::{AgentId, IdGenerator};
 use crate::pagination::Page;
 use crate::tenancy::{Forbidden, Permission, Principal};
 use crate::time::Clock;
-use crate::validation::ValidationErrors;
+use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
 /// Why an agent operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,8 @@ pub enum AgentError {
 #[derive(Clone)]
 pub struct AgentService {
     agents: Arc<dyn AgentRepository>,
+    /// Checks that the knowledge bases an agent names are its tenant's.
+    knowledge: Arc<dyn KnowledgeRetrieval>,
     ids: Arc<dyn IdGenerator>,
     clock: Arc<dyn Clock>,
 }
@@ -45,7 +48,37 @@ impl std::fmt::Debug for AgentService {
 impl AgentService {
     /// A service over `agents`.
     pub fn new(agents: Arc<dyn AgentRepository>, ids: Arc<dyn IdGenerator>, clock: Arc<dyn Clock>) -> Self {
-        Self { agents, ids, clock }
+        Self { agents, knowledge: Arc::new(NoKnowledge), ids, clock }
+    }
+
+    /// This service, checking agents' knowledge bases with `knowledge` (without it, an agent
+    /// can name none).
+    #[must_use]
+    pub fn with_knowledge(mut self, knowledge: Arc<dyn KnowledgeRetrieval>) -> Self {
+        self.knowledge = knowledge;
+        self
+    }
+
+    /// Refuses an agent whose `config.knowledge_bases` names a base its tenant does not have.
+    async fn check_knowledge(&self, agent: &Agent) -> Result<(), AgentError> {
+        let bases = &agent.config.knowledge_bases;
+        if bases.is_empty() {
+            return Ok(());
+        }
+        let unknown = self.knowledge.unknown_bases(&agent.tenant_id, bases).await?;
+        let errors: Vec<FieldError> = bases
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| unknown.contains(b))
+            .map(|(i, b)| {
+                FieldError::new(
+                    format!("config.knowledge_bases[{i}]"),
+                    FieldErrorKind::InvalidValue,
+                    format!("there is no knowledge base {b} in your tenant"),
+                )
+            })
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(ValidationErrors(errors).into()) }
     }
 
     /// Creates an agent in the caller's tenant and announces it (`agent.created`).
@@ -67,6 +100,7 @@ impl AgentService {
             created_at: now,
             updated_at: now,
         };
+        self.check_knowledge(&agent).await?;
         let event =
             Event::new(self.ids.as_ref(), &agent.tenant_id, EventPayload::AgentCreated(agent.to_data()), now);
         self.agents.create(&agent, &event).await?;
@@ -152,6 +186,9 @@ impl AgentService {
         let current = self.agents.get(&caller.tenant_id, id).await?.ok_or(AgentError::NotFound)?;
         let now = self.clock.now();
         let agent = changes.apply(&current, now);
+        if agent.config.knowledge_bases != current.config.knowledge_bases {
+            self.check_knowledge(&agent).await?;
+        }
         let payload = EventPayload::AgentUpdated {
             agent: agent.to_data(),
             changed: AgentChanges::changed_fields(&current, &agent),

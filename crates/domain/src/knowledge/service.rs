@@ -208,6 +208,14 @@ impl KnowledgeService {
         Ok(self.deps.repository.list_bases(&caller.tenant_id).await?)
     }
 
+    /// A tenant's bases, on its behalf (an agent's settings name some of them).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn bases_of(&self, tenant: &TenantId) -> anyhow::Result<Vec<KnowledgeBase>> {
+        self.deps.repository.list_bases(tenant).await
+    }
+
     /// One of the caller's bases.
     ///
     /// # Errors

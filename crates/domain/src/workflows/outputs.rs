@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::agents::ChatReply;
+use crate::agents::{ChatReply, Citation};
 use crate::ids::{AgentId, DocumentId};
 use crate::knowledge::KnowledgeHit;
 use crate::memory::SearchHit;
@@ -78,6 +78,8 @@ pub struct ChatOutput {
     pub session_id: String,
     /// Credits charged and left.
     pub credits: Credits,
+    /// The sources of the agent's knowledge bases the reply cites (`[1]`).
+    pub citations: Vec<Citation>,
 }
 
 /// Tokens of an exchange.
@@ -115,6 +117,7 @@ impl From<ChatReply> for ChatOutput {
             created_at: m.created_at,
             session_id: r.session_id.into_string(),
             credits: Credits { charged: r.charged, remaining: r.remaining },
+            citations: m.citations,
         }
     }
 }

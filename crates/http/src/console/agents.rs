@@ -118,6 +118,7 @@ async fn show(
         },
     };
     let mcp_servers = super::agent_tools::choices(&agent, servers);
+    let knowledge_bases = super::agent_knowledge::choices(&state, &c, &agent).await?;
     page(
         &c,
         "agents",
@@ -127,6 +128,7 @@ async fn show(
             agent => Value::from_serialize(&agent),
             tools,
             mcp_servers,
+            knowledge_bases,
             session => session.map(|s| s.as_str().to_owned()),
             messages,
         },

@@ -1,4 +1,4 @@
-//! The console at `/console`: a tenant's agents, memory, workflows, webhooks, keys, team and
+//! The console at `/console`: a tenant's agents, memory, knowledge bases, workflows, webhooks, keys, team and
 //! billing as web pages, served by the same binary.
 //!
 //! How it is made, and why:
@@ -23,11 +23,13 @@ pub mod charts;
 mod render;
 pub mod session;
 
+mod agent_knowledge;
 mod agent_tools;
 mod agents;
 mod billing;
 mod home;
 mod keys;
+mod knowledge;
 mod mcp;
 mod memory;
 mod team;
@@ -59,7 +61,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .configure(home::configure_tenant)
                     .configure(agents::configure)
                     .configure(agent_tools::configure)
+                    .configure(agent_knowledge::configure)
                     .configure(memory::configure)
+                    .configure(knowledge::configure)
                     .configure(workflows::configure)
                     .configure(webhooks::configure)
                     .configure(keys::configure)

@@ -48,6 +48,9 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "keys.html",
         "key_created.html",
         "mcp.html",
+        "knowledge_bases.html",
+        "knowledge_base.html",
+        "knowledge_file.html",
         "team.html",
         "billing.html",
     ];
@@ -62,8 +65,9 @@ struct NavItem {
 }
 
 /// The console's sections, in the order of the navigation.
-const SECTIONS: [(&str, &str); 8] = [
+const SECTIONS: [(&str, &str); 9] = [
     ("agents", "Agents"),
+    ("knowledge", "Knowledge"),
     ("workflows", "Workflows"),
     ("webhooks", "Webhooks"),
     ("keys", "API keys"),

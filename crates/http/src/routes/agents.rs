@@ -1,5 +1,7 @@
 //! `/agents`: agents' lifecycle, chat, and conversation history.
 
+mod knowledge;
+
 use actix_web::{HttpResponse, web};
 use agentry_domain::agents::{
     Agent, AgentChanges, AgentConfig, AgentName, AgentStatus, AgentTool, AgentType, ConfigChanges, NewAgent,
@@ -19,6 +21,7 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, JsonInt, JsonObject, QueryParams};
 use crate::reply::{Reply, timestamp};
 use crate::routes::{not_null, nullable};
+pub use knowledge::{KnowledgeConfigRequest, KnowledgeConfigResponse};
 
 /// Registers the routes of this module under the current scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -79,6 +82,12 @@ pub struct AgentConfigRequest {
     /// Most rounds of tool calls per chat, 0–20 (default 5; 0 offers no tools).
     #[schema(value_type = Option<i64>, minimum = 0, maximum = 20)]
     pub max_tool_rounds: Option<JsonInt>,
+    /// Ids of the tenant's knowledge bases it answers from (up to 20).
+    #[schema(max_items = 20)]
+    pub knowledge_bases: Option<Vec<String>>,
+    /// How chat uses them; every key optional.
+    #[schema(value_type = Option<KnowledgeConfigRequest>)]
+    pub knowledge: Option<JsonObject<KnowledgeConfigRequest>>,
 }
 
 /// A new agent.
@@ -122,6 +131,8 @@ impl CreateAgentRequest {
         let tools = v.check_all(c.tools.map(|t| AgentTool::parse_list(&t)).transpose());
         let max_tool_rounds =
             v.optional("config.max_tool_rounds", c.max_tool_rounds, |n| tools::max_tool_rounds(n.0));
+        let bases = knowledge::new_bases(&mut v, c.knowledge_bases);
+        let knowledge = knowledge::new_settings(&mut v, c.knowledge);
         let (
             name,
             agent_type,
@@ -134,6 +145,8 @@ impl CreateAgentRequest {
             max_tokens,
             tools,
             max_tool_rounds,
+            bases,
+            knowledge,
         ) = v.finish((
             name,
             agent_type,
@@ -146,6 +159,8 @@ impl CreateAgentRequest {
             max_tokens,
             tools,
             max_tool_rounds,
+            bases,
+            knowledge,
         ))?;
         Ok(NewAgent {
             name,
@@ -160,6 +175,8 @@ impl CreateAgentRequest {
                 max_tokens,
                 tools: tools.unwrap_or_default(),
                 max_tool_rounds,
+                knowledge_bases: bases,
+                knowledge,
             },
         })
     }
@@ -192,6 +209,14 @@ pub struct AgentConfigPatch {
     #[serde(default)]
     #[schema(value_type = Option<i64>, minimum = 0, maximum = 20)]
     pub max_tool_rounds: Patch<JsonInt>,
+    /// The knowledge bases, replacing the list; null removes them.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>, max_items = 20)]
+    pub knowledge_bases: Patch<Vec<String>>,
+    /// How chat uses them, replaced whole (absent keys take their defaults); null: the defaults.
+    #[serde(default)]
+    #[schema(value_type = Option<KnowledgeConfigRequest>)]
+    pub knowledge: Patch<JsonObject<KnowledgeConfigRequest>>,
 }
 
 /// A partial update: absent fields keep their value; null clears the fields that may be empty.
@@ -250,6 +275,8 @@ impl UpdateAgentRequest {
         };
         let max_tool_rounds =
             nullable(&mut v, "config.max_tool_rounds", keys.max_tool_rounds, |n| tools::max_tool_rounds(n.0));
+        let bases = knowledge::changed_bases(&mut v, keys.knowledge_bases);
+        let knowledge = knowledge::changed_settings(&mut v, keys.knowledge);
         let (
             name,
             agent_type,
@@ -262,6 +289,8 @@ impl UpdateAgentRequest {
             max_tokens,
             tools,
             max_tool_rounds,
+            bases,
+            knowledge,
         ) = v.finish((
             name,
             agent_type,
@@ -274,6 +303,8 @@ impl UpdateAgentRequest {
             max_tokens,
             tools,
             max_tool_rounds,
+            bases,
+            knowledge,
         ))?;
         Ok(AgentChanges {
             name,
@@ -294,6 +325,8 @@ impl UpdateAgentRequest {
                 max_tokens,
                 tools,
                 max_tool_rounds,
+                knowledge_bases: bases,
+                knowledge,
             },
         })
     }
@@ -315,6 +348,10 @@ pub struct AgentConfigResponse {
     pub tools: Vec<serde_json::Value>,
     /// Most rounds of tool calls per chat; null for the default (5).
     pub max_tool_rounds: Option<u8>,
+    /// The knowledge bases it answers from.
+    pub knowledge_bases: Vec<String>,
+    /// How chat uses them (defaults filled in).
+    pub knowledge: KnowledgeConfigResponse,
 }
 
 /// An agent.
@@ -364,6 +401,8 @@ impl From<Agent> for AgentResponse {
                 max_tokens: a.config.max_tokens,
                 tools: a.config.tools.iter().map(AgentTool::to_json).collect(),
                 max_tool_rounds: a.config.max_tool_rounds,
+                knowledge_bases: a.config.knowledge_bases.iter().map(ToString::to_string).collect(),
+                knowledge: a.config.knowledge.into(),
             },
             created_at: a.created_at,
             updated_at: a.updated_at,

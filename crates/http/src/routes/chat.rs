@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use actix_web::{Either, HttpRequest, HttpResponse, web};
-use agentry_domain::agents::{ChatInput, ChatReply, DeltaSink, Message, ToolCall, ToolResult, chat_message};
+use agentry_domain::agents::{
+    ChatInput, ChatReply, Citation, DeltaSink, Message, ToolCall, ToolResult, chat_message,
+};
 use agentry_domain::ids::SessionId;
 use agentry_domain::validation::{ValidationErrors, Validator};
 use agentry_domain::workflows::outputs::ChatOutput;
@@ -98,6 +100,40 @@ pub struct ChatResponse {
     pub session_id: String,
     /// Credits charged and left.
     pub credits: ChatCredits,
+    /// The sources of the agent's knowledge bases the reply refers to as `[1]`; empty when it
+    /// cites none.
+    pub citations: Vec<CitationResponse>,
+}
+
+/// A source a reply cites: a chunk of a file of the agent's knowledge bases. Also the data of a
+/// streamed reply's `citation` event.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CitationResponse {
+    /// The number the reply refers to it by (`[1]`).
+    pub index: u32,
+    /// The cited chunk (`GET /knowledge-bases/{id}/files/{file_id}/chunks` lists it).
+    pub chunk_id: String,
+    /// Its file.
+    pub file_id: String,
+    /// The file's name.
+    pub file_name: String,
+    /// Its page, for PDF; null otherwise.
+    pub page: Option<u32>,
+    /// The chunk's beginning, up to 240 characters.
+    pub snippet: String,
+}
+
+impl From<Citation> for CitationResponse {
+    fn from(c: Citation) -> Self {
+        Self {
+            index: c.index,
+            chunk_id: c.chunk_id.into_string(),
+            file_id: c.file_id.into_string(),
+            file_name: c.file_name,
+            page: c.page,
+            snippet: c.snippet,
+        }
+    }
 }
 
 /// The answer is made from the domain's view of a reply (what an `agent_chat` step outputs
@@ -118,6 +154,7 @@ impl From<ChatReply> for ChatResponse {
             created_at: o.created_at,
             session_id: o.session_id,
             credits: ChatCredits { charged: c.charged, remaining: c.remaining },
+            citations: o.citations.into_iter().map(CitationResponse::from).collect(),
         }
     }
 }
@@ -128,7 +165,8 @@ impl From<ChatReply> for ChatResponse {
 ///
 /// Streamed (`"stream": true` or `Accept: text/event-stream`), the answer is a stream of
 /// server-sent events: `message.delta` with each piece of the reply as it is generated,
-/// `tool.call` and `tool.result` around each tool the agent runs, then `message.completed`
+/// `tool.call` and `tool.result` around each tool the agent runs, `citation` for each source
+/// of its knowledge bases the reply cites, then `message.completed`
 /// with the body the unstreamed answer has, or `error`; a `: keep-alive`
 /// comment every 15 s of silence. Refusals found before the reply starts (401, 402, 404, 409,
 /// 422, 429) are ordinary JSON answers. A client that leaves mid-stream ends the generation:
@@ -177,7 +215,13 @@ pub(crate) fn stream_reply(prepared: agentry_domain::agents::PreparedChat) -> Ht
     actix_web::rt::spawn(async move {
         let deltas = Arc::new(DeltaEvents(events.clone()));
         let last = match prepared.answer(Some(deltas)).await {
-            Ok(reply) => SseEvent::named("message.completed", &ChatResponse::from(reply)),
+            Ok(reply) => {
+                // The sources the reply cites, once it is whole (a `[1]` may come in any delta).
+                for citation in &reply.message.citations {
+                    events.send(SseEvent::named("citation", &CitationResponse::from(citation.clone())));
+                }
+                SseEvent::named("message.completed", &ChatResponse::from(reply))
+            }
             Err(e) => SseEvent::named("error", &ApiError::from(e).event_data()),
         };
         events.send(last);
@@ -260,8 +304,8 @@ pub struct StreamError {
 }
 
 /// The data of one event of a streamed reply, by its `event:` name: `message.delta`
-/// ([`MessageDelta`]), `tool.call`, `tool.result`, `message.completed` (the unstreamed answer's
-/// body) or `error`.
+/// ([`MessageDelta`]), `tool.call`, `tool.result`, `citation` (one per source the reply cites,
+/// after its last delta), `message.completed` (the unstreamed answer's body) or `error`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum ChatStreamEvent {
@@ -271,6 +315,8 @@ pub enum ChatStreamEvent {
     ToolCall(ToolCallEvent),
     /// `tool.result`.
     ToolResult(ToolResultEvent),
+    /// `citation`: a source the reply cites, after its last delta.
+    Citation(CitationResponse),
     /// `message.completed`.
     Completed(ChatResponse),
     /// `error`.
@@ -302,6 +348,9 @@ pub struct MessageResponse {
     /// was generated until then, which was charged.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub incomplete: bool,
+    /// On a reply that answered from the agent's knowledge bases: the sources it cites.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<CitationResponse>,
     /// When it was written.
     #[serde(serialize_with = "timestamp::serialize")]
     #[schema(value_type = String, format = DateTime)]
@@ -327,6 +376,7 @@ impl From<Message> for MessageResponse {
             tool_call_id: m.tool_call_id,
             name: m.tool_name,
             incomplete: m.incomplete,
+            citations: m.citations.into_iter().map(CitationResponse::from).collect(),
             created_at: m.created_at,
         }
     }

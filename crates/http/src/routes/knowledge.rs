@@ -175,7 +175,7 @@ pub struct UpdateKnowledgeBaseRequest {
 }
 
 impl CreateKnowledgeBaseRequest {
-    fn try_into_domain(self) -> Result<NewKnowledgeBase, ValidationErrors> {
+    pub(crate) fn try_into_domain(self) -> Result<NewKnowledgeBase, ValidationErrors> {
         let mut v = Validator::new();
         let name = v.required("name", self.name, |n| base_name(&text("name", n)?));
         let description = v.optional("description", self.description.filter(|d| !d.is_null()), |d| {
@@ -389,6 +389,30 @@ pub struct SearchRequest {
     pub min_score: Option<f64>,
 }
 
+impl SearchRequest {
+    /// The search, validated (the route's body, and the `/mcp` tool's arguments).
+    pub(crate) fn try_into_domain(self) -> Result<KnowledgeQuery, ValidationErrors> {
+        let b = self;
+        let mut v = Validator::new();
+        let text = v.required("query", b.query, query_text);
+        let bases = v.required("knowledge_base_ids", b.knowledge_base_ids, |raw| {
+            let bases = ids("knowledge_base_ids", raw, MAX_SEARCH_BASES, base_id)?;
+            if bases.is_empty() {
+                return Err(FieldError::new(
+                    "knowledge_base_ids",
+                    FieldErrorKind::TooShort,
+                    "knowledge_base_ids must name at least one base",
+                ));
+            }
+            Ok(bases)
+        });
+        let top = v.optional("top_k", b.top_k, top_k);
+        let min_score = v.optional("min_score", b.min_score, super::memory::entries::min_score);
+        let (text, bases, top, min_score) = v.finish((text, bases, top, min_score))?;
+        Ok(KnowledgeQuery { text, bases, files: Vec::new(), top_k: top.unwrap_or(5), min_score })
+    }
+}
+
 /// One chunk a search found, and why it ranks where it does.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct KnowledgeSearchHit {
@@ -511,24 +535,7 @@ pub async fn search(
     caller: Caller,
     body: JsonBody<SearchRequest>,
 ) -> Result<Reply<KnowledgeSearchResponse>, ApiError> {
-    let b = body.0;
-    let mut v = Validator::new();
-    let text = v.required("query", b.query, query_text);
-    let bases = v.required("knowledge_base_ids", b.knowledge_base_ids, |raw| {
-        let bases = ids("knowledge_base_ids", raw, MAX_SEARCH_BASES, base_id)?;
-        if bases.is_empty() {
-            return Err(FieldError::new(
-                "knowledge_base_ids",
-                FieldErrorKind::TooShort,
-                "knowledge_base_ids must name at least one base",
-            ));
-        }
-        Ok(bases)
-    });
-    let top = v.optional("top_k", b.top_k, top_k);
-    let min_score = v.optional("min_score", b.min_score, super::memory::entries::min_score);
-    let (text, bases, top, min_score) = v.finish((text, bases, top, min_score))?;
-    let query = KnowledgeQuery { text, bases, files: Vec::new(), top_k: top.unwrap_or(5), min_score };
+    let query = body.0.try_into_domain()?;
     let hits = state.knowledge.search(&caller, query).await?;
     Ok(Reply::ok(KnowledgeSearchResponse { results: hits.into_iter().map(Into::into).collect() }))
 }

@@ -16,8 +16,8 @@
 //!
 //! The tools are the REST routes' own operations, their arguments read with the REST bodies'
 //! types and checks, their results the REST answers: `chat_<agent>` (a chat: held, charged,
-//! stored, and continued with `session_id`), `memory_search`, `memory_add`, `run_workflow`,
-//! `get_execution`. A refusal (a scope, credits, a bad argument) is the tool's error
+//! stored, and continued with `session_id`), `memory_search`, `memory_add`, `knowledge_search`,
+//! `run_workflow`, `get_execution`. A refusal (a scope, credits, a bad argument) is the tool's error
 //! (`isError`), never a transport error; an unknown method or tool is a JSON-RPC error.
 
 use actix_web::http::StatusCode;
@@ -31,6 +31,7 @@ use crate::access::Caller;
 use crate::error::{ApiError, ErrorCode};
 use crate::routes::chat::{ChatRequest, ChatResponse};
 use crate::routes::executions::{ExecuteRequest, ExecutionResponse, ExecutionStarted, execution_id};
+use crate::routes::knowledge::{KnowledgeSearchResponse, SearchRequest};
 use crate::routes::memory::{
     AddMemoryRequest, MemoryEntryResponse, MemorySearchHit, MemorySearchResponse, SearchMemoryRequest,
 };
@@ -231,6 +232,16 @@ async fn tools(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiError
         }, "required": ["content"]}
     }));
     out.push(json!({
+        "name": "knowledge_search",
+        "description": "Search the tenant's knowledge bases (uploaded files) for the passages that best answer a query; each result names its file, page and headings.",
+        "inputSchema": {"type": "object", "properties": {
+            "query": {"type": "string"},
+            "knowledge_base_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 20},
+            "top_k": {"type": "integer", "minimum": 1, "maximum": 50},
+            "min_score": {"type": "number", "minimum": 0, "maximum": 1}
+        }, "required": ["query", "knowledge_base_ids"]}
+    }));
+    out.push(json!({
         "name": "run_workflow",
         "description": "Start an execution of a workflow. With wait_seconds, wait up to that long for its end and answer the execution (status, steps, output); without, answer its id at once, which get_execution reads.",
         "inputSchema": {"type": "object", "properties": {
@@ -297,6 +308,14 @@ async fn call(
             async {
                 let new = body::<AddMemoryRequest>(arguments)?.try_into_domain(true)?;
                 json(MemoryEntryResponse::from(state.memory.add(caller, new).await?))
+            }
+            .await
+        }
+        "knowledge_search" => {
+            async {
+                let query = body::<SearchRequest>(arguments)?.try_into_domain()?;
+                let hits = state.knowledge.search(caller, query).await?;
+                json(KnowledgeSearchResponse { results: hits.into_iter().map(Into::into).collect() })
             }
             .await
         }

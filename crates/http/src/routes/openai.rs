@@ -27,6 +27,12 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, JsonInt};
 use crate::sse::{self, SseEvent, SseSender};
 
+mod answer;
+pub use answer::{
+    Annotation, AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, ChunkDelta,
+    ChunkToolCall, CompletionUsage, FileCitation, OutputFunction, OutputToolCall,
+};
+
 /// Registers the routes of this module under the current scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/chat/completions").route(web::post().to(completions)))
@@ -317,143 +323,6 @@ fn turn(i: usize, message: InputMessage) -> Result<ChatTurn, FieldError> {
     Ok(turn)
 }
 
-/// Token usage, as OpenAI reports it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct CompletionUsage {
-    /// Tokens of the prompt.
-    pub prompt_tokens: u64,
-    /// Tokens of the reply.
-    pub completion_tokens: u64,
-    /// Their sum.
-    pub total_tokens: u64,
-}
-
-/// A tool call of the reply, for the client to run.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct OutputToolCall {
-    /// The call's id; answer it with a `tool` message naming it.
-    pub id: String,
-    /// Always `function`.
-    #[serde(rename = "type")]
-    #[schema(value_type = String)]
-    pub kind: String,
-    /// The function and its arguments.
-    pub function: OutputFunction,
-}
-
-/// A called function.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct OutputFunction {
-    /// Its name.
-    pub name: String,
-    /// The arguments as JSON text.
-    pub arguments: String,
-}
-
-impl From<&ToolCall> for OutputToolCall {
-    fn from(c: &ToolCall) -> Self {
-        Self {
-            id: c.id.clone(),
-            kind: "function".into(),
-            function: OutputFunction { name: c.name.clone(), arguments: c.arguments.clone() },
-        }
-    }
-}
-
-/// The reply.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AssistantMessage {
-    /// Always `assistant`.
-    pub role: &'static str,
-    /// The text; null when the reply only calls tools.
-    pub content: Option<String>,
-    /// The client's tools the model calls.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<OutputToolCall>,
-}
-
-/// The one choice of a completion.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Choice {
-    /// Always 0.
-    pub index: u32,
-    /// The reply.
-    pub message: AssistantMessage,
-    /// `stop` or `length`.
-    pub finish_reason: &'static str,
-}
-
-/// OpenAI's `chat.completion`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChatCompletion {
-    /// `chatcmpl-…`.
-    pub id: String,
-    /// Always `chat.completion`.
-    pub object: &'static str,
-    /// Unix seconds.
-    pub created: i64,
-    /// The `model` of the request.
-    pub model: String,
-    /// The reply.
-    pub choices: Vec<Choice>,
-    /// Token usage.
-    pub usage: CompletionUsage,
-}
-
-/// What a streamed chunk adds.
-#[derive(Debug, Clone, Default, Serialize, ToSchema)]
-pub struct ChunkDelta {
-    /// `assistant`, on the first chunk.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub role: Option<&'static str>,
-    /// The next piece of the reply.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
-    /// The client's tools the model calls (each whole, with its `index`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ChunkToolCall>,
-}
-
-/// A tool call in a chunk: OpenAI's streamed shape, with its position.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ChunkToolCall {
-    /// Its position among the reply's calls.
-    pub index: u32,
-    /// The call.
-    #[serde(flatten)]
-    pub call: OutputToolCall,
-}
-
-/// The choice of a chunk.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ChunkChoice {
-    /// Always 0.
-    pub index: u32,
-    /// What this chunk adds.
-    pub delta: ChunkDelta,
-    /// On the last chunk of the reply: `stop` or `length`.
-    pub finish_reason: Option<&'static str>,
-}
-
-/// OpenAI's `chat.completion.chunk`, the data of each event of a streamed answer.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = ChatCompletionChunkData)]
-pub struct ChatCompletionChunk {
-    /// The same on every chunk of a call.
-    pub id: String,
-    /// Always `chat.completion.chunk`.
-    pub object: &'static str,
-    /// Unix seconds.
-    pub created: i64,
-    /// The `model` of the request.
-    pub model: String,
-    /// One choice; none on the usage chunk.
-    pub choices: Vec<ChunkChoice>,
-    /// On the usage chunk (`stream_options.include_usage`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<CompletionUsage>,
-}
-
 fn finish_reason(finish: FinishReason) -> &'static str {
     match finish {
         FinishReason::Length => "length",
@@ -537,6 +406,7 @@ pub async fn completions(
                 message: AssistantMessage {
                     role: "assistant",
                     tool_calls: reply.message.tool_calls.iter().map(OutputToolCall::from).collect(),
+                    annotations: reply.message.citations.iter().map(Annotation::from).collect(),
                     content: Some(reply.message.content)
                         .filter(|c| !c.is_empty() || reply.message.tool_calls.is_empty()),
                 },
@@ -559,7 +429,12 @@ pub async fn completions(
                         .collect();
                     events.send(meta.chunk(ChunkDelta { tool_calls, ..ChunkDelta::default() }, None));
                 }
-                events.send(meta.chunk(ChunkDelta::default(), Some(finish_reason(reply.finish))));
+                // The citations come with the last chunk: the reply is whole then.
+                let annotations = reply.message.citations.iter().map(Annotation::from).collect();
+                events.send(meta.chunk(
+                    ChunkDelta { annotations, ..ChunkDelta::default() },
+                    Some(finish_reason(reply.finish)),
+                ));
                 if include_usage {
                     events.send(SseEvent::data(&ChatCompletionChunk {
                         choices: Vec::new(),

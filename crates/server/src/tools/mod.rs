@@ -1,13 +1,15 @@
 //! The tool providers of chat, one per kind of tool, over the services that already do their
 //! work. Memory searches and additions and HTTP requests run as the workflow steps of the same
 //! kind do ([`BasicSteps`]: the same memory service, the same guarded outbound client);
-//! `run_workflow` starts an execution (`workflows::WorkflowTools`). Everything runs as the chat's
+//! `run_workflow` starts an execution (`workflows::WorkflowTools`); `knowledge_search` searches
+//! the agent's knowledge bases (`knowledge::KnowledgeTools`). Everything runs as the chat's
 //! caller, whose current role the registry has read before the call.
 //!
 //! Nothing here holds chat: the executions' steps chat, so the workflow tools are added to a
 //! chat where the executions exist (the application's chat, and each `agent_chat` step's, over
 //! the executor running the step), and the object graph has no cycle.
 
+pub(crate) mod knowledge;
 pub(crate) mod workflows;
 
 use std::time::Duration;

@@ -76,6 +76,29 @@ impl Browser {
         response
     }
 
+    /// Posts files as a `multipart/form-data` form, its CSRF field first as a page's form sends
+    /// it (`with_csrf`).
+    pub async fn post_files(&mut self, path: &str, files: &[(&str, Vec<u8>)], with_csrf: bool) -> Response {
+        let mut form = reqwest::multipart::Form::new();
+        if with_csrf {
+            form = form.text("csrf", self.cookies.get("agentry_csrf").cloned().unwrap_or_default());
+        }
+        for (name, bytes) in files {
+            form = form
+                .part("file", reqwest::multipart::Part::bytes(bytes.clone()).file_name((*name).to_owned()));
+        }
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header(COOKIE, self.cookie_header())
+            .multipart(form)
+            .send()
+            .await
+            .expect("request sent");
+        self.keep_cookies(&response);
+        response
+    }
+
     /// Signs in with the sign-in page's form.
     pub async fn sign_in(&mut self, email: &str) {
         let page = self.get("/console/sign-in").await;

@@ -428,3 +428,11 @@ pub fn page_form_token(page: &Response) -> (String, String) {
     let value = cookie.split_once('=').map(|(_, v)| v.to_owned()).unwrap_or_default();
     (value, cookie)
 }
+
+/// A knowledge file made by a real writer (`crates/documents/tests/fixtures`, written by
+/// `scripts/fixtures/make_knowledge_fixtures.py`).
+pub fn knowledge_fixture(name: &str) -> Vec<u8> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../documents/tests/fixtures").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

@@ -5,13 +5,9 @@
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, json_with_status, model_available, on_both_databases};
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../documents/tests/fixtures").join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use crate::helpers::{
+    TestApp, json_with_status, knowledge_fixture as fixture, model_available, on_both_databases,
+};
 
 fn form(files: &[(&str, Vec<u8>)]) -> Form {
     files.iter().fold(Form::new(), |form, (name, bytes)| {

@@ -38,6 +38,12 @@ pub fn agent(id: &str, tenant: &str) -> Agent {
             ]))
             .unwrap(),
             max_tool_rounds: Some(3),
+            knowledge_bases: vec![agentry_domain::ids::KnowledgeBaseId::from_string("kb_1")],
+            knowledge: agentry_domain::agents::AgentKnowledge {
+                mode: agentry_domain::agents::KnowledgeMode::Tool,
+                top_k: 7,
+                max_context_tokens: 900,
+            },
         },
         created_at: t0(),
         updated_at: t0(),

@@ -56,6 +56,7 @@ fn message(id: &str, agent: &str, session_id: &str, role: ChatRole, content: &st
         tool_calls: Vec::new(),
         tool_call_id: None,
         tool_name: None,
+        citations: Vec::new(),
     }
 }
 
@@ -328,6 +329,14 @@ async fn tool_calls_and_results_are_stored_in_order_between_the_two_messages(db:
     result.tool_call_id = Some("call_1".into());
     result.tool_name = Some("memory_search".into());
     x.steps = vec![call.clone(), result.clone()];
+    x.reply.citations = vec![agentry_domain::agents::Citation {
+        index: 1,
+        chunk_id: agentry_domain::ids::ChunkId::from_string("kbc_1"),
+        file_id: agentry_domain::ids::KnowledgeFileId::from_string("kbf_1"),
+        file_name: "handbook.pdf".into(),
+        page: Some(2),
+        snippet: "Refunds are paid within fourteen days ünïcödé".into(),
+    }];
     conversations.record_exchange(&x).await.unwrap();
     let (messages, total) = conversations
         .page(&tenant(), &agent_id("agt_1"), &session("ses_1"), Page::default())
@@ -342,6 +351,8 @@ async fn tool_calls_and_results_are_stored_in_order_between_the_two_messages(db:
     assert_eq!(messages[1], call, "the calls read back as written");
     assert_eq!(messages[2], result);
     assert!(messages[3].tool_calls.is_empty());
+    assert_eq!(messages[3], x.reply, "the reply's citations read back as written");
+    assert!(messages[0].citations.is_empty());
 }
 
 /// Charges `cost` to `tenant` at `at` through a chat of its agent `agent`, as a chat does:

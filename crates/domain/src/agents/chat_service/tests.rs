@@ -5,6 +5,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use super::*;
 use crate::agents::chat::{Completion, DeltaSink, FinishReason, ModelError, ToolCall};
 use crate::agents::chat_api::{ChatServiceDeps, MAX_MESSAGE_CHARS, chat_message};
+use crate::agents::knowledge::MockKnowledgeRetrieval;
 use crate::agents::model::{AgentConfig, AgentName, AgentType, NewAgent};
 use crate::agents::ports::{ExchangeOutcome, MockAgentRepository, MockChatModel, MockConversationRepository};
 use crate::agents::providers::{MockToolProvider, OfferedTool};
@@ -20,11 +21,11 @@ use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
 use crate::tokens::MockTokenCounter;
 
-fn t0() -> DateTime<Utc> {
+pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
 }
 
-fn caller(credential: Credential) -> Principal {
+pub(super) fn caller(credential: Credential) -> Principal {
     Principal {
         user_id: UserId::from_string("usr_1"),
         tenant_id: TenantId::from_string("ten_1"),
@@ -35,11 +36,11 @@ fn caller(credential: Credential) -> Principal {
     }
 }
 
-fn owner() -> Principal {
+pub(super) fn owner() -> Principal {
     caller(Credential::AccessToken)
 }
 
-fn agent(status: AgentStatus) -> Agent {
+pub(super) fn agent(status: AgentStatus) -> Agent {
     Agent {
         id: AgentId::from_string("agt_1"),
         tenant_id: TenantId::from_string("ten_1"),
@@ -54,26 +55,28 @@ fn agent(status: AgentStatus) -> Agent {
     }
 }
 
-struct Mocks {
-    agents: MockAgentRepository,
-    conversations: MockConversationRepository,
-    credits: MockCreditRepository,
-    model: MockChatModel,
-    tools: MockToolProvider,
+pub(super) struct Mocks {
+    pub(super) agents: MockAgentRepository,
+    pub(super) conversations: MockConversationRepository,
+    pub(super) credits: MockCreditRepository,
+    pub(super) model: MockChatModel,
+    pub(super) tools: MockToolProvider,
+    pub(super) knowledge: MockKnowledgeRetrieval,
 }
 
 impl Mocks {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             agents: MockAgentRepository::new(),
             conversations: MockConversationRepository::new(),
             credits: MockCreditRepository::new(),
             model: MockChatModel::new(),
             tools: offering_the_agents_tools(),
+            knowledge: MockKnowledgeRetrieval::new(),
         }
     }
 
-    fn chat(self) -> ChatService {
+    pub(super) fn chat(self) -> ChatService {
         let mut ids = MockIdGenerator::new();
         let n = AtomicU64::new(0);
         ids.expect_generate().returning(move |p| format!("{p}_{}", n.fetch_add(1, Ordering::SeqCst)));
@@ -90,6 +93,7 @@ impl Mocks {
                 model: Arc::new(self.model),
                 tokens: Arc::new(tokens),
                 memory: Arc::new(NoRecall),
+                knowledge: Arc::new(self.knowledge),
                 tools: ToolRegistry::new(None).with(Arc::new(self.tools)),
                 ids: Arc::new(ids),
                 clock: Arc::new(clock),
@@ -119,11 +123,11 @@ fn offering_the_agents_tools() -> MockToolProvider {
     tools
 }
 
-fn input(message: &str, session: Option<&str>) -> ChatInput {
+pub(super) fn input(message: &str, session: Option<&str>) -> ChatInput {
     ChatInput { message: message.into(), session_id: session.map(|s| SessionId::parse(s).unwrap()) }
 }
 
-fn granted(request: &HoldRequest, amount: i64) -> CreditHold {
+pub(super) fn granted(request: &HoldRequest, amount: i64) -> CreditHold {
     CreditHold {
         id: request.id.clone(),
         tenant_id: request.tenant_id.clone(),
@@ -315,6 +319,7 @@ async fn a_client_session_id_continues_its_conversation_or_starts_it() {
                 tool_calls: Vec::new(),
                 tool_call_id: None,
                 tool_name: None,
+                citations: Vec::new(),
             };
             Ok(vec![msg(ChatRole::User, "my name is Ada"), msg(ChatRole::Assistant, "hello Ada")])
         });

@@ -9,7 +9,9 @@
 use actix_multipart::Multipart;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
+use agentry_domain::ids::KnowledgeBaseId;
 use agentry_domain::knowledge::{KnowledgeChunk, KnowledgeFile, UploadedFile};
+use agentry_domain::tenancy::Principal;
 use agentry_domain::validation::{FieldError, FieldErrorKind};
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt as _;
@@ -218,18 +220,29 @@ pub async fn upload(
             "upload files as multipart/form-data (with its boundary), one part named `file` per file",
         ));
     }
-    let mut form = Multipart::new(req.headers(), payload);
+    let stored = store_form(&state, &caller, &base, Multipart::new(req.headers(), payload)).await?;
+    Ok(Reply::with_status(
+        actix_web::http::StatusCode::ACCEPTED,
+        UploadResponse { files: stored.into_iter().map(Into::into).collect() },
+    ))
+}
+
+/// Stores the files of a multipart form into `base`, all or nothing (the API's upload, and the
+/// console's once it has read its CSRF field).
+pub(crate) async fn store_form(
+    state: &AppState,
+    caller: &Principal,
+    base: &KnowledgeBaseId,
+    mut form: Multipart,
+) -> Result<Vec<UploadedFile>, ApiError> {
     let mut stored: Vec<UploadedFile> = Vec::new();
-    let result = receive(&state, &caller, &base, &mut form, &mut stored).await;
+    let result = receive(state, caller, base, &mut form, &mut stored).await;
     match result {
-        Ok(()) => Ok(Reply::with_status(
-            actix_web::http::StatusCode::ACCEPTED,
-            UploadResponse { files: stored.into_iter().map(Into::into).collect() },
-        )),
+        Ok(()) => Ok(stored),
         Err(e) => {
             // All or nothing: the files this request added go again.
             for uploaded in stored.iter().filter(|u| !u.duplicate) {
-                if let Err(e) = state.knowledge.delete_file(&caller, &base, &uploaded.file.id).await {
+                if let Err(e) = state.knowledge.delete_file(caller, base, &uploaded.file.id).await {
                     tracing::warn!(file = %uploaded.file.id, error = %e, "removing a file of a refused upload failed");
                 }
             }
@@ -242,7 +255,7 @@ pub async fn upload(
 /// Stores the form's files one by one into `stored`.
 async fn receive(
     state: &AppState,
-    caller: &Caller,
+    caller: &Principal,
     base: &agentry_domain::ids::KnowledgeBaseId,
     form: &mut Multipart,
     stored: &mut Vec<UploadedFile>,
