@@ -9,7 +9,7 @@ LLM_FILE ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 INSPECTOR := $(VENV)/inspector
 
-.PHONY: help inspector model run test bench-chat bench-mcp bench-llm bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
+.PHONY: help inspector model run test bench-chat bench-mcp bench-llm bench-knowledge bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) and the language model SmolLM2-135M-Instruct into $(LLM_FILE) (once)"
@@ -68,6 +68,13 @@ bench: model venv
 bench-memory: model
 	cargo build --release --locked --quiet
 	bash scripts/bench.sh memory
+
+# Knowledge files: ingestion of a 200-page PDF and a 2 MB DOCX against the embedding model's own
+# throughput (stages, peak memory), and search over 20,000 chunks on both databases.
+bench-knowledge: model venv
+	cargo build --release --locked --quiet --bin agentry --example knowledge_embed_baseline
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/fixtures/requirements.txt
+	$(PYTHON) scripts/bench_knowledge.py target/release/agentry target/release/examples/knowledge_embed_baseline
 
 # Only the workflow part of the benchmark: executions started and completed per second.
 bench-workflows:

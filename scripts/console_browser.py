@@ -11,6 +11,8 @@ selenium) as a person uses it, on a fresh service of the given binary:
 - subscribe a loopback receiver and see a delivery; retry a failed one;
 - create an API key (shown once) and use it; invite a member (mailed over SMTP);
 - look at billing with its chart;
+- create a knowledge base, upload a PDF and a Markdown file at once and watch them become
+  indexed, search it, attach it to the agent, ask, and follow the reply's citation to its chunk;
 - every read page again with JavaScript off;
 - on every page: no content-security-policy violation and no console error; a screenshot of
   each is kept in target/console-screenshots/ (also at 390 px wide).
@@ -39,6 +41,10 @@ from browser_pages import PASSWORD, Service_, SmtpSink, browser, call  # noqa: E
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "target" / "console-screenshots"
 ANSWER = "From memory: the customer's favourite colour is teal, so I would suggest the teal edition."
+# Given sources from a knowledge base, the model answers from the first and cites it.
+CITED = "Refunds for annual plans are paid back within fourteen days of cancellation [1]."
+QUESTION = "Within how many days are refunds for annual plans paid after cancellation?"
+FIXTURES = ROOT / "crates" / "documents" / "tests" / "fixtures"
 
 
 class FakeModel:
@@ -55,11 +61,37 @@ class FakeModel:
 
             def do_POST(self):  # noqa: N802 (the standard library's name)
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if any("Sources from your knowledge bases" in (m.get("content") or "") for m in body["messages"]):
+                    return self.cite(bool(body.get("stream")))
                 tool_result = any(m.get("role") == "tool" for m in body["messages"])
                 if body.get("stream"):
                     self.stream(tool_result)
                 else:
                     self.whole(tool_result)
+
+            def cite(self, streamed):
+                if not streamed:
+                    data = json.dumps({"choices": [{"message": {"role": "assistant", "content": CITED},
+                                                    "finish_reason": "stop"}],
+                                       "usage": {"prompt_tokens": 300, "completion_tokens": 20}}).encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for payload in [json.dumps({"choices": [{"delta": {"content": CITED}, "finish_reason": None}]}),
+                                json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}]}),
+                                json.dumps({"choices": [], "usage": {"prompt_tokens": 300, "completion_tokens": 20}}),
+                                "[DONE]"]:
+                    line = f"data: {payload}\n\n".encode()
+                    self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
 
             def whole(self, tool_result):
                 message = ({"role": "assistant", "content": ANSWER} if tool_result else
@@ -390,6 +422,43 @@ class Walk:
         assert len(rows) >= 2, "the welcome grant and the chat's charge"
         self.check("billing", narrow=True)
 
+    def knowledge(self):
+        """A base filled with two files at once, indexed while the page watches, searched with
+        its explanations, attached to the agent, and a cited reply followed to its chunk."""
+        self.section("knowledge", "new-base")
+        self.check("knowledge", narrow=True)
+        self.fill("name", "Handbook")
+        self.find("#create-base").click()
+        self.wait(ec.presence_of_element_located((By.ID, "upload")))
+        self.find("#file").send_keys(f"{FIXTURES / 'handbook.pdf'}\n{FIXTURES / 'notes.md'}")
+        self.find("#upload-files").click()
+        # No reload from here: the list refreshes itself until both files are indexed.
+        self.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#files [data-status=indexed]")) == 2, timeout=60)
+        self.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, "[data-live]"), timeout=30)
+        self.check("knowledge-base", narrow=True)
+        self.fill("q", QUESTION)
+        self.find("#search-button").click()
+        self.wait(ec.presence_of_element_located((By.ID, "results")))
+        first = self.find("#results li").text
+        assert "handbook.pdf, page 2" in first and "by meaning" in first, first
+        self.check("knowledge-search", narrow=True)
+        self.driver.get(self.agent_url)
+        self.find("#agent-knowledge input[name=knowledge_bases]").click()
+        self.find("#save-knowledge").click()
+        self.wait(ec.url_contains("#knowledge"))
+        assert self.find("#agent-knowledge input[name=knowledge_bases]").is_selected()
+        self.fill("message", QUESTION)
+        self.find("#send").click()
+        self.wait(lambda d: d.find_element(By.ID, "chat-status").get_attribute("data-done"), timeout=30)
+        link = self.wait(ec.presence_of_element_located((By.CSS_SELECTOR, "#transcript ol.citations a")))
+        assert link.text == "[1] handbook.pdf, page 2", link.text
+        self.check("knowledge-chat")
+        link.click()
+        self.wait(ec.url_contains("#chunk-"))
+        chunk = self.driver.current_url.split("#", 1)[1]
+        assert "fourteen days" in self.find(f"#{chunk}").text, "the cited chunk is in view"
+        self.check("knowledge-citation", narrow=True)
+
     def without_javascript(self):
         """Every read page seen, again with JavaScript off: each renders its heading."""
         driver = browser(False)
@@ -444,6 +513,7 @@ def main():
         walk.keys()
         walk.team(smtp, [])
         walk.billing()
+        walk.knowledge()
         walk.without_javascript()
         print(f"console: screenshots in {SHOTS}")
     finally:

@@ -29,6 +29,9 @@ pub const SQLITE_WRITE_QUEUE_DEPTH: &str = "agentry_sqlite_write_queue_depth";
 pub const SQLITE_COMMITS: &str = "agentry_sqlite_commits_total";
 /// Counter: SQLite units of work run by the writer.
 pub const SQLITE_WRITE_UNITS: &str = "agentry_sqlite_write_units_total";
+/// Histogram: seconds a knowledge file's ingestion spent in each `stage` (`read`, `parse`,
+/// `chunk`, `embed`, `index`), per file.
+pub const KNOWLEDGE_STAGE_DURATION: &str = "agentry_knowledge_stage_duration_seconds";
 /// Histogram: seconds a chat model took to answer, by `provider` and `outcome`.
 pub const CHAT_MODEL_DURATION: &str = "agentry_chat_model_duration_seconds";
 /// Counter: tokens of chat completions, by `provider` and `kind` (`prompt`, `completion`).

@@ -30,6 +30,9 @@ fn recorder() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let builder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(names::CHAT_MODEL_DURATION.into()), MODEL_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Full(names::KNOWLEDGE_STAGE_DURATION.into()), MODEL_BUCKETS)
+            })
             .and_then(|b| b.set_buckets(FAST_BUCKETS))
             .expect("the bucket lists are not empty");
         let recorder = builder.build_recorder();
@@ -68,6 +71,11 @@ fn describe() {
     describe_counter!(names::SQLITE_COMMITS, "SQLite transactions committed by the writer.");
     describe_counter!(names::SQLITE_WRITE_UNITS, "SQLite units of work run by the writer.");
     describe_histogram!(names::CHAT_MODEL_DURATION, Unit::Seconds, "Chat model answer time.");
+    describe_histogram!(
+        names::KNOWLEDGE_STAGE_DURATION,
+        Unit::Seconds,
+        "Time of each stage of a knowledge file's ingestion (read, parse, chunk, embed, index)."
+    );
     describe_counter!(names::CHAT_TOKENS, "Tokens of chat completions, by kind.");
     describe_counter!(names::CREDITS_CHARGED, "Credits charged for usage.");
     describe_counter!(names::TOOL_CALLS, "Tools agents called during chats, by tool type and outcome.");

@@ -93,6 +93,29 @@ impl Ingestion {
     }
 }
 
+/// The time of each stage of one file's ingestion, recorded as [`KNOWLEDGE_STAGE_DURATION`]
+/// (`make bench-knowledge` compares the stages with the embedding model's own throughput).
+///
+/// [`KNOWLEDGE_STAGE_DURATION`]: crate::metrics::KNOWLEDGE_STAGE_DURATION
+struct Stages(std::time::Instant);
+
+impl Stages {
+    fn start() -> Self {
+        Self(std::time::Instant::now())
+    }
+
+    /// Records the stage that ends now; the next starts.
+    fn done(&mut self, stage: &'static str) {
+        metrics::histogram!(crate::metrics::KNOWLEDGE_STAGE_DURATION, "stage" => stage)
+            .record(self.0.elapsed().as_secs_f64());
+        self.restart();
+    }
+
+    fn restart(&mut self) {
+        self.0 = std::time::Instant::now();
+    }
+}
+
 fn failed_event(ingestion: &Ingestion, file: &KnowledgeFile, error: &str) -> Event {
     Event::new(
         ingestion.deps.ids.as_ref(),
@@ -138,14 +161,20 @@ impl WorkKind for Ingestion {
     ) -> anyhow::Result<Ran> {
         let d = &self.deps;
         let file = &claimed.file;
+        let mut stage = Stages::start();
         let bytes = self.content(file).await?;
-        let document = match d.parser.parse(file.media_type, Arc::from(bytes)).await {
+        stage.done("read");
+        let parsed = d.parser.parse(file.media_type, Arc::from(bytes)).await;
+        stage.done("parse");
+        let document = match parsed {
             Ok(document) if document.has_text() => document,
             Ok(_) => return self.fail(&claimed, super::ParseError::NoText.to_string()).await,
             Err(e) => return self.fail(&claimed, e.to_string()).await,
         };
         let chunks = chunk_document(&document, claimed.chunking, self.tokens.as_ref());
         drop(document.sections);
+        stage.done("chunk");
+        let mut embedding = std::time::Duration::ZERO;
         if !d.index.set_progress(&file.id, &claimed.lease, PARSED, d.clock.now()).await? {
             return Ok(Ran::ended(Outcome::LostLease));
         }
@@ -159,7 +188,9 @@ impl WorkKind for Ingestion {
                 return Ok(Ran::ended(Outcome::Released));
             }
             let texts: Vec<String> = group.iter().map(|c| c.text.clone()).collect();
+            let began = std::time::Instant::now();
             let vectors = d.embedder.embed(&texts).await?;
+            embedding += began.elapsed();
             anyhow::ensure!(
                 vectors.len() == group.len(),
                 "the embedding model answered {} vectors for {} texts",
@@ -178,6 +209,9 @@ impl WorkKind for Ingestion {
                 return Ok(Ran::ended(Outcome::LostLease));
             }
         }
+        metrics::histogram!(crate::metrics::KNOWLEDGE_STAGE_DURATION, "stage" => "embed")
+            .record(embedding.as_secs_f64());
+        stage.restart();
         let event = Event::new(
             d.ids.as_ref(),
             &file.tenant_id,
@@ -195,6 +229,7 @@ impl WorkKind for Ingestion {
             .index
             .index_file(file, &claimed.lease, &model, document.pages, &indexed, &event, d.clock.now())
             .await?;
+        stage.done("index");
         Ok(Ran::ended(if held { Outcome::Done } else { Outcome::LostLease }))
     }
 

@@ -29,5 +29,5 @@ pub use ports::{MockAgentDirectory, MockEmbedder, MockMemoryRepository};
 pub use service::{
     ConsolidationReport, DocumentSummary, Expiry, MemoryError, MemoryService, MemoryServiceDeps,
     MemorySettings, NewDocument, NewMemory, SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms,
-    lexical_terms, matched_terms,
+    identifiers, lexical_coverage, lexical_terms, matched_terms,
 };

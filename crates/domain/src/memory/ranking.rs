@@ -214,10 +214,16 @@ pub fn rank<I: Ord>(
             Scored { candidate: c, score, relevance, semantic, lexical, recency }
         })
         .collect();
+    // Equal scores (a score saturates at 1 when the meaning alone is that close) are told
+    // apart by the words covered, then by the closeness in meaning, before the id: the entry
+    // naming the exact identifier asked for wins among near-identical ones.
+    let closeness = |s: &Scored<I>| s.candidate.similarity.map_or(f64::NEG_INFINITY, f64::from);
     scored.sort_by(|a, b| {
         b.score
             .partial_cmp(&a.score)
             .unwrap_or(Ordering::Equal)
+            .then_with(|| b.lexical.partial_cmp(&a.lexical).unwrap_or(Ordering::Equal))
+            .then_with(|| closeness(b).partial_cmp(&closeness(a)).unwrap_or(Ordering::Equal))
             .then_with(|| a.candidate.id.cmp(&b.candidate.id))
     });
     scored

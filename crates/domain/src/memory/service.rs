@@ -30,7 +30,8 @@ mod search;
 pub use consolidation::ConsolidationReport;
 pub use documents::{DocumentSummary, NewDocument};
 pub use search::{
-    SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms, lexical_terms, matched_terms,
+    SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms, identifiers, lexical_coverage,
+    lexical_terms, matched_terms,
 };
 
 /// Why a memory operation failed.

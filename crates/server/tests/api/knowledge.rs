@@ -370,3 +370,36 @@ async fn bases_are_validated_named_once_and_invisible_to_other_tenants() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_exact_identifier_ranks_its_chunk_first() {
+    on_both_databases(
+        |_| {},
+        async |app: TestApp| {
+            let token = app.access_token("ada@example.com").await;
+            let base = create_base(&app, &token, "Orders").await;
+            // Forty orders alike in every word but their number: meaning cannot tell them apart.
+            let orders: String = (0..40)
+                .map(|i| {
+                    format!(
+                        "## Order P-0{}\n\nOrder P-0{} was shipped from the Lisbon warehouse; its status is {} and the customer was told.\n\n",
+                        1200 + i,
+                        1200 + i,
+                        ["delayed", "in transit", "delivered", "on hold"][i % 4]
+                    )
+                })
+                .collect();
+            let r = upload(&app, &token, &base, form(&[("orders.md", orders.into_bytes())])).await;
+            assert_eq!(r.status(), 202);
+            app.drain().await;
+            for query in ["P-01234", "What is the status of order P-01234?", "where did p-01234 ship from"] {
+                let hits = search(&app, &token, &base, query).await;
+                assert_eq!(hits[0]["headings"], json!(["Order P-01234"]), "{query}: {hits:?}");
+            }
+            // An identifier nothing holds finds nothing by its parts.
+            let hits = search(&app, &token, &base, "P-09999").await;
+            assert!(hits.iter().all(|h| h["lexical_rank"].is_null()), "{hits:?}");
+        },
+    )
+    .await;
+}

@@ -9,7 +9,7 @@ use crate::ids::{ChunkId, KnowledgeBaseId, KnowledgeFileId, TenantId};
 use crate::knowledge::model::KnowledgeChunk;
 use crate::knowledge::ports::{ChunkScope, FoundChunk};
 use crate::memory::ranking::{Scored, SearchMode, fuse, rank};
-use crate::memory::{enough_terms, lexical_terms, matched_terms};
+use crate::memory::{identifiers, lexical_coverage, lexical_terms};
 use crate::tenancy::{Permission, Principal};
 
 /// A validated knowledge search.
@@ -80,12 +80,11 @@ impl KnowledgeService {
         ids.extend(extra);
         let mut found: HashMap<ChunkId, FoundChunk> =
             d.index.get_chunks(tenant, &ids).await?.into_iter().map(|f| (f.chunk.id.clone(), f)).collect();
+        let named = identifiers(&query.text);
         let lexical: Vec<(ChunkId, f64)> = lexical
             .into_iter()
             .filter_map(|id| {
-                let matched = matched_terms(&found.get(&id)?.chunk.text, &terms);
-                let coverage = matched.max(1) as f64 / terms.len().max(1) as f64;
-                enough_terms(matched, terms.len()).then_some((id, coverage))
+                Some((id.clone(), lexical_coverage(&found.get(&id)?.chunk.text, &terms, &named, false)?))
             })
             .collect();
         // Chunks have no importance or age of their own: the settings give both no weight.

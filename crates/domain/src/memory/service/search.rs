@@ -109,6 +109,64 @@ pub fn matched_terms(content: &str, terms: &[String]) -> usize {
         .count()
 }
 
+/// The identifiers a query names, lower-cased: words of three characters or more that hold a
+/// digit and either a letter or a joining `-`, `_`, `.` or `/` (`P-01234`, `INV-2024-007`,
+/// `v2.4.1`, `x86_64`). A search matches an identifier whole (see [`lexical_coverage`]).
+pub fn identifiers(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for word in
+        text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '"' | '\'' | '[' | ']'))
+    {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+        let joined = word.contains(['-', '_', '.', '/']);
+        let is_identifier = word.chars().count() >= 3
+            && word.chars().any(|c| c.is_ascii_digit())
+            && (joined || word.chars().any(char::is_alphabetic));
+        let word = word.to_lowercase();
+        if is_identifier && !found.contains(&word) {
+            found.push(word);
+        }
+    }
+    found
+}
+
+/// Whether `content` holds `identifier` whole: not inside a longer word or identifier
+/// (`P-01234` is not in `P-012345`).
+fn holds(content: &str, identifier: &str) -> bool {
+    let content = content.to_lowercase();
+    let joins = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
+    content.match_indices(identifier).any(|(at, _)| {
+        let before = content[..at].chars().next_back();
+        let after = content[at + identifier.len()..].chars().next();
+        // A sentence's full stop after an identifier ends it.
+        before.is_none_or(|c| !joins(c)) && after.is_none_or(|c| !c.is_alphanumeric() && c != '-' && c != '_')
+    })
+}
+
+/// How much of a query `content` covers in words, `None` when too little to count (see
+/// [`enough_terms`]; in `lexical` mode every match counts). An identifier the query names
+/// ([`identifiers`]) is matched whole: content holding one covers the query fully, and the
+/// identifier's parts (`p`, `01234`) do not match by themselves, so `P-01235` is no match for
+/// `P-01234`.
+pub fn lexical_coverage(
+    content: &str,
+    terms: &[String],
+    identifiers: &[String],
+    lexical: bool,
+) -> Option<f64> {
+    if identifiers.iter().any(|id| holds(content, id)) {
+        return Some(1.0);
+    }
+    let parts: Vec<String> = identifiers.iter().flat_map(|id| lexical_terms(id)).collect();
+    let words: Vec<String> = terms.iter().filter(|t| !parts.contains(t)).cloned().collect();
+    let matched = matched_terms(content, &words);
+    let coverage = matched.max(1) as f64 / terms.len().max(1) as f64;
+    if matched == 0 && !lexical {
+        return None;
+    }
+    (lexical || enough_terms(matched, terms.len())).then_some(coverage)
+}
+
 /// Whether a lexical match covers enough of the query to count ("minimum should match"): one
 /// term of a query of one or two, half of a longer query's terms. A single shared word such as
 /// "client" in a question of three says little, and reciprocal rank fusion would otherwise let
@@ -181,12 +239,13 @@ impl MemoryService {
             .collect();
         // Alone, the lexical ranking is what it is (every match counts with what it covers);
         // combined, a match covering too little of the query is left out.
+        let named = identifiers(text);
         let lexical: Vec<(MemoryId, f64)> = lexical
             .into_iter()
             .filter_map(|id| {
-                let matched = matched_terms(&entries.get(&id)?.content, &terms);
-                let coverage = matched.max(1) as f64 / terms.len().max(1) as f64;
-                (mode == SearchMode::Lexical || enough_terms(matched, terms.len())).then_some((id, coverage))
+                let content = &entries.get(&id)?.content;
+                let coverage = lexical_coverage(content, &terms, &named, mode == SearchMode::Lexical)?;
+                Some((id, coverage))
             })
             .collect();
         let candidates = fuse(&nearest, &lexical, |id| entries.get(id).map(|e| (e.importance, e.updated_at)));

@@ -424,3 +424,26 @@ fn a_lexical_match_must_cover_enough_of_the_query() {
     assert_eq!(matched_terms("favourite colours", &["colour".to_owned()]), 1);
     assert_eq!(matched_terms("Größe", &["größen".to_owned()]), 1, "stems are cut on characters, not bytes");
 }
+
+#[test]
+fn identifiers_are_matched_whole() {
+    use crate::memory::{identifiers, lexical_coverage, lexical_terms};
+    assert_eq!(identifiers("Where is order P-01234, and INV-2024-007?"), ["p-01234", "inv-2024-007"]);
+    assert_eq!(identifiers("v2.4.1 on x86_64 in 2024 with 3 cats"), ["v2.4.1", "x86_64"]);
+    let query = "What is the status of order P-01234?";
+    let (terms, named) = (lexical_terms(query), identifiers(query));
+    let exact = lexical_coverage("Order P-01234 shipped; status: delayed.", &terms, &named, false);
+    assert_eq!(exact, Some(1.0));
+    let other = lexical_coverage("Order P-01235 shipped; status: delayed.", &terms, &named, false).unwrap();
+    assert!(other < 1.0, "another identifier covers only the words: {other}");
+    assert_eq!(
+        lexical_coverage("P-012345 is unrelated", &terms, &named, false),
+        None,
+        "not inside a longer one"
+    );
+    assert_eq!(
+        lexical_coverage("see p 01234", &["p".into(), "01234".into()], &["p-01234".into()], false),
+        None
+    );
+    assert_eq!(lexical_coverage("It is P-01234.", &terms, &named, false), Some(1.0), "a full stop ends it");
+}
