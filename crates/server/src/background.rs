@@ -75,7 +75,10 @@ pub(crate) fn start_background_work(
             chrono::Duration::seconds(i64::try_from(config.llm_timeout_secs).unwrap_or(60) * 2 + tool + 120);
         let sweep = HoldSweep { billing: services.state.billing.clone(), max_age };
         let every_minute = Cadence { poll: Duration::from_secs(60), wake: None, wake_delay: Duration::ZERO };
-        tasks.push(spawn_loop(Arc::new(sweep), every_minute, clock, stop));
+        tasks.push(spawn_loop(Arc::new(sweep), every_minute.clone(), clock.clone(), stop.clone()));
+        let hourly = Cadence { poll: Duration::from_secs(3600), ..every_minute };
+        let uploads = crate::workers::UploadSweep(services.state.knowledge.clone());
+        tasks.push(spawn_loop(Arc::new(uploads), hourly, clock, stop));
         // Not among the tasks awaited at shutdown: it only wakes loops, and ends with the process.
         let _listener = db.listen_for_work();
     }

@@ -149,6 +149,28 @@ impl Source for HoldSweep {
     }
 }
 
+/// Removes the stored parts of knowledge uploads that a crash cut off, once they are a day old.
+pub(crate) struct UploadSweep(pub(crate) agentry_domain::knowledge::KnowledgeService);
+
+#[async_trait]
+impl Source for UploadSweep {
+    fn name(&self) -> &'static str {
+        "knowledge_upload_sweep"
+    }
+
+    fn concurrency(&self) -> usize {
+        1
+    }
+
+    async fn take(&self, _limit: usize, _keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>> {
+        let swept = self.0.sweep_unfinished_uploads().await?;
+        if swept > 0 {
+            tracing::warn!(swept, "removed the stored parts of uploads that never finished");
+        }
+        Ok(Vec::new())
+    }
+}
+
 /// When a loop looks for work besides the slots coming free.
 #[derive(Debug, Clone)]
 pub(crate) struct Cadence {

@@ -122,6 +122,10 @@ pub trait FileStore: Send + Sync {
         index: u32,
     ) -> anyhow::Result<Option<Vec<u8>>>;
 
+    /// Removes the parts of uploads that never finished (no file row holds them) written
+    /// before `written_before`; how many.
+    async fn sweep_orphans(&self, written_before: DateTime<Utc>) -> anyhow::Result<u64>;
+
     /// Deletes a file's content (an upload given up, a duplicate).
     async fn delete(&self, tenant: &TenantId, file: &KnowledgeFileId) -> anyhow::Result<()>;
 }

@@ -208,6 +208,16 @@ impl KnowledgeService {
         Ok(self.deps.repository.list_bases(&caller.tenant_id).await?)
     }
 
+    /// Removes the parts of uploads that never finished (cut off by a crash: no file row came)
+    /// once they are a day old, far past any upload still writing; how many.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn sweep_unfinished_uploads(&self) -> anyhow::Result<u64> {
+        let cutoff = self.deps.clock.now() - chrono::Duration::days(1);
+        self.deps.files.sweep_orphans(cutoff).await
+    }
+
     /// A tenant's bases, on its behalf (an agent's settings name some of them).
     ///
     /// # Errors

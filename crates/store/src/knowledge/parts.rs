@@ -8,8 +8,11 @@ use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
+use chrono::{DateTime, Utc};
+
 use crate::database::Database;
-use crate::schema::knowledge_file_parts;
+use crate::schema::{knowledge_file_parts, knowledge_files};
+use crate::types::DbTime;
 
 /// Files' contents in the database.
 #[derive(Debug, Clone)]
@@ -55,6 +58,7 @@ impl FileStore for DbFileStore {
                     knowledge_file_parts::part.eq(part),
                     knowledge_file_parts::tenant_id.eq(&tenant),
                     knowledge_file_parts::content.eq(&bytes),
+                    knowledge_file_parts::written_at.eq(Some(DbTime(chrono::Utc::now()))),
                 ))
                 .execute(conn)
                 .await?;
@@ -78,6 +82,30 @@ impl FileStore for DbFileStore {
             .first::<Vec<u8>>(conn)
             .await
             .optional())?)
+    }
+
+    async fn sweep_orphans(&self, written_before: DateTime<Utc>) -> anyhow::Result<u64> {
+        // A part whose file has no row (its upload never finished) and that is older than any
+        // upload in progress can be. Parts written before `written_at` existed count as old.
+        let cutoff = DbTime(written_before);
+        // A write: on SQLite it goes through the one writer.
+        let swept = transaction!(self.db, conn => {
+            let swept = diesel::delete(
+                knowledge_file_parts::table
+                    .filter(
+                        knowledge_file_parts::written_at
+                            .lt(cutoff)
+                            .or(knowledge_file_parts::written_at.is_null()),
+                    )
+                    .filter(diesel::dsl::not(diesel::dsl::exists(
+                        knowledge_files::table.filter(knowledge_files::id.eq(knowledge_file_parts::file_id)),
+                    ))),
+            )
+            .execute(conn)
+            .await?;
+            Ok(swept)
+        })?;
+        Ok(u64::try_from(swept).unwrap_or(0))
     }
 
     async fn delete(&self, tenant: &TenantId, file: &KnowledgeFileId) -> anyhow::Result<()> {

@@ -45,11 +45,15 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
     knowledge_file_parts (file_id, part) {
         file_id -> Text,
         part -> Integer,
         tenant_id -> Text,
         content -> Binary,
+        written_at -> Nullable<UtcTime>,
     }
 }
 

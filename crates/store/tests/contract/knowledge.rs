@@ -14,6 +14,7 @@ crate::contract!(
     the_same_bytes_in_one_base_are_one_file_even_at_once,
     deleting_a_file_or_a_base_deletes_its_content,
     file_parts_round_trip_exactly_and_are_replaced_on_retry,
+    parts_of_uploads_that_never_finished_are_swept_once_old,
     another_tenants_bases_files_and_contents_are_invisible_and_untouchable,
 );
 
@@ -179,6 +180,26 @@ async fn file_parts_round_trip_exactly_and_are_replaced_on_retry(db: Database) {
     assert!(files.put_part(&t, &f, 2, &vec![0; FILE_PART_BYTES + 1]).await.is_err(), "a part over 1 MiB");
     files.delete(&t, &f).await.unwrap();
     assert_eq!(files.get_part(&t, &f, 0).await.unwrap(), None);
+}
+
+async fn parts_of_uploads_that_never_finished_are_swept_once_old(db: Database) {
+    let (store, files) = setup(&db).await;
+    let one = base("kb_1", "1", "One");
+    store.create_base(&one).await.unwrap();
+    let kept = file("kbf_kept", &one, "a", 3);
+    files.put_part(&one.tenant_id, &kept.id, 0, b"abc").await.unwrap();
+    store.add_file(&kept).await.unwrap();
+    let cut_off = KnowledgeFileId::from_string("kbf_cut");
+    for part in 0..3 {
+        files.put_part(&one.tenant_id, &cut_off, part, b"part").await.unwrap();
+    }
+    // Written just now: an upload may still be writing them.
+    assert_eq!(files.sweep_orphans(Utc::now() - chrono::Duration::hours(1)).await.unwrap(), 0);
+    assert!(files.get_part(&one.tenant_id, &cut_off, 0).await.unwrap().is_some());
+    // Old enough: the parts without a file go, a file's parts stay.
+    assert_eq!(files.sweep_orphans(Utc::now() + chrono::Duration::hours(1)).await.unwrap(), 3);
+    assert_eq!(files.get_part(&one.tenant_id, &cut_off, 0).await.unwrap(), None);
+    assert_eq!(files.get_part(&one.tenant_id, &kept.id, 0).await.unwrap().as_deref(), Some(&b"abc"[..]));
 }
 
 async fn another_tenants_bases_files_and_contents_are_invisible_and_untouchable(db: Database) {
