@@ -439,7 +439,10 @@ async fn the_mcp_inspector_cli_lists_agentrys_tools_and_calls_one() {
     let listed = inspect(vec!["--method".into(), "tools/list".into()]).await;
     let names: Vec<&str> =
         listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["chat_Helper", "memory_search", "memory_add", "run_workflow", "get_execution"]);
+    assert_eq!(
+        names,
+        ["chat_Helper", "memory_search", "memory_add", "knowledge_search", "run_workflow", "get_execution"]
+    );
     let added = inspect(
         ["--method", "tools/call", "--tool-name", "memory_add", "--tool-arg", "content=Ada drinks green tea"]
             .map(str::to_owned)
