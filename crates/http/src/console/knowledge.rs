@@ -204,10 +204,13 @@ async fn chunk_page(
     let mut skip = 0;
     loop {
         let (chunks, total) = state.knowledge.list_chunks(c, kb, file, skip, CHUNKS_PER_PAGE).await?;
-        if chunks.iter().any(|ch| ch.id.as_str() == chunk) || skip + CHUNKS_PER_PAGE >= total {
-            return Ok(if chunks.iter().any(|ch| ch.id.as_str() == chunk) { skip } else { 0 });
+        if chunks.iter().any(|ch| ch.id.as_str() == chunk) {
+            return Ok(skip);
         }
         skip += CHUNKS_PER_PAGE;
+        if skip >= total {
+            return Ok(0);
+        }
     }
 }
 

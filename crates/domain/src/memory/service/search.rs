@@ -161,9 +161,6 @@ pub fn lexical_coverage(
     let words: Vec<String> = terms.iter().filter(|t| !parts.contains(t)).cloned().collect();
     let matched = matched_terms(content, &words);
     let coverage = matched.max(1) as f64 / terms.len().max(1) as f64;
-    if matched == 0 && !lexical {
-        return None;
-    }
     (lexical || enough_terms(matched, terms.len())).then_some(coverage)
 }
 
