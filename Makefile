@@ -9,7 +9,7 @@ LLM_FILE ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 INSPECTOR := $(VENV)/inspector
 
-.PHONY: help inspector model run test bench-chat bench-mcp bench-llm bench-knowledge bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
+.PHONY: help build-deps inspector model run test bench-chat bench-mcp bench-llm bench-knowledge bench-memory bench-webhooks bench-workflows bench-stores bench-hotpath lint fmt deny bench timing conformance readme browser console e2e ci migrate venv
 
 help:
 	@echo "make model        - fetch the embedding model all-MiniLM-L6-v2 into $(MODEL_DIR) and the language model SmolLM2-135M-Instruct into $(LLM_FILE) (once)"
@@ -23,7 +23,7 @@ help:
 	@echo "make bench-memory - only memory: ingestion, search over 10k and 100k entries, recall@5"
 	@echo "make bench-chat   - only chat: streamed vs unstreamed, OpenAI endpoint vs chat, per database"
 	@echo "make bench-mcp    - only MCP: /mcp tools/call of memory_search and chat vs their REST routes; a remote MCP tool call vs a plain HTTP round trip"
-	@echo "make bench-llm    - only the language model: SmolLM2 load, prefill and generated tokens/s"
+	@echo "make bench-llm    - only the language model: load, prefill, tokens/s, memory and concurrency, against llama.cpp (llama-cpp-python) on the same file"
 	@echo "make bench-hotpath - only the hot path: GET /agents, GET /auth/me and chat, per database, with the database baselines (pgbench, examples/sqlite_baseline)"
 	@echo "make bench-stores - only GET /api/v1/agents with each rate-limit store (memory, database, redis)"
 	@echo "make timing       - only the enumeration timing (forgot-password, magic-link)"
@@ -40,14 +40,19 @@ model:
 	bash scripts/fetch-model.sh $(MODEL_DIR)
 	bash scripts/fetch-llm.sh $(LLM_FILE)
 
-run: model
+# cmake and libclang, which building llama.cpp needs (installed from Debian's packages when
+# missing).
+build-deps:
+	bash scripts/install-build-deps.sh
+
+run: build-deps model
 	$(CARGO) run --release
 
 migrate:
 	$(CARGO) run --release -- migrate
 
 # The tests use the embedding model and the Python venv (Standard Webhooks verification).
-test: model venv inspector
+test: build-deps model venv inspector
 	$(CARGO) test --workspace --all-features --locked
 
 fmt:

@@ -154,6 +154,7 @@
             list.appendChild(item);
           } else if (event === "message.completed") {
             if (text) text.textContent = data.content;
+            if (data.finish_reason === "length") block(reply, "div", "finish note", "Cut off at the token limit");
             block(reply, "div", "usage", data.usage.total_tokens + " tokens");
             sessionInput.value = data.session_id;
             status.className = "note";

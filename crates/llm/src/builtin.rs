@@ -280,6 +280,7 @@ mod tests {
             max_tokens,
             messages,
             tools: Vec::new(),
+            response_schema: None,
         }
     }
 

@@ -20,6 +20,7 @@ fn request() -> CompletionRequest {
             ChatTurn::new(ChatRole::User, "Hello"),
         ],
         tools: Vec::new(),
+        response_schema: None,
     }
 }
 

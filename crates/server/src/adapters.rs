@@ -17,7 +17,7 @@ use agentry_embed::{
     OpenAiEmbedder, OpenAiEmbedderSettings,
 };
 use agentry_http::{MetricsExport, NotReady, Readiness};
-use agentry_llm::{BuiltinModel, Cl100kTokens, OpenAiModel, OpenAiSettings, SmolLmModel, SmolLmSettings};
+use agentry_llm::{BuiltinModel, Cl100kTokens, LocalModel, LocalSettings, OpenAiModel, OpenAiSettings};
 use agentry_mailer::{FileOutbox, SmtpMailer};
 use agentry_store::{AgentStore, Database, DatabaseSettings, InstanceStore, MemoryStore, WebhookStore};
 use anyhow::Context as _;
@@ -93,7 +93,7 @@ pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
     Ok(inner)
 }
 
-/// The chat model the configuration asks for. SmolLM2 is loaded once per process and file,
+/// The chat model the configuration asks for. A local model is loaded once per process and file,
 /// however many apps a test process starts.
 ///
 /// # Errors
@@ -102,7 +102,7 @@ pub fn build_mailer(config: &Config) -> anyhow::Result<Arc<dyn Mailer>> {
 pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
     let provider = config.llm().as_str();
     let model: Arc<dyn ChatModel> = match config.llm() {
-        LlmProvider::Smollm => Arc::new(load_smollm(config)?),
+        LlmProvider::Smollm => Arc::new(load_local(config)?),
         LlmProvider::Auto | LlmProvider::Builtin => Arc::new(BuiltinModel::new()),
         LlmProvider::Openai => Arc::new(OpenAiModel::new(OpenAiSettings {
             base_url: config.llm_base_url.clone(),
@@ -120,25 +120,33 @@ pub fn build_model(config: &Config) -> anyhow::Result<Arc<dyn ChatModel>> {
     Ok(Arc::new(MeteredModel::new(model, provider)))
 }
 
-fn load_smollm(config: &Config) -> anyhow::Result<SmolLmModel> {
+fn load_local(config: &Config) -> anyhow::Result<LocalModel> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, SmolLmModel>>> = OnceLock::new();
+    static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, LocalModel>>> = OnceLock::new();
     let mut loaded =
         LOADED.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(model) = loaded.get(&config.llm_model_path) {
         return Ok(model.clone());
     }
     let started = std::time::Instant::now();
-    let model = SmolLmModel::load(
+    let model = LocalModel::load(
         &config.llm_model_path,
-        &SmolLmSettings {
+        &LocalSettings {
             concurrency: config.llm_concurrency,
             queue: config.llm_queue,
             timeout: Duration::from_secs(config.llm_timeout_secs),
+            ..LocalSettings::default()
         },
     )?;
-    tracing::info!(elapsed_ms = started.elapsed().as_millis(), "loaded SmolLM2-135M-Instruct");
+    let info = model.info();
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis(),
+        model = %info.name,
+        architecture = %info.architecture,
+        own_chat_template = info.own_template,
+        "loaded the language model"
+    );
     loaded.insert(config.llm_model_path.clone(), model.clone());
     Ok(model)
 }

@@ -63,7 +63,7 @@ pub enum RateLimitFailure {
 pub enum LlmProvider {
     /// `smollm` when its model file is present, else `builtin`.
     Auto,
-    /// SmolLM2-135M-Instruct in process (`AGENTRY_LLM_MODEL_PATH`).
+    /// A GGUF chat model in process (`AGENTRY_LLM_MODEL_PATH`; SmolLM2-135M-Instruct by default).
     Smollm,
     /// The offline built-in responder.
     Builtin,
@@ -190,10 +190,10 @@ pub struct Config {
     /// The most one Redis count may take, connecting included, in milliseconds.
     pub redis_timeout_ms: u64,
     /// The chat model: `auto` (default: `smollm` when its file is present, else `builtin`),
-    /// `smollm` (SmolLM2-135M-Instruct in process), `builtin` (offline, deterministic) or
+    /// `smollm` (the GGUF model in process), `builtin` (offline, deterministic) or
     /// `openai` (any OpenAI-compatible server).
     pub llm_provider: LlmProvider,
-    /// The GGUF file of SmolLM2-135M-Instruct (`make model` fetches it).
+    /// The GGUF chat model run in process (`make model` fetches SmolLM2-135M-Instruct).
     pub llm_model_path: std::path::PathBuf,
     /// In-process generations at once.
     pub llm_concurrency: usize,
@@ -375,7 +375,7 @@ impl Default for Config {
             embedding_similarity_ceiling: None,
             knowledge_max_file_bytes: 20 * 1024 * 1024,
             knowledge_ingestion_concurrency: 2,
-            chat_max_tokens: 1024,
+            chat_max_tokens: 512,
             chat_history_tokens: 4000,
             credits_low_threshold: 100,
             payment_provider: PaymentProviderKind::None,
@@ -595,7 +595,7 @@ impl Config {
     /// The model agents use when their config names none.
     pub fn default_model(&self) -> String {
         self.llm_model.clone().unwrap_or_else(|| match self.llm() {
-            LlmProvider::Smollm => "smollm2-135m-instruct".into(),
+            LlmProvider::Smollm => agentry_llm::gguf_model_name(&self.llm_model_path),
             LlmProvider::Auto | LlmProvider::Builtin => "builtin".into(),
             LlmProvider::Openai => "gpt-4o-mini".into(),
         })

@@ -52,6 +52,8 @@ struct MessageRow {
     tool_name: Option<String>,
     /// A reply's citations, as JSON text; null when it cites nothing.
     citations: Option<String>,
+    /// Why a reply ended; null for other messages.
+    finish_reason: Option<String>,
 }
 
 impl MessageRow {
@@ -73,6 +75,7 @@ impl MessageRow {
             tool_name: m.tool_name.clone(),
             citations: (!m.citations.is_empty())
                 .then(|| serde_json::to_string(&m.citations).unwrap_or_else(|_| "[]".to_owned())),
+            finish_reason: m.finish_reason.map(|f| f.as_str().to_owned()),
         }
     }
 
@@ -99,6 +102,11 @@ impl MessageRow {
                 Some(json) => serde_json::from_str(&json).context("a message's stored citations")?,
                 None => Vec::new(),
             },
+            finish_reason: self
+                .finish_reason
+                .as_deref()
+                .map(|f| parse_named(f, "finish reason"))
+                .transpose()?,
         })
     }
 }
@@ -322,6 +330,7 @@ struct ExchangeStatement {
     message_tool_call_ids: Vec<Option<String>>,
     message_tool_names: Vec<Option<String>>,
     message_citations: Vec<Option<String>>,
+    message_finish_reasons: Vec<Option<String>>,
     /// The events, one array per column.
     event_ids: Vec<String>,
     event_types: Vec<String>,
@@ -357,6 +366,7 @@ impl ExchangeStatement {
             message_tool_call_ids: messages.iter().map(|m| m.tool_call_id.clone()).collect(),
             message_tool_names: messages.iter().map(|m| m.tool_name.clone()).collect(),
             message_citations: messages.iter().map(|m| m.citations.clone()).collect(),
+            message_finish_reasons: messages.iter().map(|m| m.finish_reason.clone()).collect(),
             event_ids: events.iter().map(|e| e.id.clone()).collect(),
             event_types: events.iter().map(|e| e.event_type.clone()).collect(),
             event_data: events.iter().map(|e| e.data.clone()).collect(),
@@ -398,6 +408,7 @@ impl ExchangeStatement {
             .bind::<Array<Nullable<Text>>, _>(&self.message_tool_call_ids)
             .bind::<Array<Nullable<Text>>, _>(&self.message_tool_names)
             .bind::<Array<Nullable<Text>>, _>(&self.message_citations)
+            .bind::<Array<Nullable<Text>>, _>(&self.message_finish_reasons)
             .get_result(conn)
             .await
             .optional()?;
@@ -447,12 +458,12 @@ WITH released AS (
 ), messages AS (
     INSERT INTO chat_messages
         (id, tenant_id, agent_id, session_id, role, content, prompt_tokens, completion_tokens, created_at, incomplete,
-         tool_calls, tool_call_id, tool_name, citations)
+         tool_calls, tool_call_id, tool_name, citations, finish_reason)
     SELECT m.id, $2, $3, $4, m.role, m.content, m.prompt_tokens, m.completion_tokens, m.created_at, m.incomplete,
-        m.tool_calls, m.tool_call_id, m.tool_name, m.citations
-    FROM released, unnest($6, $7, $8, $9, $10, $11, $12, $23::text[], $24::text[], $25::text[], $26::text[])
+        m.tool_calls, m.tool_call_id, m.tool_name, m.citations, m.finish_reason
+    FROM released, unnest($6, $7, $8, $9, $10, $11, $12, $23::text[], $24::text[], $25::text[], $26::text[], $27::text[])
         AS m (id, role, content, prompt_tokens, completion_tokens, created_at, incomplete, tool_calls, tool_call_id, tool_name,
-              citations)
+              citations, finish_reason)
 ), outbox AS (
     INSERT INTO events (id, tenant_id, event_type, data, created_at)
     SELECT e.id, $2, e.event_type, e.data, e.created_at

@@ -173,6 +173,7 @@ diesel::table! {
         tool_call_id -> Nullable<Text>,
         tool_name -> Nullable<Text>,
         citations -> Nullable<Text>,
+        finish_reason -> Nullable<Text>,
     }
 }
 

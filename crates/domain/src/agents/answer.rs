@@ -245,6 +245,7 @@ impl ChatService {
             tool_call_id: None,
             tool_name: None,
             citations: Vec::new(),
+            finish_reason: None,
         }
     }
 
@@ -411,6 +412,7 @@ impl ChatService {
         reply.incomplete = last.finish == FinishReason::Cancelled;
         reply.tool_calls = last.tool_calls;
         reply.citations = citations(&reply.content, &rounds.sources.0);
+        reply.finish_reason = Some(last.finish);
         // The exchange as an episodic memory. The reply is already paid for by the hold: a
         // failing embedder costs the memory, not the answer.
         // A stateless call (nothing of it stored) is not remembered either.
@@ -487,6 +489,7 @@ mod tests {
             tool_call_id: None,
             tool_name: None,
             citations: Vec::new(),
+            finish_reason: None,
         };
         let mut rounds = Rounds {
             steps: vec![message(ChatRole::Assistant, "", &["a", "b"]), message(ChatRole::Tool, "{}", &[])],

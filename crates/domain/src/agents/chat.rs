@@ -129,10 +129,13 @@ pub struct Message {
     pub tool_name: Option<String>,
     /// For a reply: the sources its text refers to (`[1]`), from the agent's knowledge bases.
     pub citations: Vec<super::citation::Citation>,
+    /// For a reply: why its model stopped (`length`: cut off at the token limit). `None` for
+    /// other messages and for replies stored before it was kept.
+    pub finish_reason: Option<FinishReason>,
 }
 
 /// What a model is asked.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct CompletionRequest {
     /// The model to use.
     pub model: String,
@@ -145,6 +148,9 @@ pub struct CompletionRequest {
     pub messages: Vec<ChatTurn>,
     /// Tools the model may call; none: it answers in text.
     pub tools: Vec<ToolSpec>,
+    /// A JSON Schema the reply must be an instance of (for callers that parse it, such as
+    /// memory extraction); `None`: free text. Ignored when `tools` are offered.
+    pub response_schema: Option<serde_json::Value>,
 }
 
 /// What a model answered.

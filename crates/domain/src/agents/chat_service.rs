@@ -244,6 +244,7 @@ impl ChatService {
             max_tokens: u32::try_from(affordable).unwrap_or(u32::MAX).min(max_tokens),
             messages: turns,
             tools,
+            response_schema: None,
         };
         Ok(PreparedChat {
             service: self.clone(),

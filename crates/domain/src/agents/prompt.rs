@@ -156,6 +156,7 @@ mod tests {
             tool_call_id: None,
             tool_name: None,
             citations: Vec::new(),
+            finish_reason: None,
         };
         let call = |id: &str| ToolCall { id: id.into(), name: "get_weather".into(), arguments: "{}".into() };
         let result = |id: &str| Message { tool_call_id: Some(id.into()), ..message(ChatRole::Tool, "{}") };
@@ -216,6 +217,7 @@ mod tests {
             tool_call_id: None,
             tool_name: None,
             citations: Vec::new(),
+            finish_reason: None,
         };
         // One exchange with a tool: a question, the call, a 1,000-word result, the answer.
         let exchange = |n: usize| {

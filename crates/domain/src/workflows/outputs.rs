@@ -80,6 +80,9 @@ pub struct ChatOutput {
     pub credits: Credits,
     /// The sources of the agent's knowledge bases the reply cites (`[1]`).
     pub citations: Vec<Citation>,
+    /// Why the model stopped: `stop`, `length` (cut off at the token limit), `tool_calls` or
+    /// `cancelled`.
+    pub finish_reason: &'static str,
 }
 
 /// Tokens of an exchange.
@@ -118,6 +121,7 @@ impl From<ChatReply> for ChatOutput {
             session_id: r.session_id.into_string(),
             credits: Credits { charged: r.charged, remaining: r.remaining },
             citations: m.citations,
+            finish_reason: r.finish.as_str(),
         }
     }
 }

@@ -103,6 +103,11 @@ pub struct ChatResponse {
     /// The sources of the agent's knowledge bases the reply refers to as `[1]`; empty when it
     /// cites none.
     pub citations: Vec<CitationResponse>,
+    /// Why the model stopped: `stop` (it ended its answer), `length` (cut off at the token
+    /// limit: the agent's `config.max_tokens`, or what the credits cover), `tool_calls` (the
+    /// round limit of tool calls was reached) or `cancelled` (a streaming client left).
+    #[schema(example = "stop")]
+    pub finish_reason: &'static str,
 }
 
 /// A source a reply cites: a chunk of a file of the agent's knowledge bases. Also the data of a
@@ -154,6 +159,7 @@ impl From<ChatReply> for ChatResponse {
             created_at: o.created_at,
             session_id: o.session_id,
             credits: ChatCredits { charged: c.charged, remaining: c.remaining },
+            finish_reason: o.finish_reason,
             citations: o.citations.into_iter().map(CitationResponse::from).collect(),
         }
     }
@@ -351,6 +357,10 @@ pub struct MessageResponse {
     /// On a reply that answered from the agent's knowledge bases: the sources it cites.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub citations: Vec<CitationResponse>,
+    /// On a reply: why the model stopped (`stop`, `length`, `tool_calls`, `cancelled`); absent
+    /// on other messages and on replies stored before it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<&'static str>,
     /// When it was written.
     #[serde(serialize_with = "timestamp::serialize")]
     #[schema(value_type = String, format = DateTime)]
@@ -377,6 +387,7 @@ impl From<Message> for MessageResponse {
             name: m.tool_name,
             incomplete: m.incomplete,
             citations: m.citations.into_iter().map(CitationResponse::from).collect(),
+            finish_reason: m.finish_reason.map(|f| f.as_str()),
             created_at: m.created_at,
         }
     }

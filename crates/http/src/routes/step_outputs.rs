@@ -62,6 +62,7 @@ fn a_chat_step_outputs_what_the_chat_route_answers() {
                 page: Some(2),
                 snippet: "Refunds".into(),
             }],
+            finish_reason: Some(agentry_domain::agents::FinishReason::Stop),
         },
         session_id: SessionId::parse("s-1").unwrap(),
         charged: 1,

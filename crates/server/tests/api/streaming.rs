@@ -208,3 +208,63 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A reply cut at the agent's `max_tokens` says so: `finish_reason: "length"` in the answer, the
+/// stream's last event, the stored conversation and the console; a whole reply says `stop`.
+#[tokio::test]
+async fn a_reply_cut_at_the_token_limit_says_so_everywhere() {
+    on_both_databases(
+        |_| {},
+        |app| async move {
+            let token = app.access_token("ada@example.com").await;
+            let tenant = app.tenant_of(&token).await;
+            let short = app.create_agent(&token, json!({"name": "Terse", "config": {"max_tokens": 4}})).await;
+            let short = short["id"].as_str().unwrap().to_owned();
+            let whole = agent(&app, &token).await;
+
+            let chat = |agent: String, session: &'static str| {
+                let app = &app;
+                let token = token.clone();
+                async move {
+                    let body = json!({"message": "Tell me a long story", "session_id": session});
+                    json_with_status(
+                        app.post_json_with_token(&format!("/api/v1/agents/{agent}/chat"), &token, &body)
+                            .await,
+                        200,
+                    )
+                    .await
+                }
+            };
+            let cut = chat(short.clone(), "s-cut").await;
+            assert_eq!(cut["finish_reason"], "length", "{cut}");
+            assert_eq!(cut["usage"]["completion_tokens"], 4, "{cut}");
+            let done = chat(whole.clone(), "s-whole").await;
+            assert_eq!(done["finish_reason"], "stop", "{done}");
+
+            let body = json!({"message": "Tell me a long story", "session_id": "s-cut-streamed"});
+            let events = events(stream(&app, &token, &short, body, true).await).await;
+            let last = events.last().unwrap();
+            assert_eq!(last.event, "message.completed");
+            assert_eq!(serde_json::from_str::<Value>(&last.data).unwrap()["finish_reason"], "length");
+
+            let history = json_with_status(
+                app.get_with_token(&format!("/api/v1/agents/{short}/sessions/s-cut/messages"), &token).await,
+                200,
+            )
+            .await;
+            let messages = history["messages"].as_array().unwrap();
+            assert!(messages[0].get("finish_reason").is_none(), "a person's message has none: {history}");
+            assert_eq!(messages[1]["finish_reason"], "length", "{history}");
+
+            let mut browser = crate::console::Browser::new(&app);
+            browser.sign_in("ada@example.com").await;
+            for (agent, session, shown) in [(&short, "s-cut", true), (&whole, "s-whole", false)] {
+                let page = browser.get(&format!("/console/{tenant}/agents/{agent}?session={session}")).await;
+                assert_eq!(page.status(), 200);
+                let html = page.text().await.unwrap();
+                assert_eq!(html.contains("Cut off at the token limit"), shown, "{agent} {session}");
+            }
+        },
+    )
+    .await;
+}

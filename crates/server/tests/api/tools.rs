@@ -74,7 +74,8 @@ async fn received(server: &MockServer) -> Vec<Value> {
 
 #[tokio::test]
 async fn memory_search_then_the_answer_each_call_charged_in_one_entry() {
-    // 30 + 1,200 tokens cost 2 credits, 1,500 + 10 cost 2: 4 in all.
+    // 30 + 1,200 tokens cost 2 credits, 1,500 + 10 cost 2: 4 in all (the agent allows replies
+    // of 2,048 tokens, so that the scripted 1,200 fit what the chat holds).
     let upstream = &MockServer::start().await;
     let url = upstream.uri();
     on_both_databases(
@@ -83,7 +84,7 @@ async fn memory_search_then_the_answer_each_call_charged_in_one_entry() {
             script(upstream, calls("memory_search", json!({"query": "favourite colour"}), (30, 1200)), says("Teal.", (1500, 10))).await;
             let token = app.access_token("ada@example.com").await;
             let agent = app
-                .create_agent(&token, json!({"name": "Helper", "memory_types": ["semantic"], "config": {"tools": [{"type": "memory_search"}]}}))
+                .create_agent(&token, json!({"name": "Helper", "memory_types": ["semantic"], "config": {"tools": [{"type": "memory_search"}], "max_tokens": 2048}}))
                 .await;
             assert_eq!(agent["config"]["tools"], json!([{"type": "memory_search", "name": "memory_search"}]));
             let id = agent["id"].as_str().unwrap();
@@ -401,4 +402,40 @@ async fn tools_a_caller_may_not_use_fail_as_results_and_bad_tools_are_refused() 
         json_with_status(app.get_with_token(&format!("/api/v1/memory?agent_id={id}"), &token).await, 200)
             .await;
     assert!(!list.to_string().contains("secret"), "nothing was written: {list}");
+}
+
+/// Offline, with SmolLM2 in process: the agent offered `memory_search` decides to call it (its
+/// decision held by a grammar to the tool's schema), the service runs it, and the model answers
+/// with the result before it.
+#[tokio::test]
+async fn an_offline_agent_calls_memory_search_and_answers_from_the_result() {
+    let Some(path) = crate::helpers::language_model() else { return };
+    on_both_databases(
+        |c| {
+            c.llm_provider = agentry_server::config::LlmProvider::Smollm;
+            c.llm_model_path.clone_from(&path);
+        },
+        |app| async move {
+            let token = app.access_token("ada@example.com").await;
+            let agent = app
+                .create_agent(&token, json!({"name": "Helper", "memory_types": ["semantic"], "config": {"tools": [{"type": "memory_search"}]}}))
+                .await;
+            let id = agent["id"].as_str().unwrap();
+            let fact = json!({"content": "The user's favourite colour is teal.", "memory_type": "semantic", "agent_id": id});
+            json_with_status(app.post_json_with_token("/api/v1/memory", &token, &fact).await, 201).await;
+
+            let reply = chat(&app, &token, id, "Search your memory: what is my favourite colour?").await;
+            assert_eq!(reply["finish_reason"], "stop", "{reply}");
+            let messages = history(&app, &token, id).await;
+            let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+            assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{messages:#?}");
+            assert_eq!(messages[1]["tool_calls"][0]["name"], "memory_search");
+            let arguments: Value =
+                serde_json::from_str(messages[1]["tool_calls"][0]["arguments"].as_str().unwrap()).unwrap();
+            assert!(arguments["query"].is_string(), "arguments of the tool's schema: {arguments}");
+            assert!(messages[2]["content"].as_str().unwrap().contains("teal"), "{:?}", messages[2]);
+            assert!(reply["content"].as_str().unwrap().to_lowercase().contains("teal"), "{reply}");
+        },
+    )
+    .await;
 }

@@ -57,6 +57,7 @@ fn message(id: &str, agent: &str, session_id: &str, role: ChatRole, content: &st
         tool_call_id: None,
         tool_name: None,
         citations: Vec::new(),
+        finish_reason: None,
     }
 }
 

@@ -320,6 +320,7 @@ async fn a_client_session_id_continues_its_conversation_or_starts_it() {
                 tool_call_id: None,
                 tool_name: None,
                 citations: Vec::new(),
+                finish_reason: None,
             };
             Ok(vec![msg(ChatRole::User, "my name is Ada"), msg(ChatRole::Assistant, "hello Ada")])
         });
