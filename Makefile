@@ -99,8 +99,8 @@ bench-mcp: venv
 	bash scripts/bench.sh mcp
 
 # Only the language model: SmolLM2's load, prefill and generation against the bandwidth limit.
-bench-llm: model
-	bash scripts/bench.sh llm
+bench-llm: build-deps model
+	bash scripts/bench_llm.sh
 
 # Only the hot path: GET /agents, GET /auth/me and chat, per database.
 bench-hotpath:
