@@ -107,6 +107,10 @@ pub fn test_config(dir: &tempfile::TempDir) -> Config {
         log: "warn".into(),
         // The deterministic responder: a test asks for SmolLM2 itself where it means to.
         llm_provider: agentry_server::config::LlmProvider::Builtin,
+        // The scripted upstreams of these tests answer with replies of 1,000 tokens and more,
+        // which a chat holds credits for only with replies that long allowed (the service's
+        // default is 512; the tests of the cut-off reply set their agent's own limit).
+        chat_max_tokens: 1024,
         ..Config::default()
     }
 }
