@@ -5,7 +5,7 @@
 //! with a note without it, failed under `AGENTRY_REQUIRE_MODEL=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use agentry_domain::agents::{ChatModel, ChatRole, ChatTurn, CompletionRequest, FinishReason};
 use agentry_llm::{LocalModel, LocalSettings};
@@ -13,19 +13,10 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
+mod common;
+
 const TEMPLATE: &str = "{% for m in messages %}### {{ m['role'] | upper }}:\n{{ m['content'] }}\n{% endfor %}\
     {% if add_generation_prompt %}### ASSISTANT:\n{% endif %}";
-
-fn smollm2() -> Option<PathBuf> {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(std::env::var("AGENTRY_REQUIRE_MODEL").as_deref() != Ok("1"), "no SmolLM2 at {}", path.display());
-    eprintln!("skipped: no language model at {} (run `make model`)", path.display());
-    None
-}
 
 /// Writes a two-layer Qwen2 model with SmolLM2's vocabulary to `out`.
 fn write_tiny_qwen2(tokenizer_from: &Path, out: &Path) {
@@ -91,7 +82,7 @@ fn write_tiny_qwen2(tokenizer_from: &Path, out: &Path) {
 
 #[tokio::test]
 async fn another_architecture_runs_by_path_with_its_own_chat_format() {
-    let Some(smollm2) = smollm2() else { return };
+    let Some(smollm2) = common::smollm2() else { return };
     let dir = std::env::temp_dir().join(format!("agentry-any-model-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("Tiny-Qwen2-Chat.F32.gguf");

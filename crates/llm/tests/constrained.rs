@@ -3,28 +3,16 @@
 //! failed without it under `AGENTRY_REQUIRE_MODEL=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use agentry_domain::agents::{ChatModel, ChatRole, ChatTurn, CompletionRequest, FinishReason, ToolSpec};
 use agentry_llm::{LocalModel, LocalSettings};
 use serde_json::{Value, json};
 
+mod common;
+
 fn load() -> Option<LocalModel> {
-    let path = match std::env::var_os("AGENTRY_LLM_MODEL_PATH") {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    };
-    if !path.exists() {
-        assert!(
-            std::env::var("AGENTRY_REQUIRE_MODEL").as_deref() != Ok("1"),
-            "AGENTRY_REQUIRE_MODEL=1 but the language model is not at {}",
-            path.display()
-        );
-        eprintln!("skipped: no language model at {} (run `make model`)", path.display());
-        return None;
-    }
+    let path = common::smollm2()?;
     let settings = LocalSettings {
         concurrency: 4,
         queue: 256,

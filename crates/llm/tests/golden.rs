@@ -11,26 +11,15 @@ use agentry_domain::agents::{ChatModel, ChatRole, ChatTurn, CompletionRequest};
 use agentry_llm::{LocalModel, LocalSettings};
 use serde_json::Value;
 
+mod common;
+
 fn golden() -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/smollm2.json");
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 fn load() -> Option<LocalModel> {
-    let path = match std::env::var_os("AGENTRY_LLM_MODEL_PATH") {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    };
-    if !path.exists() {
-        assert!(
-            std::env::var("AGENTRY_REQUIRE_MODEL").as_deref() != Ok("1"),
-            "AGENTRY_REQUIRE_MODEL=1 but the language model is not at {}",
-            path.display()
-        );
-        eprintln!("skipped: no language model at {} (run `make model`)", path.display());
-        return None;
-    }
+    let path = common::smollm2()?;
     // Pure greedy decoding, as the reference was recorded.
     let settings = LocalSettings { repeat_penalty: 1.0, ..LocalSettings::default() };
     Some(LocalModel::load(&path, &settings).unwrap())

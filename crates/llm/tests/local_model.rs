@@ -6,7 +6,6 @@
 //! tests say so on stderr and pass, unless `AGENTRY_REQUIRE_MODEL=1` (as in CI), when they fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -15,25 +14,10 @@ use agentry_domain::agents::{
 };
 use agentry_llm::{LocalModel, LocalSettings};
 
-fn model_path() -> PathBuf {
-    match std::env::var_os("AGENTRY_LLM_MODEL_PATH") {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    }
-}
+mod common;
 
 fn load(concurrency: usize, queue: usize) -> Option<LocalModel> {
-    let path = model_path();
-    if !path.exists() {
-        assert!(
-            std::env::var("AGENTRY_REQUIRE_MODEL").as_deref() != Ok("1"),
-            "AGENTRY_REQUIRE_MODEL=1 but the language model is not at {} (run `make model`)",
-            path.display()
-        );
-        eprintln!("skipped: no language model at {} (run `make model`)", path.display());
-        return None;
-    }
+    let path = common::smollm2()?;
     let settings =
         LocalSettings { concurrency, queue, timeout: Duration::from_secs(300), ..LocalSettings::default() };
     Some(LocalModel::load(&path, &settings).expect("the model loads"))

@@ -248,7 +248,7 @@ impl Engine<'_> {
         let Some(token) = token else {
             return Some(Ended::new(FinishReason::Stop));
         };
-        if self.model.is_eog_token(LlamaToken(token)) {
+        if self.model.vocab().is_eog(LlamaToken(token)) {
             return Some(Ended::new(FinishReason::Stop));
         }
         if let Some(grammar) = &mut r.grammar {
@@ -256,7 +256,7 @@ impl Engine<'_> {
         }
         r.generated.push(token);
         r.context.push(token);
-        r.bytes.extend(self.model.token_to_piece_bytes_lossless(token));
+        r.bytes.extend(self.model.vocab().token_to_piece(LlamaToken(token), false, None));
         let whole = complete_prefix(&r.bytes[r.sent..]);
         if whole > 0 {
             let piece = String::from_utf8_lossy(&r.bytes[r.sent..r.sent + whole]).into_owned();
@@ -352,22 +352,6 @@ fn complete_prefix(bytes: &[u8]) -> usize {
         Ok(_) => bytes.len(),
         Err(e) if e.error_len().is_none() => e.valid_up_to(),
         Err(_) => bytes.len(),
-    }
-}
-
-/// The bytes a token stands for.
-trait TokenBytes {
-    fn token_to_piece_bytes_lossless(&self, token: i32) -> Vec<u8>;
-    fn is_eog_token(&self, token: LlamaToken) -> bool;
-}
-
-impl TokenBytes for LlamaModel {
-    fn token_to_piece_bytes_lossless(&self, token: i32) -> Vec<u8> {
-        self.vocab().token_to_piece(LlamaToken(token), false, None)
-    }
-
-    fn is_eog_token(&self, token: LlamaToken) -> bool {
-        self.vocab().is_eog(token)
     }
 }
 

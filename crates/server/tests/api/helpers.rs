@@ -55,6 +55,12 @@ pub fn model_available() -> bool {
     false
 }
 
+/// Answers with the language model at `path` in process (not the built-in responder).
+pub fn use_local_model(c: &mut Config, path: &std::path::Path) {
+    c.llm_provider = agentry_server::config::LlmProvider::Smollm;
+    c.llm_model_path = path.to_path_buf();
+}
+
 /// The SmolLM2 file (`AGENTRY_LLM_MODEL_PATH`, else the repository's
 /// `data/models/SmolLM2-135M-Instruct.Q4_1.gguf`), or `None`, with a note, when it is absent
 /// (a failure under `AGENTRY_REQUIRE_MODEL=1`).

@@ -141,10 +141,7 @@ async fn a_failing_model_ends_the_stream_with_an_error_event() {
 async fn a_client_that_leaves_mid_reply_stops_the_model_and_pays_for_what_was_made() {
     let Some(path) = crate::helpers::language_model() else { return };
     on_both_databases(
-        |c| {
-            c.llm_provider = agentry_server::config::LlmProvider::Smollm;
-            c.llm_model_path.clone_from(&path);
-        },
+        |c| crate::helpers::use_local_model(c, &path),
         |app| async move {
             let token = app.access_token("ada@example.com").await;
             let agent = agent(&app, &token).await;

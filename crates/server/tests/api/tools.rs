@@ -411,10 +411,7 @@ async fn tools_a_caller_may_not_use_fail_as_results_and_bad_tools_are_refused() 
 async fn an_offline_agent_calls_memory_search_and_answers_from_the_result() {
     let Some(path) = crate::helpers::language_model() else { return };
     on_both_databases(
-        |c| {
-            c.llm_provider = agentry_server::config::LlmProvider::Smollm;
-            c.llm_model_path.clone_from(&path);
-        },
+        |c| crate::helpers::use_local_model(c, &path),
         |app| async move {
             let token = app.access_token("ada@example.com").await;
             let agent = app
