@@ -1,5 +1,6 @@
 //! The background work of an instance: one loop per queue of durable work (jobs, webhook
-//! deliveries, workflow executions, knowledge ingestion), the webhook fan-out, the schedules' ticker and the sweep
+//! deliveries, workflow executions, knowledge ingestion), the outbox's event consumers (the webhook
+//! fan-out among them), the schedules' ticker and the sweep
 //! of stale credit holds,
 //! all run by [`crate::workers::spawn_loop`], and the listener that wakes them when another
 //! instance stores work (PostgreSQL).
@@ -13,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::services::Services;
-use crate::workers::{Cadence, Fanout, HoldSweep, ScheduleTicks, Source, WorkSet, spawn_loop};
+use crate::workers::{Cadence, Consumers, HoldSweep, ScheduleTicks, Source, WorkSet, spawn_loop};
 
 /// How long the mail loop waits after a wake-up: a mail request's job never runs alongside the
 /// request that stored it, so its work (more for an address with an account) cannot show in
@@ -44,7 +45,7 @@ pub(crate) fn start_background_work(
             Cadence { wake_delay: MAIL_WAKE_DELAY, ..woken(WorkQueue::Jobs, config.job_poll_interval_ms) },
         ),
         (
-            Arc::new(Fanout(services.state.webhooks.clone())),
+            Arc::new(Consumers(services.consumers.clone())),
             woken(WorkQueue::Outbox, config.webhook_poll_interval_ms),
         ),
         (

@@ -5,6 +5,7 @@ pub mod adapters;
 pub mod app;
 pub mod background;
 pub mod config;
+pub mod event_report;
 pub mod keys;
 pub mod knowledge;
 pub mod metrics;

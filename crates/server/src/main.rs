@@ -1,12 +1,14 @@
 //! `agentry`: the Agentry service.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use agentry_domain::billing::CreditRepository as _;
-use agentry_domain::ids::TenantId;
+use agentry_domain::events::consumers::EventStream as _;
+use agentry_domain::ids::{EventId, TenantId};
 use agentry_domain::tenancy::Plan;
 use agentry_server::{Application, Config, adapters, telemetry};
-use agentry_store::CreditStore;
+use agentry_store::{ConsumerStore, CreditStore};
 use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: a request allocates often and briefly, and glibc's
@@ -40,6 +42,22 @@ enum Command {
     /// Operator actions on knowledge bases.
     #[command(subcommand)]
     Knowledge(KnowledgeCommand),
+    /// The outbox's consumers (webhook fan-out, memory of chats).
+    #[command(subcommand)]
+    Events(EventsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsCommand {
+    /// Each consumer's cursor, how many events it is behind, and the events it failed.
+    Consumers,
+    /// Make a consumer's parked events due again (all of them, or one).
+    Retry {
+        /// The consumer's name, as `agentry events consumers` shows it.
+        consumer: String,
+        /// Only this event (`evt_…`).
+        event_id: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -121,6 +139,23 @@ async fn main() -> anyhow::Result<()> {
             );
             let queued = knowledge.reindex(all).await?;
             tracing::info!(queued, "knowledge files queued for ingestion again");
+            Ok(())
+        }
+        Command::Events(command) => {
+            let db = adapters::open_database(&config).await?;
+            db.migrate().await?;
+            let stream = ConsumerStore::new(db);
+            match command {
+                EventsCommand::Consumers => {
+                    let report = agentry_server::event_report::consumers_report(&stream.status().await?);
+                    std::io::stdout().lock().write_all(report.as_bytes())?;
+                }
+                EventsCommand::Retry { consumer, event_id } => {
+                    let event = event_id.map(EventId::from_string);
+                    let n = stream.retry_parked(&consumer, event, chrono::Utc::now()).await?;
+                    writeln!(std::io::stdout().lock(), "{n} parked events of {consumer} are due again")?;
+                }
+            }
             Ok(())
         }
         Command::Tenant(TenantCommand::SetPlan { tenant_id, plan }) => {

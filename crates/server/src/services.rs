@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use agentry_crypto::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
 use agentry_domain::agents::{
-    AgentService, ChatService, ChatServiceDeps, ChatSettings, KnowledgeRetrieval, ToolRegistry,
+    AgentService, ChatService, ChatServiceDeps, ChatSettings, EpisodicMemory, ExchangeReader,
+    KnowledgeRetrieval, ToolRegistry,
 };
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
+use agentry_domain::events::consumers::{ConsumerRunner, EventConsumer};
 use agentry_domain::identity::{
     AccessService, AccessServiceDeps, AccountPolicy, AccountService, AccountServiceDeps, MailRequest,
     RecoveryPolicy, RecoveryService, RecoveryServiceDeps,
@@ -31,9 +33,10 @@ use agentry_domain::workflows::{
 use agentry_http::{AppState, RateLimits};
 use agentry_llm::Cl100kTokens;
 use agentry_store::{
-    AccountStore, AgentStore, ApiKeyStore, ConversationStore, CreditStore, Database, DbRateCounter,
-    ExecutionStore, InstanceStore, IntegrationStore, JobStore, McpServerStore, OneTimeTokenStore,
-    RefreshTokenStore, ScheduleStore, TeamStore, TriggerStore, WebhookStore, WorkflowStore,
+    AccountStore, AgentStore, ApiKeyStore, ConsumerStore, ConversationStore, CreditStore, Database,
+    DbRateCounter, ExecutionStore, InstanceStore, IntegrationStore, JobStore, McpServerStore,
+    OneTimeTokenStore, RefreshTokenStore, ScheduleStore, TeamStore, TriggerStore, WebhookStore,
+    WorkflowStore,
 };
 use anyhow::Context as _;
 use secrecy::ExposeSecret as _;
@@ -63,6 +66,8 @@ pub struct Services {
     pub executions: Worker<ExecutionService>,
     /// The ingestion of knowledge files.
     pub ingestion: Worker<agentry_domain::knowledge::Ingestion>,
+    /// The outbox's consumers: the webhook fan-out and the memory of chats.
+    pub consumers: ConsumerRunner,
     /// The clock the services read.
     pub clock: Arc<dyn Clock>,
 }
@@ -173,6 +178,7 @@ pub fn build_services(
         clock.clone(),
     );
     let deliveries = Worker::new(Arc::new(webhooks.clone()), ids.clone(), clock.clone());
+    let consumers = event_consumers(db, &webhooks, &memory, (ids.clone(), clock.clone()));
     let executions_worker = Worker::new(Arc::new(executions.clone()), ids, clock.clone());
     let state = AppState {
         accounts,
@@ -203,7 +209,24 @@ pub fn build_services(
         failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
         clock: clock.clone(),
     };
-    Ok(Services { state, jobs, deliveries, executions: executions_worker, ingestion, clock })
+    Ok(Services { state, jobs, deliveries, executions: executions_worker, ingestion, consumers, clock })
+}
+
+/// The outbox's consumers, in the order their passes start: the webhook fan-out, then the
+/// episodic memory of each stored exchange.
+fn event_consumers(
+    db: &Database,
+    webhooks: &WebhookService,
+    memory: &MemoryService,
+    (ids, clock): (Arc<dyn IdGenerator>, Arc<dyn Clock>),
+) -> ConsumerRunner {
+    let reader = ExchangeReader {
+        agents: Arc::new(AgentStore::new(db.clone())),
+        conversations: Arc::new(ConversationStore::new(db.clone())),
+    };
+    let consumers: Vec<Arc<dyn EventConsumer>> =
+        vec![Arc::new(webhooks.clone()), Arc::new(EpisodicMemory::new(reader, Arc::new(memory.clone())))];
+    ConsumerRunner::new(Arc::new(ConsumerStore::new(db.clone())), consumers, ids, clock)
 }
 
 /// Accounts, API keys and access, and recovery by e-mail (whose mail goes out as `jobs`).

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentry_domain::billing::BillingService;
+use agentry_domain::events::consumers::ConsumerRunner;
 use agentry_domain::time::Clock;
-use agentry_domain::webhooks::WebhookService;
 use agentry_domain::work::{InstanceRegistry, WorkKind, Worker};
 use agentry_domain::workflows::ScheduleService;
 use agentry_store::WorkSignals;
@@ -72,16 +72,18 @@ impl<K: WorkKind> Source for Worker<K> {
     }
 }
 
-/// The webhook fan-out as a source: each take turns one batch of outbox events into
-/// deliveries. A full batch is a unit (more events wait: the loop takes again at once); the
-/// deliveries it made wake the delivery loop through the store.
+/// The outbox's consumers as a source (the webhook fan-out, the episodic memory of chats, memory
+/// extraction): each take is one pass of every consumer. A pass that handled any event is a
+/// unit (more may wait, and what it handled may have written events of its own: the loop, and
+/// [`WorkSet::drain`], take again at once); the deliveries the fan-out made wake the delivery
+/// loop through the store.
 #[derive(Debug, Clone)]
-pub(crate) struct Fanout(pub(crate) WebhookService);
+pub(crate) struct Consumers(pub(crate) ConsumerRunner);
 
 #[async_trait]
-impl Source for Fanout {
+impl Source for Consumers {
     fn name(&self) -> &'static str {
-        "webhook_fanout"
+        "event_consumers"
     }
 
     fn concurrency(&self) -> usize {
@@ -89,12 +91,21 @@ impl Source for Fanout {
     }
 
     async fn take(&self, _limit: usize, _keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>> {
-        let dispatched = self.0.dispatch().await?;
-        let full =
-            dispatched.events >= usize::try_from(self.0.settings().dispatch_batch).unwrap_or(usize::MAX);
-        Ok(if full { vec![async { None }.boxed()] } else { Vec::new() })
+        let passed = self.0.run_all().await;
+        Ok(if passed.handled > 0 {
+            vec![async { None }.boxed()]
+        } else if passed.unsettled {
+            // Committed events wait behind a transaction that began before theirs (PostgreSQL):
+            // it ends in moments, so the loop looks again shortly, not at its next poll.
+            vec![tokio::time::sleep(UNSETTLED_RETRY).map(|()| None).boxed()]
+        } else {
+            Vec::new()
+        })
     }
 }
+
+/// How soon the consumers look again at events that wait to settle.
+const UNSETTLED_RETRY: Duration = Duration::from_millis(5);
 
 /// Starts the executions of due schedules: one pass per take. A pass that handled any comes
 /// back at once (more may be due, and the executions it started are work for the other loops,

@@ -1,7 +1,9 @@
 //! [`ConversationRepository`]: chat sessions and messages, and the one transaction that stores
 //! a finished exchange together with its charge and events.
 
-use agentry_domain::agents::{ConversationRepository, Exchange, ExchangeOutcome, Message};
+use agentry_domain::agents::{
+    ChatRole, ConversationRepository, Exchange, ExchangeOutcome, Message, StoredExchange,
+};
 use agentry_domain::billing::LedgerEntry;
 use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, MessageId, SessionId, TenantId};
@@ -14,9 +16,8 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Database, DbPool, StoreError, split_page};
 use crate::events::EventRow;
-use crate::memory::NewEntryRow;
 use crate::postgres::PgConn;
-use crate::schema::{chat_messages, chat_sessions, credit_holds, events, memory_entries};
+use crate::schema::{chat_messages, chat_sessions, credit_holds, events};
 use crate::signals::WorkQueue;
 use crate::types::{DbJson, DbTime, Json, UtcTime, parse_named};
 
@@ -190,35 +191,55 @@ impl ConversationRepository for ConversationStore {
         Ok(Some((messages, u64::try_from(total).unwrap_or(0))))
     }
 
+    async fn exchange_of(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        reply: &MessageId,
+    ) -> anyhow::Result<Option<StoredExchange>> {
+        let found: Option<(MessageRow, MessageRow)> = with_conn!(self.db, conn => async {
+            let Some(reply) = chat_messages::table
+                .filter(chat_messages::tenant_id.eq(tenant.as_str()))
+                .filter(chat_messages::agent_id.eq(agent.as_str()))
+                .filter(chat_messages::id.eq(reply.as_str()))
+                .select(MessageRow::as_select())
+                .first(conn)
+                .await
+                .optional()?
+            else {
+                return Ok::<_, diesel::result::Error>(None);
+            };
+            // The user's message it answers: the last one before it (tool steps come between).
+            let message = chat_messages::table
+                .filter(chat_messages::tenant_id.eq(tenant.as_str()))
+                .filter(chat_messages::agent_id.eq(agent.as_str()))
+                .filter(chat_messages::session_id.eq(&reply.session_id))
+                .filter(chat_messages::role.eq(ChatRole::User.as_str()))
+                .filter(chat_messages::id.lt(&reply.id))
+                .order(chat_messages::id.desc())
+                .select(MessageRow::as_select())
+                .first(conn)
+                .await
+                .optional()?;
+            Ok(message.map(|m| (m, reply)))
+        }.await)?;
+        let Some((message, reply)) = found else { return Ok(None) };
+        Ok(Some(StoredExchange { message: message.into_domain()?, reply: reply.into_domain()? }))
+    }
+
     async fn record_exchange(&self, x: &Exchange) -> anyhow::Result<ExchangeOutcome> {
         let outcome = match &self.db.pool {
             DbPool::Pg(pools) => {
                 let statement = ExchangeStatement::new(x)?;
-                match x.memory.as_ref().map(NewEntryRow::from_domain) {
-                    // Most agents keep no episodic memory: the exchange is the one statement,
-                    // atomic by itself, and a second one only when it crossed the low-credit
-                    // threshold (see `insert_low_credit_event`).
-                    None => with_pg_conn!(pools, conn => async {
-                        let settled = statement.run(conn).await?;
-                        if let Some(low) = statement.low_credit_event(&settled) {
-                            insert_low_credit_event(conn, &low).await;
-                        }
-                        Ok::<_, StoreError>(settled.available)
-                    }.await),
-                    // With the memory entry, the statement, the entry and the low-credit event
-                    // share a transaction. The entry comes after the statement: the same lock
-                    // order (the tenant row, then its memory version) as every other
-                    // transaction.
-                    Some(mut row) => pg_transaction!(pools, conn => {
-                        let settled = statement.run(conn).await?;
-                        row.seq = bump_memory_version!(conn, &statement.tenant)?;
-                        diesel::insert_into(memory_entries::table).values(&row).execute(conn).await?;
-                        if let Some(low) = statement.low_credit_event(&settled) {
-                            diesel::insert_into(events::table).values(&low).execute(conn).await?;
-                        }
-                        Ok(settled.available)
-                    }),
-                }
+                // The exchange is the one statement, atomic by itself, and a second one only
+                // when it crossed the low-credit threshold (see `insert_low_credit_event`).
+                with_pg_conn!(pools, conn => async {
+                    let settled = statement.run(conn).await?;
+                    if let Some(low) = statement.low_credit_event(&settled) {
+                        insert_low_credit_event(conn, &low).await;
+                    }
+                    Ok::<_, StoreError>(settled.available)
+                }.await)
             }
             DbPool::Sqlite(_) => self.record_in_the_writer(x).await,
         };
@@ -238,7 +259,6 @@ impl ConversationStore {
     async fn record_in_the_writer(&self, x: &Exchange) -> Result<i64, StoreError> {
         let messages = stored_messages(x);
         let event_rows = EventRow::all(&x.events).map_err(|e| StoreError::Encode(e.to_string()))?;
-        let mut memory = x.memory.as_ref().map(NewEntryRow::from_domain);
         let x = x.clone();
         transaction!(self.db, conn => {
             let s = &x.settlement;
@@ -277,10 +297,6 @@ impl ConversationStore {
             }
             // What was held beyond the actual cost goes back to the balance.
             let (available, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
-            if let Some(row) = &mut memory {
-                row.seq = bump_memory_version!(conn, tenant)?;
-                diesel::insert_into(memory_entries::table).values(&*row).execute(conn).await?;
-            }
             if let Some(low) = s.low_credit_event(settled, x.reply.created_at) {
                 let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;
                 diesel::insert_into(events::table).values(&row).execute(conn).await?;

@@ -23,7 +23,7 @@ use diesel_async::RunQueryDsl as _;
 use agentry_domain::work::{Claimed, InstanceRegistry, Lease};
 
 use crate::database::{Backend, Database};
-use crate::schema::{instances, jobs, webhook_deliveries, workflow_executions};
+use crate::schema::{event_consumers, instances, jobs, webhook_deliveries, workflow_executions};
 use crate::types::DbTime;
 
 /// A lease queue's table, as its claim reads it. Its SQL may use the claim's placeholders (see
@@ -250,7 +250,11 @@ impl InstanceStore {
                 .set((workflow_executions::lease_until.eq(past), workflow_executions::lease_owner.eq(None::<String>)))
                 .execute(conn)
                 .await?;
-            Ok::<_, crate::database::StoreError>(jobs + deliveries + executions)
+            let consumers = diesel::update(event_consumers::table.filter(event_consumers::lease_until.is_not_null()))
+                .set((event_consumers::lease_until.eq(None::<DbTime>), event_consumers::lease_owner.eq(None::<String>)))
+                .execute(conn)
+                .await?;
+            Ok::<_, crate::database::StoreError>(jobs + deliveries + executions + consumers)
         })?;
         Ok(u64::try_from(freed).unwrap_or(0))
     }

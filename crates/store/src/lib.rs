@@ -18,6 +18,7 @@ mod agents;
 mod api_keys;
 #[macro_use]
 mod automations;
+mod consumers;
 mod conversations;
 mod credits;
 mod database;
@@ -51,6 +52,7 @@ mod workflows;
 pub use accounts::AccountStore;
 pub use agents::AgentStore;
 pub use api_keys::ApiKeyStore;
+pub use consumers::ConsumerStore;
 pub use conversations::ConversationStore;
 pub use credits::CreditStore;
 pub use database::{Backend, Database, DatabaseSettings, backend_of, redact};

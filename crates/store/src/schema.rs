@@ -213,7 +213,37 @@ diesel::table! {
         event_type -> Text,
         data -> Json,
         created_at -> UtcTime,
-        dispatched_at -> Nullable<UtcTime>,
+        position -> BigInt,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    event_consumers (name) {
+        name -> Text,
+        after_position -> BigInt,
+        after_id -> Text,
+        lease_token -> Nullable<Text>,
+        lease_owner -> Nullable<Text>,
+        lease_until -> Nullable<UtcTime>,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    event_consumer_failures (consumer, event_id) {
+        consumer -> Text,
+        event_id -> Text,
+        tenant_id -> Text,
+        attempts -> Integer,
+        error -> Text,
+        next_attempt_at -> Nullable<UtcTime>,
+        failed_at -> UtcTime,
     }
 }
 
@@ -517,6 +547,7 @@ diesel::table! {
     }
 }
 
+diesel::joinable!(event_consumer_failures -> events (event_id));
 diesel::joinable!(invitations -> tenants (tenant_id));
 diesel::joinable!(invitations -> users (invited_by));
 diesel::joinable!(api_keys -> users (user_id));
@@ -551,6 +582,7 @@ pub use self::knowledge::{knowledge_bases, knowledge_chunks, knowledge_file_part
 
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
+    instances,
     workflows,
     workflow_executions,
     workflow_step_results,
@@ -567,6 +599,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     credit_holds,
     purchases,
     events,
+    event_consumers,
+    event_consumer_failures,
     jobs,
     memory_documents,
     memory_entries,

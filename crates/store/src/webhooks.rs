@@ -13,6 +13,7 @@
 //! impossible whatever the workers do, and every outcome is applied only under the lease it
 //! was claimed with.
 
+use agentry_domain::events::Event;
 use agentry_domain::ids::{DeliveryId, EventId, TenantId, UserId, WebhookId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::tenancy::Role;
@@ -30,8 +31,7 @@ use diesel_async::RunQueryDsl;
 use serde_json::{Map, Value};
 
 use crate::database::{Backend, Database, StoreError};
-use crate::events::EventRow;
-use crate::schema::{events, memberships, webhook_attempts, webhook_deliveries, webhook_subscriptions};
+use crate::schema::{memberships, webhook_attempts, webhook_deliveries, webhook_subscriptions};
 use crate::types::{DbJsonAs, DbTime};
 
 #[macro_use]
@@ -40,7 +40,7 @@ mod statements;
 
 use rows::*;
 
-use statements::{ClaimedRow, HourRow, due_deliveries, one_delivery, pending_events_sql, per_hour_sql};
+use statements::{ClaimedRow, HourRow, due_deliveries, one_delivery, per_hour_sql};
 
 use crate::leases::prepare_claim;
 use crate::signals::WorkQueue;
@@ -168,29 +168,22 @@ impl WebhookRepository for WebhookStore {
 
     async fn dispatch(
         &self,
+        events: &[Event],
         now: DateTime<Utc>,
-        limit: u32,
         first_delay: chrono::Duration,
         fan_out: FanOut,
     ) -> anyhow::Result<Dispatched> {
-        use diesel::sql_types::BigInt;
-        let sql = match self.db.backend() {
-            Backend::Postgres => pending_events_sql('$', "FOR UPDATE SKIP LOCKED"),
-            Backend::Sqlite => pending_events_sql('?', ""),
-        };
-        let limit = i64::from(limit);
-        let now = DbTime(now);
-        // Three statements a batch, however many events it holds (the events, their tenants'
-        // subscriptions, the mark), and one insert per delivery the fan-out decides.
+        let mut tenants: Vec<String> = events.iter().map(|e| e.tenant_id.to_string()).collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        let events = events.to_vec();
+        // Two statements a batch, however many events it holds (their tenants' subscriptions,
+        // then the deliveries), the second once per delivery the fan-out decides.
         let dispatched = transaction!(self.db, conn => {
-            let pending: Vec<EventRow> = diesel::sql_query(sql).bind::<BigInt, _>(limit).load(conn).await?;
-            let mut report = Dispatched::default();
-            if pending.is_empty() {
+            let mut report = Dispatched { events: events.len(), deliveries: 0 };
+            if events.is_empty() {
                 return Ok(report);
             }
-            let mut tenants: Vec<&str> = pending.iter().map(|e| e.tenant_id.as_str()).collect();
-            tenants.sort_unstable();
-            tenants.dedup();
             // With its maker's role now, if it has a maker: a subscription follows its maker's
             // membership.
             let rows: Vec<TargetRow> = webhook_subscriptions::table
@@ -209,54 +202,39 @@ impl WebhookRepository for WebhookStore {
                 ))
                 .load(conn)
                 .await?;
-            let ids: Vec<String> = pending.iter().map(|e| e.id.clone()).collect();
-            let encode = |e: anyhow::Error| StoreError::Encode(e.to_string());
-            // With no subscription in the batch's tenants, nothing can be delivered: the events
-            // are only marked, without being read back.
-            if !rows.is_empty() {
-                // What cannot be read drops out, logged, rather than stopping the fan-out of
-                // every tenant: a subscription whose row is unreadable receives nothing, and an
-                // unreadable event is marked with the others and never delivered.
-                let targets: Vec<SubscriptionTarget> = rows
-                    .into_iter()
-                    .filter_map(|(tenant, id, events, status, created_at, maker, role)| {
-                        SubscriptionTarget::restore(
-                            WebhookId::from_string(id.clone()),
-                            TenantId::from_string(tenant),
-                            &events.0,
-                            &status,
-                            created_at.0,
-                        )
-                        .map(|target| match maker {
-                            // A role this version cannot read allows nothing.
-                            Some(_) => target.made_by_member(role.and_then(|r| Role::parse(&r))),
-                            None => target,
-                        })
-                        .inspect_err(|e| tracing::error!(subscription = %id, error = %e, "skipping a subscription that cannot be read"))
-                        .ok()
-                    })
-                    .collect();
-                let events: Vec<_> = pending
-                    .into_iter()
-                    .filter_map(|row| {
-                        let id = row.id.clone();
-                        row.into_domain()
-                            .inspect_err(|e| tracing::error!(event = %id, error = %e, "skipping an event that cannot be read"))
-                            .ok()
-                    })
-                    .collect();
-                for delivery in fan_out(&events, &targets, now.0, first_delay).map_err(encode)? {
-                    report.deliveries += diesel::insert_into(webhook_deliveries::table)
-                        .values(&NewDeliveryRow::new(&delivery, None))
-                        .on_conflict_do_nothing()
-                        .execute(conn)
-                        .await?;
-                }
+            // With no subscription in the batch's tenants, nothing can be delivered.
+            if rows.is_empty() {
+                return Ok(report);
             }
-            report.events = diesel::update(events::table.filter(events::id.eq_any(&ids)))
-                .set(events::dispatched_at.eq(Some(now)))
-                .execute(conn)
-                .await?;
+            let encode = |e: anyhow::Error| StoreError::Encode(e.to_string());
+            // What cannot be read drops out, logged, rather than stopping the fan-out of every
+            // tenant: a subscription whose row is unreadable receives nothing.
+            let targets: Vec<SubscriptionTarget> = rows
+                .into_iter()
+                .filter_map(|(tenant, id, events, status, created_at, maker, role)| {
+                    SubscriptionTarget::restore(
+                        WebhookId::from_string(id.clone()),
+                        TenantId::from_string(tenant),
+                        &events.0,
+                        &status,
+                        created_at.0,
+                    )
+                    .map(|target| match maker {
+                        // A role this version cannot read allows nothing.
+                        Some(_) => target.made_by_member(role.and_then(|r| Role::parse(&r))),
+                        None => target,
+                    })
+                    .inspect_err(|e| tracing::error!(subscription = %id, error = %e, "skipping a subscription that cannot be read"))
+                    .ok()
+                })
+                .collect();
+            for delivery in fan_out(&events, &targets, now, first_delay).map_err(encode)? {
+                report.deliveries += diesel::insert_into(webhook_deliveries::table)
+                    .values(&NewDeliveryRow::new(&delivery, None))
+                    .on_conflict_do_nothing()
+                    .execute(conn)
+                    .await?;
+            }
             if report.deliveries > 0 {
                 conn.announce(WorkQueue::Deliveries).await?;
             }
@@ -593,5 +571,48 @@ impl QueueBacklog for WebhookStore {
             Ok::<_, diesel::result::Error>((depth, oldest))
         })?;
         Ok(vec![Backlog::new(DELIVERY_QUEUE, depth, oldest.map(|t| t.0), now)])
+    }
+}
+
+#[cfg(feature = "test-support")]
+impl WebhookStore {
+    /// One pass of the fan-out consumer, as the consumer runner makes it (for the contract
+    /// tests): up to `limit` events after its cursor, dispatched with `fan_out`, and the
+    /// cursor moved past them; `Dispatched::events` counts the events read.
+    ///
+    /// # Errors
+    /// When storage fails.
+    pub async fn dispatch_pending(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+        first_delay: chrono::Duration,
+        fan_out: FanOut,
+    ) -> anyhow::Result<Dispatched> {
+        use agentry_domain::events::consumers::{EventStream as _, Progress};
+        let stream = crate::ConsumerStore::new(self.db.clone());
+        static PASSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let pass = PASSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let lease = Lease { token: format!("test-pass-{pass}"), until: now + chrono::Duration::minutes(5) };
+        let Some(cursor) = stream.acquire("webhook_fanout", &lease, now).await? else {
+            return Ok(Dispatched::default());
+        };
+        // Events committed behind a transaction still running (another test's) settle once
+        // it ends: waited for here, as the service's loop comes back for them.
+        let mut batch = stream.read_after(&cursor, limit).await?;
+        for _ in 0..2_000 {
+            if !batch.unsettled || batch.events.len() >= usize::try_from(limit).unwrap_or(usize::MAX) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            batch = stream.read_after(&cursor, limit).await?;
+        }
+        let read = batch.events;
+        let events: Vec<Event> = read.iter().filter_map(|s| s.event.clone().ok()).collect();
+        let mut report = self.dispatch(&events, now, first_delay, fan_out).await?;
+        report.events = read.len();
+        let progress = Progress { cursor: read.last().map(|s| s.at.clone()), ..Progress::default() };
+        stream.commit("webhook_fanout", &lease, &progress).await?;
+        Ok(report)
     }
 }

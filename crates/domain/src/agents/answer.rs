@@ -39,8 +39,6 @@ pub struct PreparedChat {
     pub(super) toolbox: Toolbox,
     /// Whether the session and messages are stored (see [`Exchange::keep_conversation`]).
     pub(super) keep_conversation: bool,
-    /// Whether the exchange becomes an episodic memory (when the agent keeps them).
-    pub(super) remember: bool,
     /// The sources put into the prompt, numbered (`auto` knowledge).
     pub(super) sources: Sources,
 }
@@ -107,7 +105,6 @@ impl PreparedChat {
             mut hold,
             toolbox,
             keep_conversation,
-            remember,
             sources,
         } = self;
         let d = &service.deps;
@@ -142,8 +139,7 @@ impl PreparedChat {
                     // The client left: nothing more runs. The calls kept are those that ran,
                     // each followed by its result, as providers require of a history.
                     rounds.keep_calls_that_ran(ran);
-                    let finished =
-                        Finished { caller, agent, keep_conversation, remember, user_message, rounds, turn };
+                    let finished = Finished { caller, agent, keep_conversation, user_message, rounds, turn };
                     return service
                         .finish(finished, Completion::nothing(FinishReason::Cancelled), None, hold)
                         .await;
@@ -168,7 +164,7 @@ impl PreparedChat {
                 Err(e) => return Err((e.into(), Some(hold))),
             }
         };
-        let finished = Finished { caller, agent, keep_conversation, remember, user_message, rounds, turn };
+        let finished = Finished { caller, agent, keep_conversation, user_message, rounds, turn };
         service.finish(finished, last, note, hold).await
     }
 }
@@ -202,7 +198,6 @@ struct Finished {
     caller: Principal,
     agent: Agent,
     keep_conversation: bool,
-    remember: bool,
     user_message: Message,
     rounds: Rounds,
     turn: Turn,
@@ -230,23 +225,13 @@ impl ChatService {
         content: String,
         created_at: DateTime<Utc>,
     ) -> Message {
-        Message {
-            id: MessageId::generate(self.deps.ids.as_ref()),
-            tenant_id: caller.tenant_id.clone(),
-            agent_id: agent.id.clone(),
-            session_id: session_id.clone(),
+        Message::plain(
+            MessageId::generate(self.deps.ids.as_ref()),
+            (caller.tenant_id.clone(), agent.id.clone(), session_id.clone()),
             role,
             content,
-            prompt_tokens: 0,
-            completion_tokens: 0,
             created_at,
-            incomplete: false,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            tool_name: None,
-            citations: Vec::new(),
-            finish_reason: None,
-        }
+        )
     }
 
     /// The exchange to store: the messages (the user's, the tool rounds', the reply), the
@@ -299,16 +284,7 @@ impl ChatService {
             low_threshold: self.settings.credits_low_threshold,
             low_event: EventId::generate(ids),
         };
-        Exchange {
-            session_id,
-            user_message,
-            steps,
-            reply,
-            settlement,
-            events,
-            memory: None,
-            keep_conversation: true,
-        }
+        Exchange { session_id, user_message, steps, reply, settlement, events, keep_conversation: true }
     }
 
     async fn release(&self, hold: &CreditHold) {
@@ -398,7 +374,7 @@ impl ChatService {
         hold: CreditHold,
     ) -> Result<ChatReply, (ChatError, Option<CreditHold>)> {
         let d = &self.deps;
-        let Finished { caller, agent, keep_conversation, remember, user_message, rounds, turn } = f;
+        let Finished { caller, agent, keep_conversation, user_message, rounds, turn } = f;
         let answered_at = d.clock.now();
         let content = match note {
             Some(note) if last.content.trim().is_empty() => note,
@@ -413,24 +389,6 @@ impl ChatService {
         reply.tool_calls = last.tool_calls;
         reply.citations = citations(&reply.content, &rounds.sources.0);
         reply.finish_reason = Some(last.finish);
-        // The exchange as an episodic memory. The reply is already paid for by the hold: a
-        // failing embedder costs the memory, not the answer.
-        // A stateless call (nothing of it stored) is not remembered either.
-        let memory = if remember {
-            match d
-                .memory
-                .episode(&agent, &session_id, &user_message.content, &reply.content, answered_at)
-                .await
-            {
-                Ok(memory) => memory,
-                Err(e) => {
-                    tracing::error!(error = ?e, agent_id = %agent.id, "making the episodic memory of a chat failed");
-                    None
-                }
-            }
-        } else {
-            None
-        };
         let asked_at = user_message.created_at;
         let answer = Answer {
             session_id,
@@ -442,7 +400,6 @@ impl ChatService {
             asked_at,
         };
         let mut exchange = self.exchange(&caller, &agent, answer, hold.clone());
-        exchange.memory = memory;
         exchange.keep_conversation = keep_conversation;
         match d.conversations.record_exchange(&exchange).await {
             Ok(ExchangeOutcome::Recorded { remaining }) => {

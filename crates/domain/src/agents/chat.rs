@@ -134,6 +134,35 @@ pub struct Message {
     pub finish_reason: Option<FinishReason>,
 }
 
+impl Message {
+    /// A plain message of `role` with `content`: no tokens, tools or citations yet.
+    pub fn plain(
+        id: MessageId,
+        (tenant_id, agent_id, session_id): (TenantId, AgentId, SessionId),
+        role: ChatRole,
+        content: String,
+        created_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id,
+            tenant_id,
+            agent_id,
+            session_id,
+            role,
+            content,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            created_at,
+            incomplete: false,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+            citations: Vec::new(),
+            finish_reason: None,
+        }
+    }
+}
+
 /// What a model is asked.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CompletionRequest {

@@ -119,7 +119,6 @@ impl ChatService {
         let offered = Offered { toolbox, clients: Vec::new() };
         let mut prepared =
             self.hold(caller, agent, session_id, input.message, turns, offered, limits).await?;
-        prepared.remember = true;
         prepared.sources = Sources(sources);
         Ok(prepared)
     }
@@ -257,7 +256,6 @@ impl ChatService {
             hold,
             toolbox,
             keep_conversation: true,
-            remember: false,
             sources: Sources::default(),
         })
     }

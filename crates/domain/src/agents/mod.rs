@@ -12,6 +12,9 @@ pub mod chat;
 mod chat_api;
 mod chat_service;
 mod citation;
+mod episodes;
+#[cfg(test)]
+mod fixtures;
 mod knowledge;
 mod knowledge_config;
 mod model;
@@ -34,6 +37,7 @@ pub use chat_api::{
     ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings, ClientConversation,
     MAX_MESSAGE_CHARS, affordable_completion, chat_message,
 };
+pub use episodes::{EpisodicMemory, ExchangeReader};
 #[cfg(any(test, feature = "mock"))]
 pub use knowledge::MockKnowledgeRetrieval;
 pub use knowledge::{KnowledgeRetrieval, NoKnowledge};
@@ -47,6 +51,7 @@ pub use model::{
 };
 pub use ports::{
     AgentRepository, ChatModel, ConversationRepository, Exchange, ExchangeOutcome, MemoryRecall,
+    StoredExchange,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockAgentRepository, MockChatModel, MockConversationRepository, MockMemoryRecall};
@@ -54,7 +59,7 @@ pub use prompt::build_prompt;
 #[cfg(any(test, feature = "mock"))]
 pub use providers::MockToolProvider;
 pub use providers::{OfferedTool, ToolCallContext, ToolProvider};
-pub use recall::NoRecall;
+pub use recall::{NoRecall, episode_id};
 pub use registry::{ToolRegistry, Toolbox};
 pub use service::{AgentError, AgentService};
 pub use sources::{Citation, SOURCES_HEADER, Source};

@@ -3,14 +3,13 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 
 use super::chat::{Completion, CompletionRequest, DeltaSink, Message, ModelError};
 use super::model::Agent;
 use crate::billing::Settlement;
 use crate::events::Event;
-use crate::ids::{AgentId, SessionId, TenantId};
-use crate::memory::{AgentDirectory, EmbeddedEntry};
+use crate::ids::{AgentId, MessageId, SessionId, TenantId};
+use crate::memory::AgentDirectory;
 use crate::pagination::Page;
 
 /// A chat model.
@@ -44,7 +43,7 @@ pub trait ChatModel: Send + Sync {
     }
 }
 
-/// Retrieves what an agent remembers that bears on a message, and makes the episodic memory
+/// Retrieves what an agent remembers that bears on a message, and keeps the episodic memory
 /// of an exchange. The seam through which the memory module takes part in chat.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
@@ -52,16 +51,20 @@ pub trait MemoryRecall: Send + Sync {
     /// Texts to put before the conversation, most relevant first.
     async fn recall(&self, agent: &Agent, message: &str) -> anyhow::Result<Vec<String>>;
 
-    /// The episodic memory of an exchange, to be stored in its transaction; `None` when the
-    /// agent keeps no episodic memory.
-    async fn episode(
-        &self,
-        agent: &Agent,
-        session: &SessionId,
-        message: &str,
-        reply: &str,
-        at: DateTime<Utc>,
-    ) -> anyhow::Result<Option<EmbeddedEntry>>;
+    /// Stores the episodic memory of a stored exchange (its reply `reply_id`), unless the agent
+    /// keeps none or it is stored already: `true` when it stored one. Idempotent: the memory's
+    /// id is made from the reply's.
+    async fn record_episode(&self, agent: &Agent, exchange: &StoredExchange) -> anyhow::Result<bool>;
+}
+
+/// A stored exchange as the consumers of its events read it back: the user's message and the
+/// agent's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredExchange {
+    /// The user's message.
+    pub message: Message,
+    /// The agent's reply.
+    pub reply: Message,
 }
 
 /// Agents, always within a tenant: an id of another tenant's agent finds nothing.
@@ -110,8 +113,6 @@ pub struct Exchange {
     pub settlement: Settlement,
     /// `agent.message.created` and `agent.message.completed`.
     pub events: Vec<Event>,
-    /// The exchange as an episodic memory, when the agent keeps them.
-    pub memory: Option<EmbeddedEntry>,
     /// Whether the session and both messages are stored. `false` for a stateless call (an
     /// OpenAI-compatible completion naming no session): only the charge and the events are.
     pub keep_conversation: bool,
@@ -154,10 +155,18 @@ pub trait ConversationRepository: Send + Sync {
     ) -> anyhow::Result<Option<(Vec<Message>, u64)>>;
 
     /// In one transaction: creates the conversation if new and stores its messages (unless
-    /// the exchange keeps no conversation), the
-    /// episodic memory if any, settles the
-    /// credit hold (charge, ledger entry, return of the rest, the low-balance event if the
+    /// the exchange keeps no conversation), settles the credit hold (charge, ledger entry, return of the rest, the low-balance event if the
     /// balance crosses the threshold) and stores the events. MUST answer
     /// [`ExchangeOutcome::AgentGone`], storing nothing, when the agent no longer exists.
     async fn record_exchange(&self, exchange: &Exchange) -> anyhow::Result<ExchangeOutcome>;
+
+    /// The stored exchange whose reply is `reply`: the reply and the last user message before
+    /// it in its conversation; `None` when the reply is not stored (a stateless call, or a
+    /// conversation deleted since).
+    async fn exchange_of(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        reply: &MessageId,
+    ) -> anyhow::Result<Option<StoredExchange>>;
 }

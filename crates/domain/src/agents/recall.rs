@@ -2,12 +2,11 @@
 //! chat without memory.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 
 use super::model::Agent;
-use super::ports::MemoryRecall;
-use crate::ids::SessionId;
-use crate::memory::{EmbeddedEntry, MemoryService, MemoryType};
+use super::ports::{MemoryRecall, StoredExchange};
+use crate::ids::MemoryId;
+use crate::memory::{MemoryService, MemoryType};
 
 /// Recalls nothing: the behaviour until a memory store is wired in.
 #[derive(Debug, Default, Clone, Copy)]
@@ -19,16 +18,16 @@ impl MemoryRecall for NoRecall {
         Ok(Vec::new())
     }
 
-    async fn episode(
-        &self,
-        _agent: &Agent,
-        _session: &SessionId,
-        _message: &str,
-        _reply: &str,
-        _at: DateTime<Utc>,
-    ) -> anyhow::Result<Option<EmbeddedEntry>> {
-        Ok(None)
+    async fn record_episode(&self, _agent: &Agent, _exchange: &StoredExchange) -> anyhow::Result<bool> {
+        Ok(false)
     }
+}
+
+/// The id of the episodic memory of the exchange whose reply is `reply`: made of the reply's,
+/// so that the same exchange handed over twice is remembered once.
+pub fn episode_id(reply: &crate::ids::MessageId) -> MemoryId {
+    let reply = reply.as_str();
+    MemoryId::from_string(format!("mem_{}", reply.strip_prefix("msg_").unwrap_or(reply)))
 }
 
 #[async_trait]
@@ -37,19 +36,23 @@ impl MemoryRecall for MemoryService {
         Ok(self.recall_for(&agent.tenant_id, &agent.id, message).await?)
     }
 
-    async fn episode(
-        &self,
-        agent: &Agent,
-        session: &SessionId,
-        message: &str,
-        reply: &str,
-        at: DateTime<Utc>,
-    ) -> anyhow::Result<Option<EmbeddedEntry>> {
+    async fn record_episode(&self, agent: &Agent, exchange: &StoredExchange) -> anyhow::Result<bool> {
         // Only an agent that keeps episodic memory remembers its exchanges.
         if !agent.memory_types.contains(&MemoryType::Episodic) {
-            return Ok(None);
+            return Ok(false);
         }
-        Ok(Some(self.episode_of(&agent.tenant_id, &agent.id, session, message, reply, at).await?))
+        let StoredExchange { message, reply } = exchange;
+        Ok(self
+            .record_episode(
+                episode_id(&reply.id),
+                &agent.tenant_id,
+                &agent.id,
+                &reply.session_id,
+                &message.content,
+                &reply.content,
+                reply.created_at,
+            )
+            .await?)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::ids::{
 };
 use crate::tenancy::Automation;
 
+pub mod consumers;
 mod ports;
 pub use ports::EventLog;
 #[cfg(any(test, feature = "mock"))]

@@ -330,25 +330,30 @@ impl MemoryService {
         Ok(updates.len())
     }
 
-    /// The episodic memory of a chat exchange, embedded, for the exchange to store in its
-    /// transaction.
+    /// Stores the episodic memory of a chat exchange under `id`, unless an entry with that id
+    /// exists already (the exchange's event was handed over again): `true` when it stored it.
     ///
     /// # Errors
-    /// [`MemoryError::Embedding`].
-    pub async fn episode_of(
+    /// [`MemoryError::Embedding`], or storage failing (the agent was deleted meanwhile).
+    #[allow(clippy::too_many_arguments)] // the exchange's parts, each a plain value
+    pub async fn record_episode(
         &self,
+        id: MemoryId,
         tenant: &TenantId,
         agent: &AgentId,
         session: &SessionId,
         message: &str,
         reply: &str,
         at: DateTime<Utc>,
-    ) -> Result<EmbeddedEntry, MemoryError> {
+    ) -> Result<bool, MemoryError> {
+        if self.deps.memories.get(tenant, &id).await?.is_some() {
+            return Ok(false);
+        }
         let content: String =
             format!("User: {message}\nAssistant: {reply}").chars().take(MAX_CONTENT_CHARS).collect();
         let mut metadata = Map::new();
         metadata.insert("session_id".into(), Value::String(session.to_string()));
-        let entry = self.entry(
+        let mut entry = self.entry(
             tenant,
             NewMemory {
                 agent_id: Some(agent.clone()),
@@ -363,8 +368,10 @@ impl MemoryService {
             },
             at,
         );
+        entry.id = id;
         let embedding = self.embed_one(&entry.content).await?;
-        Ok(EmbeddedEntry { entry, embedding })
+        self.deps.memories.insert(&[EmbeddedEntry { entry, embedding }], &[]).await?;
+        Ok(true)
     }
 }
 

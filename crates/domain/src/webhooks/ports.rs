@@ -9,6 +9,7 @@ use super::fanout::FanOut;
 use super::model::{Attempt, AttemptErrorKind, NewDelivery, SealedSecret};
 use super::recovery::{DeliveryStats, HourCount, Requeue};
 use super::subscription::Subscription;
+use crate::events::Event;
 use crate::ids::{DeliveryId, TenantId, WebhookId};
 use crate::work::Lease;
 
@@ -44,16 +45,15 @@ pub trait WebhookRepository: Send + Sync {
     /// Deletes a subscription with its deliveries; `false` when absent.
     async fn delete(&self, tenant: &TenantId, id: &WebhookId) -> anyhow::Result<bool>;
 
-    /// Fan-out: in one transaction, takes up to `limit` outbox events not yet dispatched
-    /// (oldest first; on PostgreSQL locked so that concurrent dispatchers take disjoint ones),
-    /// reads the subscriptions of their tenants (every status), stores the deliveries
-    /// `fan_out` decides (made at `now`, due `first_delay` later), and marks the events
-    /// dispatched. MUST never create two deliveries for one (event, subscription) pair, also
-    /// when several instances dispatch at once.
+    /// Fan-out: in one transaction, reads the subscriptions of the tenants of `events` (every
+    /// status) and stores the deliveries `fan_out` decides (made at `now`, due `first_delay`
+    /// later). MUST never create two deliveries for one (event, subscription) pair, also when
+    /// the same events are dispatched again (the fan-out consumer is at-least-once) or by
+    /// several instances at once.
     async fn dispatch(
         &self,
+        events: &[Event],
         now: DateTime<Utc>,
-        limit: u32,
         first_delay: chrono::Duration,
         fan_out: FanOut,
     ) -> anyhow::Result<Dispatched>;

@@ -290,7 +290,9 @@ async fn chat_replies_are_built_with_the_agents_memories_and_episodes_become_sea
         .collect();
     assert!(system.iter().any(|s| s.contains("favourite colour is teal")), "{system:#?}");
 
-    // The exchange itself is now an episodic memory of the agent.
+    // The exchange itself is now an episodic memory of the agent, once the consumer of the
+    // exchange's event has run.
+    app.drain().await;
     let hits = search(
         &app,
         &token,

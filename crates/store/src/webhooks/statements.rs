@@ -71,14 +71,6 @@ pub(super) fn one_delivery(backend: Backend) -> QueueTable {
     }
 }
 
-/// Undispatched outbox events, oldest first (a plain `SELECT … FOR UPDATE`: chosen once).
-pub(super) fn pending_events_sql(placeholder: char, lock: &str) -> String {
-    format!(
-        "SELECT id, tenant_id, event_type, data, created_at FROM events \
-         WHERE dispatched_at IS NULL ORDER BY id LIMIT {placeholder}1 {lock}"
-    )
-}
-
 /// A count of [`per_hour_sql`].
 #[derive(QueryableByName)]
 pub(super) struct HourRow {

@@ -20,7 +20,7 @@ crate::contract!(
     crossing_the_low_threshold_adds_the_warning_event,
     the_low_credit_event_is_written_once_at_the_crossing_only,
     deleting_an_agent_deletes_its_conversations,
-    an_episodic_memory_is_stored_with_its_exchange,
+    a_stored_exchange_is_read_back_by_its_replys_id,
     tool_calls_and_results_are_stored_in_order_between_the_two_messages,
     charges_are_summed_per_utc_day_in_their_tenant_only,
 );
@@ -90,7 +90,6 @@ fn exchange_in(n: u32, agent: &str, session_id: &str, hold_id: &str, cost: i64, 
             event(&format!("evt_{n}a"), "ten_1", EventType::AgentMessageCreated),
             event(&format!("evt_{n}b"), "ten_1", EventType::AgentMessageCompleted),
         ],
-        memory: None,
         keep_conversation: true,
     }
 }
@@ -240,12 +239,9 @@ async fn the_low_credit_event_is_written_once_at_the_crossing_only(db: Database)
     hold(&credits, "hld_1").await;
     conversations.record_exchange(&exchange(1, "hld_1", 1, 998)).await.unwrap();
     assert!(low_events().await.is_empty());
-    // 999 → 997 crosses it; this chat also keeps an episodic memory (on PostgreSQL, the
-    // exchange and the event then share a transaction).
+    // 999 → 997 crosses it.
     hold(&credits, "hld_2").await;
-    let mut x = exchange(2, "hld_2", 2, 998);
-    x.memory = Some(episode("mem_ep1"));
-    conversations.record_exchange(&x).await.unwrap();
+    conversations.record_exchange(&exchange(2, "hld_2", 2, 998)).await.unwrap();
     // 997 → 996: already below.
     hold(&credits, "hld_3").await;
     conversations.record_exchange(&exchange(3, "hld_3", 1, 998)).await.unwrap();
@@ -254,32 +250,6 @@ async fn the_low_credit_event_is_written_once_at_the_crossing_only(db: Database)
     assert_eq!(low[0].id.as_str(), "evt_low_2");
     assert_eq!(low[0].payload, EventPayload::BillingCreditsLow { credits: 997, threshold: 998 });
     assert_eq!(credits.account(&tenant()).await.unwrap().unwrap().0, 996, "each chat charged once");
-}
-
-/// The episodic memory of an exchange of `agt_1`.
-fn episode(id: &str) -> agentry_domain::memory::EmbeddedEntry {
-    use agentry_domain::ids::MemoryId;
-    use agentry_domain::memory::{EmbeddedEntry, Embedding, MemoryEntry, MemoryType};
-    EmbeddedEntry {
-        entry: MemoryEntry {
-            id: MemoryId::from_string(id),
-            tenant_id: tenant(),
-            agent_id: Some(agent_id("agt_1")),
-            document_id: None,
-            memory_type: MemoryType::Episodic,
-            key: None,
-            content: "User: hello\nAssistant: hi there".into(),
-            source: "chat".into(),
-            metadata: serde_json::Map::new(),
-            tags: vec![],
-            importance: 0.5,
-            access_count: 0,
-            created_at: t0(),
-            updated_at: t0(),
-            expires_at: None,
-        },
-        embedding: Embedding { model_id: "test:2".into(), vector: vec![1.0, 0.0] },
-    }
 }
 
 async fn deleting_an_agent_deletes_its_conversations(db: Database) {
@@ -292,28 +262,32 @@ async fn deleting_an_agent_deletes_its_conversations(db: Database) {
     assert_eq!(db.count_rows("chat_messages").await.unwrap(), 0);
 }
 
-async fn an_episodic_memory_is_stored_with_its_exchange(db: Database) {
-    use agentry_domain::ids::MemoryId;
-    use agentry_domain::memory::{MemoryFilter, MemoryRepository};
-
+async fn a_stored_exchange_is_read_back_by_its_replys_id(db: Database) {
     let (conversations, credits) = setup(&db).await;
-    let memories = agentry_store::MemoryStore::new(db.clone(), 2);
-    let filter = MemoryFilter { agent_id: Some(agent_id("agt_1")), ..MemoryFilter::default() };
-    // Seen by the cache before the exchange, so the exchange must advance the version.
-    assert_eq!(memories.vector_count(&tenant(), "test:2", &filter, t0()).await.unwrap(), 0);
     hold(&credits, "hld_1").await;
-    let mut x = exchange(1, "hld_1", 2, 100);
-    x.memory = Some(episode("mem_ep1"));
+    let x = exchange(1, "hld_1", 2, 100);
     conversations.record_exchange(&x).await.unwrap();
-    assert_eq!(memories.vector_count(&tenant(), "test:2", &filter, t0()).await.unwrap(), 1);
-    let hits = memories.lexical(&tenant(), &["hello".to_owned()], &filter, t0(), 5).await.unwrap();
-    assert_eq!(hits, vec![MemoryId::from_string("mem_ep1")]);
-
-    // An exchange that stores nothing (its hold is gone) stores no memory either.
-    let mut x = exchange(2, "hld_missing", 2, 100);
-    x.memory = Some(episode("mem_ep2"));
-    assert!(conversations.record_exchange(&x).await.is_err());
-    assert_eq!(memories.get(&tenant(), &MemoryId::from_string("mem_ep2")).await.unwrap(), None);
+    hold(&credits, "hld_2").await;
+    let second = exchange(2, "hld_2", 2, 100);
+    conversations.record_exchange(&second).await.unwrap();
+    let got =
+        conversations.exchange_of(&tenant(), &agent_id("agt_1"), &second.reply.id).await.unwrap().unwrap();
+    assert_eq!((got.message, got.reply), (second.user_message.clone(), second.reply.clone()));
+    // Another tenant's, or another agent's, finds nothing; nor does a stateless call's reply.
+    let other = TenantId::from_string("ten_2");
+    assert!(conversations.exchange_of(&other, &agent_id("agt_1"), &x.reply.id).await.unwrap().is_none());
+    assert!(conversations.exchange_of(&tenant(), &agent_id("agt_2"), &x.reply.id).await.unwrap().is_none());
+    hold(&credits, "hld_3").await;
+    let mut stateless = exchange(3, "hld_3", 2, 100);
+    stateless.keep_conversation = false;
+    conversations.record_exchange(&stateless).await.unwrap();
+    assert!(
+        conversations
+            .exchange_of(&tenant(), &agent_id("agt_1"), &stateless.reply.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn tool_calls_and_results_are_stored_in_order_between_the_two_messages(db: Database) {

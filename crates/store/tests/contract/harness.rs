@@ -6,13 +6,15 @@ use agentry_store::{Database, DatabaseSettings};
 /// A migrated database that lives as long as this value.
 pub struct TestDb {
     pub db: Database,
+    /// Its URL, for a test that needs a connection of its own.
+    pub url: String,
     _dir: Option<tempfile::TempDir>,
 }
 
 async fn open(url: String, dir: Option<tempfile::TempDir>) -> TestDb {
-    let db = Database::connect(&DatabaseSettings::new(url)).await.expect("open the test database");
+    let db = Database::connect(&DatabaseSettings::new(url.clone())).await.expect("open the test database");
     db.migrate().await.expect("migrate the test database");
-    TestDb { db, _dir: dir }
+    TestDb { db, url, _dir: dir }
 }
 
 /// A fresh SQLite file in a temporary directory.

@@ -8,6 +8,7 @@ mod accounts;
 mod agents;
 mod api_keys;
 mod chat;
+mod consumers;
 mod credits;
 mod executions;
 mod harness;

@@ -99,26 +99,26 @@ async fn setup(db: &Database) -> WebhookStore {
 /// dispatched to it.
 async fn subscribed_with_one_delivery(db: &Database) -> (WebhookStore, agentry_store::AgentStore) {
     let store = setup(db).await;
-    store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     store.insert(&subscription("whk_1", "ten_1", &["*"])).await.unwrap();
     let agents = agentry_store::AgentStore::new(db.clone());
     agents
         .create(&super::agents::agent("agt_3", "ten_1"), &event("evt_3", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    assert_eq!(store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap().deliveries, 1);
+    assert_eq!(store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap().deliveries, 1);
     (store, agents)
 }
 
 async fn the_first_attempt_waits_for_the_schedules_first_delay(db: Database) {
     let store = setup(&db).await;
-    store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     store.insert(&subscription("whk_1", "ten_1", &["*"])).await.unwrap();
     agentry_store::AgentStore::new(db.clone())
         .create(&super::agents::agent("agt_3", "ten_1"), &event("evt_3", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    assert_eq!(store.dispatch(t0(), 100, Duration::seconds(5), fan_out).await.unwrap().deliveries, 1);
+    assert_eq!(store.dispatch_pending(t0(), 100, Duration::seconds(5), fan_out).await.unwrap().deliveries, 1);
     let tenant = TenantId::from_string("ten_1");
     let made = store.deliveries(&tenant, &WebhookId::from_string("whk_1"), 10).await.unwrap();
     assert_eq!(made[0].next_attempt_at(), Some(t0() + Duration::seconds(5)));
@@ -131,7 +131,7 @@ async fn the_first_attempt_waits_for_the_schedules_first_delay(db: Database) {
 async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Database) {
     let store = setup(&db).await;
     // Events written before the first subscription existed were dispatched to nobody.
-    store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     store.insert(&subscription("whk_all", "ten_1", &["*"])).await.unwrap();
     store.insert(&subscription("whk_created", "ten_1", &["agent.created"])).await.unwrap();
     store.insert(&subscription("whk_updated", "ten_1", &["agent.updated"])).await.unwrap();
@@ -150,14 +150,14 @@ async fn fan_out_makes_one_delivery_per_matching_active_subscription(db: Databas
         .create(&super::agents::agent("agt_4", "ten_2"), &event("evt_4", "ten_2", EventType::AgentCreated))
         .await
         .unwrap();
-    let report = store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    let report = store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     assert_eq!(
         (report.events, report.deliveries),
         (2, 3),
         "ten_1's event to `*` and `agent.created`, and kept for the paused one"
     );
     assert_eq!(
-        store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap().events,
+        store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap().events,
         0,
         "dispatched once"
     );
@@ -224,7 +224,8 @@ async fn dispatch_stores_what_the_fan_out_decides_once_per_pair(db: Database) {
     let mut paused = subscription("whk_paused", "ten_1", &["agent.updated"]);
     paused.set_status(SubscriptionStatus::Disabled, t0()).unwrap();
     store.insert(&paused).await.unwrap();
-    let report = store.dispatch(t0(), 100, Duration::zero(), to_every_subscription_twice).await.unwrap();
+    let report =
+        store.dispatch_pending(t0(), 100, Duration::zero(), to_every_subscription_twice).await.unwrap();
     assert_eq!((report.events, report.deliveries), (2, 1), "both events marked; one row for the one pair");
     let d = store.deliveries(&TenantId::from_string("ten_1"), paused.id(), 10).await.unwrap();
     assert_eq!(d.len(), 1);
@@ -234,7 +235,7 @@ async fn dispatch_stores_what_the_fan_out_decides_once_per_pair(db: Database) {
 
 async fn concurrent_dispatchers_never_make_a_pair_twice(db: Database) {
     let store = setup(&db).await;
-    store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     store.insert(&subscription("whk_all", "ten_1", &["*"])).await.unwrap();
     let agents = agentry_store::AgentStore::new(db.clone());
     for i in 0..60 {
@@ -253,7 +254,7 @@ async fn concurrent_dispatchers_never_make_a_pair_twice(db: Database) {
         tokio::spawn(async move {
             let mut made = 0;
             loop {
-                let report = store.dispatch(t0(), 7, Duration::zero(), fan_out).await.unwrap();
+                let report = store.dispatch_pending(t0(), 7, Duration::zero(), fan_out).await.unwrap();
                 made += report.deliveries;
                 if report.events == 0 {
                     return made;
@@ -311,7 +312,7 @@ async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Dat
         .create(&super::agents::agent("agt_4", "ten_1"), &event("evt_4", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     let l1 = lease("l1", t0() + Duration::seconds(30));
     let claimed = store.claim(&l1, t0(), 1).await.unwrap();
     assert_eq!(claimed.len(), 1, "no more than the limit");
@@ -328,7 +329,7 @@ async fn the_last_failure_fails_the_subscription_and_its_deliveries_wait(db: Dat
         .create(&super::agents::agent("agt_5", "ten_1"), &event("evt_5", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    assert_eq!(store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap().deliveries, 1);
+    assert_eq!(store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap().deliveries, 1);
     // Active again: the waiting delivery goes out; the skipped one waits for a recovery.
     s.set_status(SubscriptionStatus::Active, t0()).unwrap();
     assert!(store.update(&s).await.unwrap());
@@ -411,14 +412,14 @@ async fn a_subscription_that_cannot_be_read_fails_its_deliveries_and_stops_no_on
     execute("UPDATE webhook_subscriptions SET previous_secret_sealed = 'x', previous_secret_until = NULL WHERE id = 'whk_1'")
         .await
         .unwrap();
-    execute("INSERT INTO events SELECT 'evt_x', tenant_id, 'agent.teleported', data, created_at, NULL FROM events WHERE id = 'evt_3'")
+    execute("INSERT INTO events (id, tenant_id, event_type, data, created_at) SELECT 'evt_x', tenant_id, 'agent.teleported', data, created_at FROM events WHERE id = 'evt_3'")
         .await
         .unwrap();
     agents
         .create(&super::agents::agent("agt_4", "ten_1"), &event("evt_4", "ten_1", EventType::AgentCreated))
         .await
         .unwrap();
-    let dispatched = store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    let dispatched = store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     assert_eq!((dispatched.events, dispatched.deliveries), (2, 2), "the readable event, to both");
     let claimed = store.claim(&lease("l1", t0() + Duration::seconds(30)), t0(), 10).await.unwrap();
     assert_eq!(claimed.iter().map(|c| c.subscription.id().as_str()).collect::<Vec<_>>(), ["whk_2"]);
@@ -453,10 +454,10 @@ async fn a_recovery_requeues_skipped_and_failed_since_a_time_with_a_fresh_schedu
     // Three events while it is failed, one an hour before the others.
     let later = t0() + Duration::hours(2);
     agent_created(&agents, "old", t0() + Duration::hours(1)).await;
-    store.dispatch(t0() + Duration::hours(1), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0() + Duration::hours(1), 100, Duration::zero(), fan_out).await.unwrap();
     agent_created(&agents, "a", later).await;
     agent_created(&agents, "b", later).await;
-    assert_eq!(store.dispatch(later, 100, Duration::zero(), fan_out).await.unwrap().deliveries, 2);
+    assert_eq!(store.dispatch_pending(later, 100, Duration::zero(), fan_out).await.unwrap().deliveries, 2);
     let statuses = |ds: &[agentry_domain::webhooks::Delivery]| {
         let mut v: Vec<(String, DeliveryStatus)> =
             ds.iter().map(|d| (d.event_id().to_string(), d.status())).collect();
@@ -509,7 +510,7 @@ async fn a_bulk_retry_takes_the_status_asked_and_leaves_the_subscription(db: Dat
     let claimed = store.claim(&l1, t0(), 10).await.unwrap();
     assert!(store.settle(&claimed[0].id, &l1, &settled(attempt(1, Some(500)), None), t0()).await.unwrap());
     agent_created(&agents, "a", t0()).await;
-    store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     // Only the failed one; the subscription stays failed (the service refuses a bulk retry of a
     // subscription that is not active; the store does what it is told).
     let failed_only = Requeue::retry(Some(DeliveryStatus::Failed), None);
@@ -526,7 +527,7 @@ async fn stats_count_deliveries_per_status_and_percentiles_of_answered_attempts(
     for n in 0..3 {
         agent_created(&agents, &format!("s{n}"), t0()).await;
     }
-    store.dispatch(t0(), 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(t0(), 100, Duration::zero(), fan_out).await.unwrap();
     // Four attempts: answered in 10, 20 and 400 ms, and one timeout (no response time).
     let l = lease("l1", t0() + Duration::seconds(30));
     let claimed = store.claim(&l, t0(), 10).await.unwrap();
@@ -560,9 +561,9 @@ async fn deliveries_are_counted_per_hour_of_creation_and_status_in_their_tenant(
     // the second fails for good (and fails the subscription).
     let (late, ten) = (t0() + Duration::minutes(59) + Duration::seconds(59), t0() + Duration::hours(1));
     agent_created(&agents, "a", late).await;
-    store.dispatch(late, 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(late, 100, Duration::zero(), fan_out).await.unwrap();
     agent_created(&agents, "b", ten).await;
-    store.dispatch(ten, 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(ten, 100, Duration::zero(), fan_out).await.unwrap();
     let l2 = lease("l2", ten + Duration::seconds(30));
     let claimed = store.claim(&l2, ten, 10).await.unwrap();
     assert_eq!(claimed.len(), 2);
@@ -573,7 +574,7 @@ async fn deliveries_are_counted_per_hour_of_creation_and_status_in_their_tenant(
     // One more while it is failed, at 10:30: kept as skipped.
     let half_past = ten + Duration::minutes(30);
     agent_created(&agents, "c", half_past).await;
-    store.dispatch(half_past, 100, Duration::zero(), fan_out).await.unwrap();
+    store.dispatch_pending(half_past, 100, Duration::zero(), fan_out).await.unwrap();
 
     let sorted = |mut rows: Vec<HourCount>| {
         rows.sort_by_key(|r| (r.hour, r.status.as_str()));

@@ -2,35 +2,14 @@
 
 use std::sync::Arc;
 
-use chrono::TimeZone;
-
 use super::*;
-use crate::agents::model::{AgentConfig, AgentName, AgentStatus, AgentType};
+use crate::agents::fixtures::{agent, exchange, t0};
 use crate::ids::{AgentId, MockIdGenerator, TenantId};
 use crate::memory::{
     EmbeddingModel, MemoryServiceDeps, MemorySettings, MockAgentDirectory, MockEmbedder, MockMemoryRepository,
 };
 use crate::time::MockClock;
 use crate::tokens::MockTokenCounter;
-
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap()
-}
-
-fn agent(types: Vec<MemoryType>) -> Agent {
-    Agent {
-        id: AgentId::from_string("agt_1"),
-        tenant_id: TenantId::from_string("ten_1"),
-        name: AgentName::new("Helper").unwrap(),
-        agent_type: AgentType::Assistant,
-        status: AgentStatus::Active,
-        description: None,
-        memory_types: types,
-        config: AgentConfig::default(),
-        created_at: t0(),
-        updated_at: t0(),
-    }
-}
 
 /// A memory service whose store holds nothing, and an embedder that is called `embeds` times.
 fn memory(memories: MockMemoryRepository, embeds: usize) -> MemoryService {
@@ -62,21 +41,57 @@ fn memory(memories: MockMemoryRepository, embeds: usize) -> MemoryService {
 }
 
 #[tokio::test]
-async fn only_episodic_agents_remember_exchanges() {
-    let session = SessionId::from_string("ses_1");
+async fn only_episodic_agents_remember_exchanges_once_under_the_replys_id() {
     let semantic = memory(MockMemoryRepository::new(), 0);
-    let none =
-        semantic.episode(&agent(vec![MemoryType::Semantic]), &session, "hi", "hello", t0()).await.unwrap();
-    assert!(none.is_none());
-    let episodic = memory(MockMemoryRepository::new(), 1);
-    let some = episodic
-        .episode(&agent(vec![MemoryType::Episodic]), &session, "hi", "hello", t0())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(some.entry.memory_type, MemoryType::Episodic);
-    assert_eq!(some.entry.content, "User: hi\nAssistant: hello");
-    assert_eq!(some.entry.agent_id, Some(AgentId::from_string("agt_1")));
+    let (agent_of_semantic, stored) = (agent(vec![MemoryType::Semantic]), exchange());
+    assert!(!MemoryRecall::record_episode(&semantic, &agent_of_semantic, &stored).await.unwrap());
+
+    let mut memories = MockMemoryRepository::new();
+    memories.expect_get().withf(|_, id| id.as_str() == "mem_01b").times(1).returning(|_, _| Ok(None));
+    memories
+        .expect_insert()
+        .withf(|entries, _| {
+            let e = &entries[0].entry;
+            entries.len() == 1
+                && e.id.as_str() == "mem_01b"
+                && e.memory_type == MemoryType::Episodic
+                && e.content == "User: hi\nAssistant: hello"
+                && e.agent_id == Some(AgentId::from_string("agt_1"))
+        })
+        .times(1)
+        .returning(|_, _| Ok(()));
+    let episodic = memory(memories, 1);
+    let agent = agent(vec![MemoryType::Episodic]);
+    assert!(MemoryRecall::record_episode(&episodic, &agent, &exchange()).await.unwrap());
+}
+
+#[tokio::test]
+async fn an_exchange_handed_over_again_is_not_remembered_twice() {
+    let mut memories = MockMemoryRepository::new();
+    let stored = exchange();
+    memories.expect_get().returning(|_, _| {
+        Ok(Some(crate::memory::MemoryEntry {
+            id: MemoryId::from_string("mem_01b"),
+            tenant_id: TenantId::from_string("ten_1"),
+            agent_id: Some(AgentId::from_string("agt_1")),
+            document_id: None,
+            memory_type: MemoryType::Episodic,
+            key: None,
+            content: "User: hi\nAssistant: hello".into(),
+            source: "chat".into(),
+            metadata: serde_json::Map::new(),
+            tags: Vec::new(),
+            importance: 0.5,
+            access_count: 0,
+            created_at: t0(),
+            updated_at: t0(),
+            expires_at: None,
+        }))
+    });
+    let episodic = memory(memories, 0);
+    assert!(
+        !MemoryRecall::record_episode(&episodic, &agent(vec![MemoryType::Episodic]), &stored).await.unwrap()
+    );
 }
 
 #[tokio::test]

@@ -249,17 +249,27 @@ async fn recall_returns_the_best_memories_within_the_budget() {
 }
 
 #[tokio::test]
-async fn an_exchange_is_remembered_as_an_episode() {
-    let m = Mocks::new().embeds();
+async fn an_exchange_is_remembered_as_an_episode_once() {
+    let mut m = Mocks::new().embeds();
+    m.memories.expect_get().times(1).returning(|_, _| Ok(None));
+    m.memories
+        .expect_insert()
+        .withf(|entries, _| {
+            let e = &entries[0].entry;
+            e.id.as_str() == "mem_ep"
+                && e.tenant_id == tenant()
+                && e.agent_id.as_ref().map(AgentId::as_str) == Some("agt_1")
+                && e.memory_type == MemoryType::Episodic
+                && e.content == "User: hi\nAssistant: hello"
+                && e.source == "chat"
+                && e.metadata.get("session_id") == Some(&json!("ses_1"))
+        })
+        .times(1)
+        .returning(|_, _| Ok(()));
     let svc = m.service();
-    let session = SessionId::from_string("ses_1");
-    let agent = AgentId::from_string("agt_1");
-    let some = svc.episode_of(&tenant(), &agent, &session, "hi", "hello", t0()).await.unwrap();
-    assert_eq!((&some.entry.tenant_id, some.entry.agent_id.as_ref()), (&tenant(), Some(&agent)));
-    assert_eq!(some.entry.memory_type, MemoryType::Episodic);
-    assert_eq!(some.entry.content, "User: hi\nAssistant: hello");
-    assert_eq!(some.entry.source, "chat");
-    assert_eq!(some.entry.metadata.get("session_id"), Some(&json!("ses_1")));
+    let (session, agent) = (SessionId::from_string("ses_1"), AgentId::from_string("agt_1"));
+    let id = MemoryId::from_string("mem_ep");
+    assert!(svc.record_episode(id, &tenant(), &agent, &session, "hi", "hello", t0()).await.unwrap());
 }
 
 #[tokio::test]

@@ -11,20 +11,19 @@ use super::super::model::{Attempt, AttemptErrorKind, DeliveryStatus, RESPONSE_BO
 use super::super::ports::{Dispatched, OutboundFailure, OutboundPost};
 use super::super::signing::sign;
 use super::{DELIVERY_QUEUE, WebhookService};
+use crate::events::consumers::EventConsumer;
+use crate::events::{Event, EventType};
 use crate::storable;
 use crate::work::{Lease, LeaseQueue, Outcome, Ran, WorkKind};
 
 impl WebhookService {
-    /// One fan-out pass over the outbox: the store applies [`fan_out`]'s decision.
+    /// Fans `events` out into deliveries: the store applies [`fan_out`]'s decision.
     ///
     /// # Errors
     /// When storage fails.
-    pub async fn dispatch(&self) -> anyhow::Result<Dispatched> {
+    pub async fn dispatch(&self, events: &[Event]) -> anyhow::Result<Dispatched> {
         let first_delay = self.settings.schedule.first_delay();
-        self.deps
-            .webhooks
-            .dispatch(self.deps.clock.now(), self.settings.dispatch_batch, first_delay, fan_out)
-            .await
+        self.deps.webhooks.dispatch(events, self.deps.clock.now(), first_delay, fan_out).await
     }
 
     pub(super) fn new_lease(&self, now: DateTime<Utc>) -> Lease {
@@ -206,5 +205,37 @@ fn status_error(status: u16) -> String {
     match status {
         300..=399 => format!("the receiver answered {status} (a redirect; redirects are not followed)"),
         _ => format!("the receiver answered {status}"),
+    }
+}
+
+/// The fan-out is the outbox's first consumer: every event, in batches of
+/// [`WebhookSettings::dispatch_batch`](super::WebhookSettings), each batch one transaction.
+/// Deliveries are keyed by (event, subscription), so a batch handed over again makes none twice.
+#[async_trait]
+impl EventConsumer for WebhookService {
+    fn name(&self) -> &'static str {
+        "webhook_fanout"
+    }
+
+    fn wants(&self, _event_type: EventType) -> bool {
+        true
+    }
+
+    fn batch(&self) -> u32 {
+        self.settings.dispatch_batch
+    }
+
+    async fn handle(&self, event: &Event) -> anyhow::Result<()> {
+        self.dispatch(std::slice::from_ref(event)).await.map(|_| ())
+    }
+
+    async fn handle_batch(&self, events: &[Event]) -> Vec<anyhow::Result<()>> {
+        match self.dispatch(events).await {
+            Ok(_) => events.iter().map(|_| Ok(())).collect(),
+            Err(e) => {
+                let e = format!("{e:#}");
+                events.iter().map(|_| Err(anyhow::anyhow!("fanning out its batch failed: {e}"))).collect()
+            }
+        }
     }
 }

@@ -340,20 +340,21 @@ async fn another_tenants_subscription_is_not_found() {
 }
 
 #[tokio::test]
-async fn a_fan_out_pass_hands_the_store_the_domains_decision() {
+async fn the_fan_out_consumer_hands_the_store_its_batch_and_the_domains_decision() {
+    use crate::events::consumers::EventConsumer as _;
+    let event = crate::events::Event {
+        id: EventId::from_string("evt_1"),
+        tenant_id: TenantId::from_string("ten_1"),
+        payload: crate::events::EventPayload::BillingCreditsLow { credits: 9, threshold: 10 },
+        created_at: t0(),
+    };
     let mut m = Mocks::new();
     m.webhooks
         .expect_dispatch()
-        .withf(|now, limit, first_delay, _| *now == t0() && *limit == 200 && first_delay.is_zero())
+        .withf(|events, now, first_delay, _| events.len() == 1 && *now == t0() && first_delay.is_zero())
         .times(1)
-        .returning(|now, _, first_delay, decide| {
-            // What the store reads: one event, and its tenant's subscription listening to it.
-            let event = crate::events::Event {
-                id: EventId::from_string("evt_1"),
-                tenant_id: TenantId::from_string("ten_1"),
-                payload: crate::events::EventPayload::BillingCreditsLow { credits: 9, threshold: 10 },
-                created_at: t0(),
-            };
+        .returning(|events, now, first_delay, decide| {
+            // What the store reads: the event's tenant's subscription listening to it.
             let target = crate::webhooks::SubscriptionTarget::restore(
                 WebhookId::from_string("whk_1"),
                 TenantId::from_string("ten_1"),
@@ -362,7 +363,7 @@ async fn a_fan_out_pass_hands_the_store_the_domains_decision() {
                 t0(),
             )
             .unwrap();
-            let deliveries = decide(&[event], &[target], now, first_delay).unwrap();
+            let deliveries = decide(events, &[target], now, first_delay).unwrap();
             assert_eq!(deliveries.len(), 1);
             assert_eq!(
                 deliveries[0].id,
@@ -370,7 +371,10 @@ async fn a_fan_out_pass_hands_the_store_the_domains_decision() {
             );
             Ok(Dispatched { events: 1, deliveries: deliveries.len() })
         });
-    assert_eq!(m.service().dispatch().await.unwrap(), Dispatched { events: 1, deliveries: 1 });
+    let service = m.service();
+    assert_eq!((service.name(), service.batch()), ("webhook_fanout", 200));
+    let results = service.handle_batch(&[event]).await;
+    assert!(results.iter().all(Result::is_ok));
 }
 
 /// A subscription of `ten_1` in `status`, as the store gives it back.

@@ -1,0 +1,97 @@
+//! What follows a stored chat exchange, as consumers of its `agent.message.completed` event:
+//! the episodic memory of the exchange ([`EpisodicMemory`]). It runs after the exchange
+//! committed, from the outbox, so the chat's own write is the exchange alone and a failing
+//! embedder costs the memory a retry, never the answer.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::model::Agent;
+use super::ports::{AgentRepository, ConversationRepository, MemoryRecall, StoredExchange};
+use crate::events::consumers::EventConsumer;
+use crate::events::{Event, EventPayload, EventType};
+use crate::memory::MemoryType;
+
+/// Reads back the exchange an `agent.message.completed` event tells of, with its agent.
+#[derive(Clone)]
+pub struct ExchangeReader {
+    /// The agents.
+    pub agents: Arc<dyn AgentRepository>,
+    /// Their conversations.
+    pub conversations: Arc<dyn ConversationRepository>,
+}
+
+impl std::fmt::Debug for ExchangeReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExchangeReader { .. }")
+    }
+}
+
+impl ExchangeReader {
+    /// The agent of the exchange `event` completed, if `event` completed one and the agent
+    /// still exists and `keeps` it.
+    ///
+    /// # Errors
+    /// When storage fails.
+    pub async fn agent_of(
+        &self,
+        event: &Event,
+        keeps: impl Fn(&Agent) -> bool,
+    ) -> anyhow::Result<Option<Agent>> {
+        let EventPayload::AgentMessageCompleted(data) = &event.payload else { return Ok(None) };
+        Ok(self.agents.get(&event.tenant_id, &data.agent_id).await?.filter(|a| keeps(a)))
+    }
+
+    /// The exchange `event` completed, read back; `None` when it was not stored (a stateless
+    /// call) or is gone.
+    ///
+    /// # Errors
+    /// When storage fails.
+    pub async fn exchange_of(&self, event: &Event) -> anyhow::Result<Option<StoredExchange>> {
+        let EventPayload::AgentMessageCompleted(data) = &event.payload else { return Ok(None) };
+        self.conversations.exchange_of(&event.tenant_id, &data.agent_id, &data.message_id).await
+    }
+}
+
+/// The consumer that keeps the episodic memory of every stored exchange of an agent that keeps
+/// episodic memory. Idempotent: the memory's id is made from the reply's.
+pub struct EpisodicMemory {
+    reader: ExchangeReader,
+    memory: Arc<dyn MemoryRecall>,
+}
+
+impl std::fmt::Debug for EpisodicMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EpisodicMemory { .. }")
+    }
+}
+
+impl EpisodicMemory {
+    /// The consumer over `reader`, writing through `memory`.
+    pub fn new(reader: ExchangeReader, memory: Arc<dyn MemoryRecall>) -> Self {
+        Self { reader, memory }
+    }
+}
+
+#[async_trait]
+impl EventConsumer for EpisodicMemory {
+    fn name(&self) -> &'static str {
+        "episodic_memory"
+    }
+
+    fn wants(&self, event_type: EventType) -> bool {
+        event_type == EventType::AgentMessageCompleted
+    }
+
+    async fn handle(&self, event: &Event) -> anyhow::Result<()> {
+        let keeps = |a: &Agent| a.memory_types.contains(&MemoryType::Episodic);
+        let Some(agent) = self.reader.agent_of(event, keeps).await? else { return Ok(()) };
+        let Some(exchange) = self.reader.exchange_of(event).await? else { return Ok(()) };
+        self.memory.record_episode(&agent, &exchange).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
