@@ -5,6 +5,8 @@
 //! - [`ranking`]: hybrid ranking (calibrated similarity, lexical coverage, importance, recency),
 //!   pure and generic over the id;
 //! - [`chunking`]: documents cut into chunks on sentence boundaries;
+//! - [`learning`]: facts found in conversations (the rule extractor) and the decision of what
+//!   each changes (add, update, invalidate, nothing), a model's answer validated first;
 //! - [`ports`]: the [`MemoryRepository`], [`Embedder`] (a sentence-embedding model) and
 //!   [`AgentDirectory`] ports;
 //! - [`service`]: [`MemoryService`], used by both HTTP variants, chat (which recalls through
@@ -16,6 +18,7 @@
 
 pub mod chunking;
 mod embedding;
+pub mod learning;
 pub mod model;
 mod ports;
 pub mod ranking;
