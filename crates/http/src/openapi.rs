@@ -45,7 +45,7 @@ use crate::settings::{Envelope, HttpSettings};
         team::remove, team::accept, automations::list, automations::take_over,
         agents::list, agents::create, agents::get, agents::update, agents::delete, chat::chat,
         chat::messages, openai::completions, openai::models,
-        memory::add, memory::list, memory::get, memory::delete, memory::search, memory::add_documents,
+        memory::add, memory::list, memory::get, memory::history, memory::delete, memory::search, memory::add_documents,
         memory::delete_document, memory::consolidate, memory::store_upsert, memory::store_search,
         memory::store_get, memory::store_delete,
         knowledge::list, knowledge::create, knowledge::get, knowledge::update, knowledge::delete,

@@ -93,6 +93,11 @@ async fn main() -> anyhow::Result<()> {
                     created_at: now,
                     updated_at: now,
                     expires_at: None,
+                    valid_from: now,
+                    invalid_at: None,
+                    superseded_by: None,
+                    origin: agentry_domain::memory::model::MemoryOrigin::Api,
+                    source_message_ids: Vec::new(),
                 },
                 embedding: Embedding { model_id: model.clone(), vector },
             });

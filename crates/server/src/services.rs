@@ -7,7 +7,7 @@ use std::time::Duration;
 use agentry_crypto::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
 use agentry_domain::agents::{
     AgentService, ChatService, ChatServiceDeps, ChatSettings, EpisodicMemory, ExchangeReader,
-    KnowledgeRetrieval, ToolRegistry,
+    KnowledgeRetrieval, MemoryExtraction, ToolRegistry,
 };
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::events::consumers::{ConsumerRunner, EventConsumer};
@@ -212,8 +212,8 @@ pub fn build_services(
     Ok(Services { state, jobs, deliveries, executions: executions_worker, ingestion, consumers, clock })
 }
 
-/// The outbox's consumers, in the order their passes start: the webhook fan-out, then the
-/// episodic memory of each stored exchange.
+/// The outbox's consumers, in the order their passes start: the webhook fan-out, the episodic
+/// memory of each stored exchange, and the facts memory learns from it.
 fn event_consumers(
     db: &Database,
     webhooks: &WebhookService,
@@ -224,8 +224,11 @@ fn event_consumers(
         agents: Arc::new(AgentStore::new(db.clone())),
         conversations: Arc::new(ConversationStore::new(db.clone())),
     };
-    let consumers: Vec<Arc<dyn EventConsumer>> =
-        vec![Arc::new(webhooks.clone()), Arc::new(EpisodicMemory::new(reader, Arc::new(memory.clone())))];
+    let consumers: Vec<Arc<dyn EventConsumer>> = vec![
+        Arc::new(webhooks.clone()),
+        Arc::new(EpisodicMemory::new(reader.clone(), Arc::new(memory.clone()))),
+        Arc::new(MemoryExtraction::new(reader, memory.clone())),
+    ];
     ConsumerRunner::new(Arc::new(ConsumerStore::new(db.clone())), consumers, ids, clock)
 }
 

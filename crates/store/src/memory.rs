@@ -9,26 +9,29 @@ use std::time::{Duration, Instant};
 
 use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, DocumentId, MemoryId, TenantId};
+use agentry_domain::memory::model::MemoryOrigin;
 use agentry_domain::memory::{
-    EmbeddedEntry, Embedding, Facets, MemoryDocument, MemoryEntry, MemoryFilter, MemoryRepository,
-    MemoryType, Merge,
+    EmbeddedEntry, Embedding, MemoryDocument, MemoryEntry, MemoryFilter, MemoryRepository, MemoryType, Merge,
 };
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use serde_json::{Map, Value};
 
 use crate::database::{Backend, Database, StoreError};
 use crate::events::EventRow;
 use crate::schema::{events, memory_documents, memory_entries, memory_scopes, memory_tombstones};
 use crate::signals::WorkQueue;
-use crate::types::parse_stored;
 use crate::types::{DbJsonAs, DbTime};
-use crate::vectors::{self, CachedVector, Load, Sync, VectorCache};
+use crate::vectors::{self, Load, Sync, VectorCache};
 
+mod learning;
 pub(crate) mod lexical;
+mod rows;
+
+use rows::VectorRow;
+pub(crate) use rows::{EntryRow, NewEntryRow, vector_bytes, vector_from_bytes};
 
 use lexical::CommonTerms;
 
@@ -51,148 +54,6 @@ impl MemoryStore {
             dimension,
         }
     }
-}
-
-/// An entry as read (without its embedding).
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = memory_entries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-pub(crate) struct EntryRow {
-    id: String,
-    tenant_id: String,
-    agent_id: Option<String>,
-    document_id: Option<String>,
-    memory_type: String,
-    key: Option<String>,
-    content: String,
-    source: String,
-    metadata: DbJsonAs<Map<String, Value>>,
-    tags: DbJsonAs<Vec<String>>,
-    importance: f64,
-    access_count: i64,
-    created_at: DbTime,
-    updated_at: DbTime,
-    expires_at: Option<DbTime>,
-}
-
-impl EntryRow {
-    fn into_domain(self) -> anyhow::Result<MemoryEntry> {
-        Ok(MemoryEntry {
-            id: MemoryId::from_string(self.id),
-            tenant_id: TenantId::from_string(self.tenant_id),
-            agent_id: self.agent_id.map(AgentId::from_string),
-            document_id: self.document_id.map(DocumentId::from_string),
-            memory_type: parse_stored(&self.memory_type, "memory type")?,
-            key: self.key,
-            content: self.content,
-            source: self.source,
-            metadata: self.metadata.0,
-            tags: self.tags.0,
-            importance: self.importance,
-            access_count: u64::try_from(self.access_count).unwrap_or(0),
-            created_at: self.created_at.0,
-            updated_at: self.updated_at.0,
-            expires_at: self.expires_at.map(|t| t.0),
-        })
-    }
-}
-
-/// An entry as written, with its embedding and the memory version of the write.
-#[derive(Insertable, AsChangeset)]
-#[diesel(table_name = memory_entries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-pub(crate) struct NewEntryRow {
-    id: String,
-    tenant_id: String,
-    #[diesel(treat_none_as_null = true)]
-    agent_id: Option<String>,
-    #[diesel(treat_none_as_null = true)]
-    document_id: Option<String>,
-    memory_type: String,
-    #[diesel(treat_none_as_null = true)]
-    key: Option<String>,
-    content: String,
-    source: String,
-    metadata: DbJsonAs<Map<String, Value>>,
-    tags: DbJsonAs<Vec<String>>,
-    importance: f64,
-    access_count: i64,
-    created_at: DbTime,
-    updated_at: DbTime,
-    #[diesel(treat_none_as_null = true)]
-    expires_at: Option<DbTime>,
-    embedding: Vec<u8>,
-    embedding_dim: i32,
-    embedding_model: String,
-    pub(crate) seq: i64,
-}
-
-impl NewEntryRow {
-    /// The row of `e`; its `seq` is set to the version of the transaction that writes it.
-    pub(crate) fn from_domain(e: &EmbeddedEntry) -> Self {
-        let m = &e.entry;
-        Self {
-            id: m.id.to_string(),
-            tenant_id: m.tenant_id.to_string(),
-            agent_id: m.agent_id.as_ref().map(ToString::to_string),
-            document_id: m.document_id.as_ref().map(ToString::to_string),
-            memory_type: m.memory_type.as_str().to_owned(),
-            key: m.key.clone(),
-            content: m.content.clone(),
-            source: m.source.clone(),
-            metadata: DbJsonAs(m.metadata.clone()),
-            tags: DbJsonAs(m.tags.clone()),
-            importance: m.importance,
-            access_count: i64::try_from(m.access_count).unwrap_or(i64::MAX),
-            created_at: m.created_at.into(),
-            updated_at: m.updated_at.into(),
-            expires_at: m.expires_at.map(DbTime),
-            embedding: vector_bytes(&e.embedding.vector),
-            embedding_dim: i32::try_from(e.embedding.vector.len()).unwrap_or(i32::MAX),
-            embedding_model: e.embedding.model_id.clone(),
-            seq: 0,
-        }
-    }
-}
-
-/// What the vector cache keeps of a row.
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = memory_entries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-struct VectorRow {
-    id: String,
-    agent_id: Option<String>,
-    memory_type: String,
-    tags: DbJsonAs<Vec<String>>,
-    metadata: DbJsonAs<Map<String, Value>>,
-    importance: f64,
-    updated_at: DbTime,
-    expires_at: Option<DbTime>,
-    embedding: Vec<u8>,
-}
-
-impl VectorRow {
-    fn into_cached(self) -> anyhow::Result<CachedVector> {
-        Ok(CachedVector {
-            id: MemoryId::from_string(self.id),
-            facets: Facets {
-                agent_id: self.agent_id.map(AgentId::from_string),
-                memory_type: parse_stored(&self.memory_type, "memory type")?,
-                tags: self.tags.0,
-                metadata: self.metadata.0,
-                importance: self.importance,
-                updated_at: self.updated_at.0,
-                expires_at: self.expires_at.map(|t| t.0),
-            },
-            vector: vector_from_bytes(&self.embedding),
-        })
-    }
-}
-
-/// Little-endian `f32`s: the embedding column's format.
-pub(crate) fn vector_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-pub(crate) fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 #[derive(QueryableByName)]
@@ -430,6 +291,7 @@ impl MemoryRepository for MemoryStore {
                 let mut q = m::table
                     .filter(m::tenant_id.eq(tenant.as_str()))
                     .filter(m::expires_at.is_null().or(m::expires_at.gt(DbTime(now))))
+                    .filter(m::invalid_at.is_null())
                     .into_boxed();
                 if let Some(agent) = &agent {
                     q = q.filter(m::agent_id.eq(agent.as_str().to_owned()));
@@ -599,6 +461,18 @@ impl MemoryRepository for MemoryStore {
         rows.into_iter().map(|(row, blob)| Ok((row.into_domain()?, vector_from_bytes(&blob)))).collect()
     }
 
+    async fn learn(&self, learned: &agentry_domain::memory::learning::Learned) -> anyhow::Result<bool> {
+        self.apply_learned(learned).await
+    }
+
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        id: &MemoryId,
+    ) -> anyhow::Result<Vec<agentry_domain::memory::learning::MemoryVersion>> {
+        self.versions(tenant, id).await
+    }
+
     async fn consolidate(&self, tenant: &TenantId, merges: &[Merge], event: &Event) -> anyhow::Result<()> {
         let tenant = tenant.to_string();
         let event = EventRow::from_domain(event)?;
@@ -619,7 +493,13 @@ impl MemoryRepository for MemoryStore {
             let version = bump_memory_version!(conn, tenant.as_str())?;
             for (kept, tags, access_count, updated_at, absorbed) in &merges {
                 diesel::update(m::table.filter(m::tenant_id.eq(&tenant)).filter(m::id.eq(kept)))
-                    .set((m::tags.eq(tags), m::access_count.eq(access_count), m::updated_at.eq(updated_at), m::seq.eq(version)))
+                    .set((
+                        m::tags.eq(tags),
+                        m::access_count.eq(access_count),
+                        m::updated_at.eq(updated_at),
+                        m::origin.eq(MemoryOrigin::Consolidation.as_str()),
+                        m::seq.eq(version),
+                    ))
                     .execute(conn)
                     .await?;
                 diesel::delete(m::table.filter(tenant_not_indexed!(m::tenant_id).eq(&tenant)).filter(m::id.eq_any(absorbed)))

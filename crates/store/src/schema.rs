@@ -219,6 +219,35 @@ diesel::table! {
 
 diesel::table! {
     use diesel::sql_types::*;
+    use crate::types::{Json, UtcTime};
+
+    memory_history (memory_id, version) {
+        memory_id -> Text,
+        tenant_id -> Text,
+        version -> Integer,
+        content -> Text,
+        change -> Text,
+        reason -> Nullable<Text>,
+        source_message_ids -> Json,
+        at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    memory_extractions (tenant_id, message_id) {
+        tenant_id -> Text,
+        message_id -> Text,
+        agent_id -> Text,
+        changes -> Integer,
+        extracted_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
     use crate::types::UtcTime;
 
     event_consumers (name) {
@@ -387,6 +416,11 @@ diesel::table! {
         embedding_dim -> Integer,
         embedding_model -> Text,
         seq -> BigInt,
+        valid_from -> UtcTime,
+        invalid_at -> Nullable<UtcTime>,
+        superseded_by -> Nullable<Text>,
+        origin -> Text,
+        source_message_ids -> Json,
     }
 }
 
@@ -548,6 +582,7 @@ diesel::table! {
 }
 
 diesel::joinable!(event_consumer_failures -> events (event_id));
+diesel::joinable!(memory_history -> memory_entries (memory_id));
 diesel::joinable!(invitations -> tenants (tenant_id));
 diesel::joinable!(invitations -> users (invited_by));
 diesel::joinable!(api_keys -> users (user_id));
@@ -606,6 +641,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     memory_entries,
     memory_scopes,
     memory_tombstones,
+    memory_history,
+    memory_extractions,
     webhook_subscriptions,
     webhook_deliveries,
     webhook_attempts,

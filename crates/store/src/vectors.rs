@@ -209,7 +209,8 @@ impl Scan<'_> {
     /// each with its exact vector.
     fn run<'g>(&self, group: &'g Group, range: std::ops::Range<usize>) -> Vec<(Hit<'g>, &'g [f32])> {
         let f = self.filter;
-        let unfiltered = f.memory_types.is_empty() && f.tags.is_empty() && f.metadata.is_empty();
+        let unfiltered =
+            f.memory_types.is_empty() && f.tags.is_empty() && f.metadata.is_empty() && f.current_only();
         let d = self.dimension;
         // A min-heap of the best so far: its top is the worst kept.
         let mut best: BinaryHeap<Hit<'g>> = BinaryHeap::with_capacity(self.limit + 1);
@@ -228,8 +229,9 @@ impl Scan<'_> {
             });
             for (i, &dot) in (start..end).zip(dots.iter()) {
                 let facets = &group.facets[i];
-                // The common case, no filter and no expiry, skips the checks.
-                let passes = (unfiltered && facets.expires_at.is_none()) || f.matches(facets, self.now);
+                // The common case, no filter, no expiry and still valid, skips the checks.
+                let passes = (unfiltered && facets.expires_at.is_none() && facets.invalid_at.is_none())
+                    || f.matches(facets, self.now);
                 if !passes {
                     continue;
                 }
@@ -449,6 +451,8 @@ mod tests {
                 importance: 0.5,
                 updated_at: now(),
                 expires_at: None,
+                valid_from: now(),
+                invalid_at: None,
             },
             vector,
         }

@@ -1,7 +1,8 @@
 //! What follows a stored chat exchange, as consumers of its `agent.message.completed` event:
-//! the episodic memory of the exchange ([`EpisodicMemory`]). It runs after the exchange
-//! committed, from the outbox, so the chat's own write is the exchange alone and a failing
-//! embedder costs the memory a retry, never the answer.
+//! the episodic memory of the exchange ([`EpisodicMemory`]) and the facts memory learns from it
+//! ([`MemoryExtraction`]). They run after the exchange committed, from the outbox, so the chat's
+//! own write is the exchange alone and a failing embedder costs the memory a retry, never the
+//! answer.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use super::model::Agent;
 use super::ports::{AgentRepository, ConversationRepository, MemoryRecall, StoredExchange};
 use crate::events::consumers::EventConsumer;
 use crate::events::{Event, EventPayload, EventType};
-use crate::memory::MemoryType;
+use crate::memory::{ExchangeText, MemoryService, MemoryType};
 
 /// Reads back the exchange an `agent.message.completed` event tells of, with its agent.
 #[derive(Clone)]
@@ -89,6 +90,64 @@ impl EventConsumer for EpisodicMemory {
         let Some(agent) = self.reader.agent_of(event, keeps).await? else { return Ok(()) };
         let Some(exchange) = self.reader.exchange_of(event).await? else { return Ok(()) };
         self.memory.record_episode(&agent, &exchange).await?;
+        Ok(())
+    }
+}
+
+/// The consumer that learns facts from every stored exchange of an agent that keeps semantic
+/// memory, with the rule extractor (`docs/memory.md`, Memory that learns). Idempotent: the store
+/// applies an exchange once.
+pub struct MemoryExtraction {
+    reader: ExchangeReader,
+    memory: MemoryService,
+}
+
+impl std::fmt::Debug for MemoryExtraction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemoryExtraction { .. }")
+    }
+}
+
+impl MemoryExtraction {
+    /// The consumer over `reader`, learning into `memory`.
+    pub fn new(reader: ExchangeReader, memory: MemoryService) -> Self {
+        Self { reader, memory }
+    }
+}
+
+#[async_trait]
+impl EventConsumer for MemoryExtraction {
+    fn name(&self) -> &'static str {
+        "memory_extraction"
+    }
+
+    fn wants(&self, event_type: EventType) -> bool {
+        event_type == EventType::AgentMessageCompleted
+    }
+
+    fn batch(&self) -> u32 {
+        20
+    }
+
+    async fn handle(&self, event: &Event) -> anyhow::Result<()> {
+        let keeps = |a: &Agent| a.memory_types.contains(&MemoryType::Semantic);
+        let Some(agent) = self.reader.agent_of(event, keeps).await? else { return Ok(()) };
+        let Some(StoredExchange { message, reply }) = self.reader.exchange_of(event).await? else {
+            return Ok(());
+        };
+        let exchange = ExchangeText {
+            message_id: message.id,
+            reply_id: reply.id,
+            message: message.content,
+            at: reply.created_at,
+        };
+        match self.memory.learn_by_rules(&agent.tenant_id, &agent.id, &exchange).await? {
+            Some(changed) if changed > 0 => {
+                tracing::debug!(agent_id = %agent.id, changed, "memory learned from an exchange");
+            }
+            Some(_) => {}
+            None => tracing::debug!(agent_id = %agent.id, "exchange learned from already"),
+        }
         Ok(())
     }
 }

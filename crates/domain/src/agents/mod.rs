@@ -37,7 +37,7 @@ pub use chat_api::{
     ChatError, ChatInput, ChatReply, ChatService, ChatServiceDeps, ChatSettings, ClientConversation,
     MAX_MESSAGE_CHARS, affordable_completion, chat_message,
 };
-pub use episodes::{EpisodicMemory, ExchangeReader};
+pub use episodes::{EpisodicMemory, ExchangeReader, MemoryExtraction};
 #[cfg(any(test, feature = "mock"))]
 pub use knowledge::MockKnowledgeRetrieval;
 pub use knowledge::{KnowledgeRetrieval, NoKnowledge};

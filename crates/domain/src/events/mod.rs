@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::{
-    AgentId, EventId, ExecutionId, IdGenerator, KnowledgeBaseId, KnowledgeFileId, MessageId, PurchaseId,
-    SessionId, TenantId, UserId, WorkflowId,
+    AgentId, EventId, ExecutionId, IdGenerator, KnowledgeBaseId, KnowledgeFileId, MemoryId, MessageId,
+    PurchaseId, SessionId, TenantId, UserId, WorkflowId,
 };
 use crate::tenancy::Automation;
 
@@ -47,6 +47,12 @@ crate::string_enum! {
         WorkflowExecutionFailed => "workflow.execution.failed",
         /// Memory consolidation completed.
         MemoryConsolidated => "memory.consolidated",
+        /// A memory was learned from a conversation.
+        MemoryCreated => "memory.created",
+        /// A learned memory was reworded.
+        MemoryUpdated => "memory.updated",
+        /// A later fact contradicted a memory, which no longer holds.
+        MemoryInvalidated => "memory.invalidated",
         /// The credit balance fell below the threshold.
         BillingCreditsLow => "billing.credits.low",
         /// A credit purchase succeeded.
@@ -141,6 +147,26 @@ pub struct ToolCalledData {
     pub duration_ms: u64,
 }
 
+/// Data of `memory.created`, `memory.updated` and `memory.invalidated`: the memory as the
+/// change left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryChangedData {
+    /// The memory.
+    pub memory_id: MemoryId,
+    /// The agent whose memory it is.
+    pub agent_id: Option<AgentId>,
+    /// Its text (after the change).
+    pub content: String,
+    /// What wrote it (`extraction` for what a conversation taught).
+    pub origin: String,
+    /// Why it changed, when something said so.
+    pub reason: Option<String>,
+    /// The memory that replaced it (`memory.invalidated`).
+    pub superseded_by: Option<MemoryId>,
+    /// The chat messages the change came from.
+    pub source_message_ids: Vec<MessageId>,
+}
+
 /// `workflow.execution.started`: an execution was created (it runs in the background).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionStartedData {
@@ -230,6 +256,15 @@ pub enum EventPayload {
         /// The similarity at or above which two entries were merged.
         threshold: f32,
     },
+    /// `memory.created`: a memory was learned from a conversation.
+    #[serde(rename = "memory.created")]
+    MemoryCreated(MemoryChangedData),
+    /// `memory.updated`: a learned memory was reworded.
+    #[serde(rename = "memory.updated")]
+    MemoryUpdated(MemoryChangedData),
+    /// `memory.invalidated`: a memory no longer holds.
+    #[serde(rename = "memory.invalidated")]
+    MemoryInvalidated(MemoryChangedData),
     /// `billing.credits.low`: the settled balance fell below the threshold.
     #[serde(rename = "billing.credits.low")]
     BillingCreditsLow {
@@ -339,6 +374,9 @@ impl EventPayload {
             Self::WorkflowExecutionCompleted(_) => EventType::WorkflowExecutionCompleted,
             Self::WorkflowExecutionFailed(_) => EventType::WorkflowExecutionFailed,
             Self::MemoryConsolidated { .. } => EventType::MemoryConsolidated,
+            Self::MemoryCreated(_) => EventType::MemoryCreated,
+            Self::MemoryUpdated(_) => EventType::MemoryUpdated,
+            Self::MemoryInvalidated(_) => EventType::MemoryInvalidated,
             Self::BillingCreditsLow { .. } => EventType::BillingCreditsLow,
             Self::BillingPurchaseCompleted { .. } => EventType::BillingPurchaseCompleted,
             Self::TenantMemberAdded { .. } => EventType::TenantMemberAdded,

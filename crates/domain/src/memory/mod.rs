@@ -30,7 +30,7 @@ pub use ports::{AgentDirectory, Embedder, MemoryRepository, Merge};
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockAgentDirectory, MockEmbedder, MockMemoryRepository};
 pub use service::{
-    ConsolidationReport, DocumentSummary, Expiry, MemoryError, MemoryService, MemoryServiceDeps,
-    MemorySettings, NewDocument, NewMemory, SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms,
-    identifiers, lexical_coverage, lexical_terms, matched_terms,
+    ConsolidationReport, DocumentSummary, ExchangeText, Expiry, MemoryError, MemoryService,
+    MemoryServiceDeps, MemorySettings, NewDocument, NewMemory, SearchHit, SearchMode, SearchQuery,
+    SearchResults, enough_terms, identifiers, lexical_coverage, lexical_terms, matched_terms,
 };

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use crate::ids::{AgentId, DocumentId, MemoryId, TenantId};
+use crate::ids::{AgentId, DocumentId, MemoryId, MessageId, TenantId};
 use crate::validation::{
     FieldError, FieldErrorKind, TextKind, check_json_text, check_length, check_long_text, check_text,
 };
@@ -21,6 +21,24 @@ crate::string_enum! {
         Procedural => "procedural",
     }
     impl FromStr(field = "memory_types");
+}
+
+crate::string_enum! {
+    /// What wrote an entry.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum MemoryOrigin {
+        /// A client, through the memory routes.
+        Api => "api",
+        /// Learned from a conversation: an extracted fact, or the episodic note of an exchange.
+        Extraction => "extraction",
+        /// An agent's memory tool during a chat.
+        Tool => "tool",
+        /// Consolidation merged it from near-duplicates.
+        Consolidation => "consolidation",
+        /// A chunk of a document.
+        Document => "document",
+    }
+    impl FromStr(field = "origin");
 }
 
 /// Most characters of an entry's content (and of a search query).
@@ -71,9 +89,25 @@ pub struct MemoryEntry {
     pub updated_at: DateTime<Utc>,
     /// After this instant it is never returned.
     pub expires_at: Option<DateTime<Utc>>,
+    /// Since when it holds (its creation, for everything written so far).
+    pub valid_from: DateTime<Utc>,
+    /// When it stopped holding: a later fact contradicted it. Such an entry is kept, with its
+    /// history, and returned only when asked for (`include_invalid`, `as_of`).
+    pub invalid_at: Option<DateTime<Utc>>,
+    /// The entry that replaced it, when one did.
+    pub superseded_by: Option<MemoryId>,
+    /// What wrote it.
+    pub origin: MemoryOrigin,
+    /// The chat messages it was learned from (none for what a client wrote).
+    pub source_message_ids: Vec<MessageId>,
 }
 
 impl MemoryEntry {
+    /// Whether it holds at `now`: not invalidated (by then).
+    pub fn is_valid(&self, now: DateTime<Utc>) -> bool {
+        self.invalid_at.is_none_or(|t| t > now)
+    }
+
     /// Whether it has expired at `now`.
     pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
         self.expires_at.is_some_and(|t| t <= now)
@@ -89,6 +123,8 @@ impl MemoryEntry {
             importance: self.importance,
             updated_at: self.updated_at,
             expires_at: self.expires_at,
+            valid_from: self.valid_from,
+            invalid_at: self.invalid_at,
         }
     }
 }
@@ -129,6 +165,10 @@ pub struct Facets {
     pub updated_at: DateTime<Utc>,
     /// See [`MemoryEntry::expires_at`].
     pub expires_at: Option<DateTime<Utc>>,
+    /// See [`MemoryEntry::valid_from`].
+    pub valid_from: DateTime<Utc>,
+    /// See [`MemoryEntry::invalid_at`].
+    pub invalid_at: Option<DateTime<Utc>>,
 }
 
 /// Which entries a search or list considers, within the caller's tenant.
@@ -142,12 +182,19 @@ pub struct MemoryFilter {
     pub tags: Vec<String>,
     /// Only entries whose metadata has each of these top-level keys with an equal value.
     pub metadata: Map<String, Value>,
+    /// Invalidated entries too (they are left out otherwise).
+    pub include_invalid: bool,
+    /// Only what held at this instant: entries valid then, whether or not they still are.
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 impl MemoryFilter {
     /// Whether an entry with `facets` passes at `now`; expired entries never do.
     pub fn matches(&self, facets: &Facets, now: DateTime<Utc>) -> bool {
         if facets.expires_at.is_some_and(|t| t <= now) {
+            return false;
+        }
+        if !self.holds(facets.valid_from, facets.invalid_at) {
             return false;
         }
         if self.agent_id.as_ref().is_some_and(|a| facets.agent_id.as_ref() != Some(a)) {
@@ -158,6 +205,24 @@ impl MemoryFilter {
         }
         self.tags.iter().all(|t| facets.tags.contains(t))
             && self.metadata.iter().all(|(k, v)| facets.metadata.get(k) == Some(v))
+    }
+}
+
+impl MemoryFilter {
+    /// Whether an entry valid from `valid_from` and invalidated at `invalid_at` passes the
+    /// filter's time condition: it held at `as_of`, or it holds now (unless invalid ones are
+    /// asked for too).
+    pub fn holds(&self, valid_from: DateTime<Utc>, invalid_at: Option<DateTime<Utc>>) -> bool {
+        match self.as_of {
+            Some(t) => valid_from <= t && invalid_at.is_none_or(|i| i > t),
+            None => self.include_invalid || invalid_at.is_none(),
+        }
+    }
+
+    /// Whether the filter asks only for entries that hold now: the common case, which the
+    /// stores' fast paths serve.
+    pub fn current_only(&self) -> bool {
+        self.as_of.is_none() && !self.include_invalid
     }
 }
 
@@ -285,6 +350,8 @@ mod tests {
             importance: 0.5,
             updated_at: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
             expires_at: None,
+            valid_from: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+            invalid_at: None,
         }
     }
 
@@ -322,6 +389,25 @@ mod tests {
         assert!(!MemoryFilter::default().matches(&f, now));
         f.expires_at = Some(now + Duration::seconds(1));
         assert!(MemoryFilter::default().matches(&f, now));
+    }
+
+    #[test]
+    fn invalidated_entries_match_only_when_asked_for_or_as_of_a_time_they_held() {
+        let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap();
+        let moved = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
+        let mut lyon = facets();
+        lyon.invalid_at = Some(moved);
+        let mut porto = facets();
+        porto.valid_from = moved;
+        let current = MemoryFilter::default();
+        assert!(current.current_only());
+        assert!(!current.matches(&lyon, now) && current.matches(&porto, now));
+        let all = MemoryFilter { include_invalid: true, ..Default::default() };
+        assert!(all.matches(&lyon, now) && all.matches(&porto, now));
+        let before = MemoryFilter { as_of: Some(moved - Duration::days(1)), ..Default::default() };
+        assert!(before.matches(&lyon, now) && !before.matches(&porto, now));
+        let at = MemoryFilter { as_of: Some(moved), ..Default::default() };
+        assert!(!at.matches(&lyon, now) && at.matches(&porto, now), "the change takes effect at its instant");
     }
 
     #[test]

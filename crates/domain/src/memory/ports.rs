@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::embedding::{EmbedError, EmbeddingModel};
+use super::learning::{Learned, MemoryVersion};
 use super::model::{EmbeddedEntry, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType};
 use crate::events::Event;
 use crate::ids::{AgentId, DocumentId, MemoryId, TenantId};
@@ -105,6 +106,16 @@ pub trait MemoryRepository: Send + Sync {
         model_id: &str,
         now: DateTime<Utc>,
     ) -> anyhow::Result<Vec<(MemoryEntry, Vec<f32>)>>;
+
+    /// Applies what learning from one exchange decided (`learned`), in one transaction with its
+    /// history versions, its events and the exchange's receipt: `false`, changing nothing,
+    /// when that exchange was applied already. A reworded or invalidated fact changes only
+    /// while it still holds and is the agent's.
+    async fn learn(&self, learned: &Learned) -> anyhow::Result<bool>;
+
+    /// The recorded versions of the tenant's entry, oldest first; none when nothing was
+    /// recorded (the entry is as it was written).
+    async fn history(&self, tenant: &TenantId, id: &MemoryId) -> anyhow::Result<Vec<MemoryVersion>>;
 
     /// Applies consolidation's merges and stores its event, in one transaction.
     async fn consolidate(&self, tenant: &TenantId, merges: &[Merge], event: &Event) -> anyhow::Result<()>;

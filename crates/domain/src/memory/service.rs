@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 use super::chunking::ChunkSettings;
 use super::embedding::EmbedError;
 use super::model::{
-    DEFAULT_IMPORTANCE, DEFAULT_SOURCE, EmbeddedEntry, Embedding, MAX_CONTENT_CHARS, MemoryEntry, MemoryType,
+    DEFAULT_IMPORTANCE, DEFAULT_SOURCE, EmbeddedEntry, Embedding, MAX_CONTENT_CHARS, MemoryEntry,
+    MemoryOrigin, MemoryType,
 };
 use super::ports::{AgentDirectory, Embedder, MemoryRepository};
 use super::ranking::RankingSettings;
@@ -25,10 +26,12 @@ use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 
 mod consolidation;
 mod documents;
+mod learning;
 mod search;
 
 pub use consolidation::ConsolidationReport;
 pub use documents::{DocumentSummary, NewDocument};
+pub use learning::ExchangeText;
 pub use search::{
     SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms, identifiers, lexical_coverage,
     lexical_terms, matched_terms,
@@ -89,6 +92,8 @@ pub struct NewMemory {
     pub importance: Option<f64>,
     /// When it expires, if ever.
     pub expiry: Option<Expiry>,
+    /// What writes it.
+    pub origin: MemoryOrigin,
 }
 
 /// Settings of memory.
@@ -219,6 +224,11 @@ impl MemoryService {
                 Expiry::After(d) => now + d,
                 Expiry::Earliest(t, d) => t.min(now + d),
             }),
+            valid_from: now,
+            invalid_at: None,
+            superseded_by: None,
+            origin: new.origin,
+            source_message_ids: Vec::new(),
         }
     }
 
@@ -365,6 +375,7 @@ impl MemoryService {
                 tags: Vec::new(),
                 importance: None,
                 expiry: None,
+                origin: MemoryOrigin::Extraction,
             },
             at,
         );

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::agents::{ChatReply, Citation};
-use crate::ids::{AgentId, DocumentId};
+use crate::ids::{AgentId, DocumentId, MemoryId, MessageId};
 use crate::knowledge::KnowledgeHit;
 use crate::memory::SearchHit;
 use crate::memory::model::MemoryEntry;
@@ -285,6 +285,18 @@ pub struct MemoryEntryOutput {
     /// Expiry, or null.
     #[serde(serialize_with = "serialize_optional_time")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Since when it holds.
+    #[serde(serialize_with = "rfc3339::serialize")]
+    pub valid_from: DateTime<Utc>,
+    /// When a later fact contradicted it, or null while it holds.
+    #[serde(serialize_with = "serialize_optional_time")]
+    pub invalid_at: Option<DateTime<Utc>>,
+    /// The entry that replaced it, or null.
+    pub superseded_by: Option<String>,
+    /// What wrote it: `api`, `extraction`, `tool`, `consolidation` or `document`.
+    pub origin: &'static str,
+    /// The chat messages it was learned from.
+    pub source_message_ids: Vec<String>,
 }
 
 impl From<MemoryEntry> for MemoryEntryOutput {
@@ -305,6 +317,11 @@ impl From<MemoryEntry> for MemoryEntryOutput {
             created_at: e.created_at,
             updated_at: e.updated_at,
             expires_at: e.expires_at,
+            valid_from: e.valid_from,
+            invalid_at: e.invalid_at,
+            superseded_by: e.superseded_by.map(MemoryId::into_string),
+            origin: e.origin.as_str(),
+            source_message_ids: e.source_message_ids.into_iter().map(MessageId::into_string).collect(),
         }
     }
 }

@@ -41,6 +41,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/memory/consolidate").route(web::post().to(consolidate)))
         .service(web::resource("/memory/documents").route(web::post().to(add_documents)))
         .service(web::resource("/memory/documents/{document_id}").route(web::delete().to(delete_document)))
+        .service(web::resource("/memory/{memory_id}/history").route(web::get().to(history)))
         .service(
             web::resource("/memory/{memory_id}").route(web::get().to(get)).route(web::delete().to(delete)),
         )

@@ -34,6 +34,11 @@ fn entry(expires: bool) -> MemoryEntry {
         created_at: t,
         updated_at: t,
         expires_at: expires.then_some(t),
+        valid_from: t,
+        invalid_at: None,
+        superseded_by: None,
+        origin: agentry_domain::memory::model::MemoryOrigin::Api,
+        source_message_ids: Vec::new(),
     }
 }
 

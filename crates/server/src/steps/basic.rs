@@ -1,6 +1,7 @@
 //! [`BasicSteps`]: the steps that need neither chat nor executions.
 
 use agentry_domain::knowledge::{KnowledgeQuery, KnowledgeService};
+use agentry_domain::memory::model::MemoryOrigin;
 use agentry_domain::memory::model::content;
 use agentry_domain::memory::ranking::DEFAULT_MIN_SCORE;
 use agentry_domain::memory::{MemoryFilter, MemoryService, NewMemory, SearchQuery};
@@ -101,6 +102,7 @@ impl BasicSteps {
                     tags: Vec::new(),
                     importance: None,
                     expiry: None,
+                    origin: MemoryOrigin::Tool,
                 };
                 let entry = self.memory.add(caller, new).await.map_err(|e| fail(&e))?;
                 to_json(MemoryEntryOutput::from(entry))

@@ -20,6 +20,7 @@ mod integrations;
 mod knowledge;
 mod knowledge_chat;
 mod knowledge_durability;
+mod learning;
 mod limits;
 mod mail_budget;
 mod mcp;

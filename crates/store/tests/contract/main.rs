@@ -15,6 +15,7 @@ mod harness;
 mod jobs;
 mod knowledge;
 mod knowledge_index;
+mod learning;
 mod leases;
 mod mcp_servers;
 mod memory;

@@ -26,11 +26,11 @@ crate::contract!(
 
 const MODEL: &str = "test:2";
 
-fn t0() -> DateTime<Utc> {
+pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 3, 9, 0, 0).unwrap()
 }
 
-fn entry(id: &str, tenant: &str, agent: Option<&str>, content: &str) -> MemoryEntry {
+pub fn entry(id: &str, tenant: &str, agent: Option<&str>, content: &str) -> MemoryEntry {
     MemoryEntry {
         id: MemoryId::from_string(id),
         tenant_id: TenantId::from_string(tenant),
@@ -47,14 +47,19 @@ fn entry(id: &str, tenant: &str, agent: Option<&str>, content: &str) -> MemoryEn
         created_at: t0(),
         updated_at: t0(),
         expires_at: None,
+        valid_from: t0(),
+        invalid_at: None,
+        superseded_by: None,
+        origin: agentry_domain::memory::model::MemoryOrigin::Api,
+        source_message_ids: Vec::new(),
     }
 }
 
-fn embedded(e: MemoryEntry, v: [f32; 2]) -> EmbeddedEntry {
+pub fn embedded(e: MemoryEntry, v: [f32; 2]) -> EmbeddedEntry {
     EmbeddedEntry { entry: e, embedding: Embedding { model_id: MODEL.into(), vector: v.to_vec() } }
 }
 
-async fn setup(db: &Database) -> MemoryStore {
+pub async fn setup(db: &Database) -> MemoryStore {
     let agents = super::agents::setup(db).await;
     agents
         .create(

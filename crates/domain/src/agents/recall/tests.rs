@@ -86,6 +86,11 @@ async fn an_exchange_handed_over_again_is_not_remembered_twice() {
             created_at: t0(),
             updated_at: t0(),
             expires_at: None,
+            valid_from: t0(),
+            invalid_at: None,
+            superseded_by: None,
+            origin: crate::memory::model::MemoryOrigin::Api,
+            source_message_ids: Vec::new(),
         }))
     });
     let episodic = memory(memories, 0);

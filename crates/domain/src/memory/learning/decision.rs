@@ -43,27 +43,36 @@ pub enum Decision {
     },
 }
 
-/// The rule extractor's decisions for `candidate`: nothing when the agent knows it already
-/// (the same words on its topic, or a near-identical fact); otherwise it is added, and on a
-/// topic it replaces what was known on it, which is invalidated.
+/// The rule extractor's decisions for `candidate`. On a topic, what is known on it decides:
+/// the same words change nothing, anything else is replaced (invalidated) by the candidate,
+/// however alike the two read ("lives in Lyon" and "lives in Porto" are close in meaning and
+/// contradict each other). Without a topic, a near-identical fact (or the same words) changes
+/// nothing, and anything else is added beside what is known.
 pub fn by_rules(
     candidate: &Candidate,
     on_topic: &[MemoryEntry],
     similar: &[(MemoryEntry, f32)],
 ) -> Vec<Decision> {
     let same = |e: &MemoryEntry| e.content.trim().eq_ignore_ascii_case(candidate.text.trim());
-    if on_topic.iter().any(same) || similar.iter().any(|(e, s)| same(e) || *s >= DUPLICATE_SIMILARITY) {
+    let add = Decision::Add { text: candidate.text.clone(), topic: candidate.topic.clone() };
+    if candidate.topic.is_some() {
+        if on_topic.iter().any(same) {
+            return Vec::new();
+        }
+        let mut decisions: Vec<Decision> = on_topic
+            .iter()
+            .map(|old| Decision::Invalidate {
+                id: old.id.clone(),
+                reason: format!("replaced by a later statement: {}", candidate.text),
+            })
+            .collect();
+        decisions.push(add);
+        return decisions;
+    }
+    if similar.iter().any(|(e, s)| same(e) || *s >= DUPLICATE_SIMILARITY) {
         return Vec::new();
     }
-    let mut decisions: Vec<Decision> = on_topic
-        .iter()
-        .map(|old| Decision::Invalidate {
-            id: old.id.clone(),
-            reason: format!("replaced by a later statement: {}", candidate.text),
-        })
-        .collect();
-    decisions.push(Decision::Add { text: candidate.text.clone(), topic: candidate.topic.clone() });
-    decisions
+    vec![add]
 }
 
 /// The JSON schema a model's answer must follow (sent as the request's response schema, so a

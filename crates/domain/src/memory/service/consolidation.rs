@@ -107,6 +107,7 @@ pub(super) fn plan_merges(
             kept.access_count += other.access_count;
         }
         kept.updated_at = now;
+        kept.origin = crate::memory::model::MemoryOrigin::Consolidation;
         merges.push(Merge { kept, absorbed: group.iter().map(|&j| rows[j].0.id.clone()).collect() });
     }
     merges

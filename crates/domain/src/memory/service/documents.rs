@@ -70,6 +70,7 @@ impl MemoryService {
                         tags: Vec::new(),
                         importance: None,
                         expiry: None,
+                        origin: crate::memory::model::MemoryOrigin::Document,
                     },
                     now,
                 );

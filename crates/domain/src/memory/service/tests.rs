@@ -50,6 +50,11 @@ fn entry(id: &str, content: &str) -> MemoryEntry {
         created_at: t0(),
         updated_at: t0(),
         expires_at: None,
+        valid_from: t0(),
+        invalid_at: None,
+        superseded_by: None,
+        origin: crate::memory::model::MemoryOrigin::Api,
+        source_message_ids: Vec::new(),
     }
 }
 
@@ -64,6 +69,7 @@ fn new_memory(content: &str) -> NewMemory {
         tags: Vec::new(),
         importance: None,
         expiry: None,
+        origin: crate::memory::model::MemoryOrigin::Api,
     }
 }
 
@@ -456,4 +462,66 @@ fn identifiers_are_matched_whole() {
         None
     );
     assert_eq!(lexical_coverage("It is P-01234.", &terms, &named, false), Some(1.0), "a full stop ends it");
+}
+
+fn exchange(message: &str) -> ExchangeText {
+    ExchangeText {
+        message_id: crate::ids::MessageId::from_string("msg_1"),
+        reply_id: crate::ids::MessageId::from_string("msg_2"),
+        message: message.into(),
+        at: t0(),
+    }
+}
+
+#[tokio::test]
+async fn a_new_statement_replaces_the_fact_on_its_topic_in_one_learned_change() {
+    let mut m = Mocks::new().embeds();
+    let mut lyon = entry("mem_lyon", "The user lives in Lyon.");
+    lyon.metadata.insert("topic".into(), json!("home"));
+    m.memories
+        .expect_nearest()
+        .returning(|_, _, _, _, _, _| Ok(vec![(MemoryId::from_string("mem_lyon"), 0.8)]));
+    m.memories.expect_get_many().returning(move |_, _| Ok(vec![lyon.clone()]));
+    m.memories
+        .expect_learn()
+        .withf(|l| {
+            let added = &l.added[0].entry;
+            l.exchange.as_str() == "msg_1"
+                && l.added.len() == 1
+                && added.content == "The user lives in Porto."
+                && added.origin == crate::memory::model::MemoryOrigin::Extraction
+                && added.metadata.get("topic") == Some(&json!("home"))
+                && added.source_message_ids.len() == 2
+                && l.invalidated.len() == 1
+                && l.invalidated[0].id.as_str() == "mem_lyon"
+                && l.invalidated[0].superseded_by.as_ref() == Some(&added.id)
+                && l.events.iter().map(|e| e.event_type().as_str()).collect::<Vec<_>>()
+                    == ["memory.created", "memory.invalidated"]
+        })
+        .times(1)
+        .returning(|_| Ok(true));
+    let learned = m
+        .service()
+        .learn_by_rules(&tenant(), &AgentId::from_string("agt_1"), &exchange("I moved to Porto."))
+        .await;
+    assert_eq!(learned.unwrap(), Some(2));
+}
+
+#[tokio::test]
+async fn small_talk_stores_nothing_and_a_replayed_exchange_reports_so() {
+    let mut m = Mocks::new().embeds();
+    m.memories.expect_learn().never();
+    let svc = m.service();
+    let agent = AgentId::from_string("agt_1");
+    assert_eq!(
+        svc.learn_by_rules(&tenant(), &agent, &exchange("What's the weather like?")).await.unwrap(),
+        Some(0)
+    );
+
+    let mut m = Mocks::new().embeds();
+    m.memories.expect_nearest().returning(|_, _, _, _, _, _| Ok(vec![]));
+    m.memories.expect_get_many().returning(|_, _| Ok(vec![]));
+    m.memories.expect_learn().times(1).returning(|_| Ok(false));
+    let replayed = m.service().learn_by_rules(&tenant(), &agent, &exchange("My name is Ada.")).await.unwrap();
+    assert_eq!(replayed, None);
 }

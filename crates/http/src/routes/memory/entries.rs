@@ -4,6 +4,8 @@
 use agentry_domain::memory::ranking::DEFAULT_MIN_SCORE;
 use agentry_domain::workflows::outputs::{MemoryEntryOutput, MemoryHit};
 
+use agentry_domain::memory::model::MemoryOrigin;
+
 use super::*;
 
 /// A new memory (both variants). `memory_type` defaults to `semantic`.
@@ -87,6 +89,7 @@ impl AddMemoryRequest {
                 (Some(Expiry::At(t)), Some(Expiry::After(d))) => Some(Expiry::Earliest(t, d)),
                 (at, after) => at.or(after),
             },
+            origin: MemoryOrigin::Api,
         })
     }
 }
@@ -131,6 +134,23 @@ pub struct MemoryEntryResponse {
     #[serde(serialize_with = "timestamp::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Since when it holds (its creation, unless learned otherwise).
+    #[serde(serialize_with = "timestamp::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub valid_from: DateTime<Utc>,
+    /// When a later fact contradicted it (it is kept, and found only with `include_invalid`
+    /// or `as_of`), or null while it holds.
+    #[serde(serialize_with = "timestamp::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub invalid_at: Option<DateTime<Utc>>,
+    /// The entry that replaced it, or null.
+    pub superseded_by: Option<String>,
+    /// What wrote it: `api`, `extraction` (learned from a conversation), `tool`,
+    /// `consolidation` or `document`.
+    #[schema(example = "api")]
+    pub origin: &'static str,
+    /// The chat messages it was learned from (empty for what a client wrote).
+    pub source_message_ids: Vec<String>,
 }
 
 /// Made from the domain's view of an entry (what a `memory_add` step outputs too).
@@ -153,6 +173,11 @@ impl From<MemoryEntry> for MemoryEntryResponse {
             created_at: o.created_at,
             updated_at: o.updated_at,
             expires_at: o.expires_at,
+            valid_from: o.valid_from,
+            invalid_at: o.invalid_at,
+            superseded_by: o.superseded_by,
+            origin: o.origin,
+            source_message_ids: o.source_message_ids,
         }
     }
 }
@@ -292,6 +317,57 @@ pub async fn get(
     Ok(Reply::ok(entry.into()))
 }
 
+/// One version of a memory's history.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryVersionResponse {
+    /// From 1, in order.
+    pub version: u32,
+    /// The text of this version.
+    pub content: String,
+    /// `added`, `updated` or `invalidated`.
+    #[schema(example = "added")]
+    pub change: &'static str,
+    /// Why, when something said so (the statement that replaced it).
+    pub reason: Option<String>,
+    /// The chat messages the change came from.
+    pub source_message_ids: Vec<String>,
+    /// When.
+    #[serde(serialize_with = "timestamp::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: DateTime<Utc>,
+}
+
+/// A memory's history: each version with what changed it and the chat messages it came from.
+#[utoipa::path(
+    get, path = "/api/v1/memory/{memory_id}/history", tag = "memory", operation_id = "getMemoryHistory",
+    security(("bearer" = [])),
+    params(("memory_id" = String, Path, description = "Memory id")),
+    responses(
+        (status = 200, description = "Its versions, oldest first", body = [MemoryVersionResponse]),
+        (status = 404, description = "`not_found`: no such memory in your tenant"),
+    )
+)]
+pub async fn history(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<Reply<Vec<MemoryVersionResponse>>, ApiError> {
+    let versions = state.memory.history(&caller, &memory_id(path.into_inner(), "memory_id")?).await?;
+    Ok(Reply::ok(
+        versions
+            .into_iter()
+            .map(|v| MemoryVersionResponse {
+                version: v.version,
+                content: v.content,
+                change: v.change.as_str(),
+                reason: v.reason,
+                source_message_ids: v.source_message_ids.into_iter().map(|m| m.into_string()).collect(),
+                at: v.at,
+            })
+            .collect(),
+    ))
+}
+
 /// Delete a memory.
 #[utoipa::path(
     delete, path = "/api/v1/memory/{memory_id}", tag = "memory", operation_id = "deleteMemory",
@@ -340,6 +416,11 @@ pub struct SearchMemoryRequest {
     /// scores at most, mostly; 0 returns every candidate).
     #[schema(minimum = 0, maximum = 1, example = 0.34)]
     pub min_score: Option<f64>,
+    /// Contradicted (invalidated) entries too; default false: only what holds now.
+    pub include_invalid: Option<bool>,
+    /// Only what held at this instant (RFC 3339), whether or not it still holds.
+    #[schema(value_type = Option<String>, format = DateTime, example = "2026-11-01T00:00:00Z")]
+    pub as_of: Option<String>,
 }
 
 impl SearchMemoryRequest {
@@ -350,7 +431,13 @@ impl SearchMemoryRequest {
         let top_k = v.optional("top_k", b.top_k, |n| bounded("top_k", n, 1, 100));
         let mode = v.optional("mode", b.mode, search_mode);
         let min_score = v.optional("min_score", b.min_score, min_score);
-        let filter = search_filter(&mut v, b.agent_id, b.memory_type, b.tags, b.metadata);
+        let filter = search_filter(
+            &mut v,
+            b.agent_id,
+            b.memory_type,
+            (b.tags, b.metadata),
+            (b.include_invalid, b.as_of),
+        );
         let (text, top_k, mode, min_score, filter) = v.finish((text, top_k, mode, min_score, filter))?;
         Ok(SearchQuery {
             text,
@@ -390,17 +477,34 @@ pub(super) fn search_filter(
     v: &mut Validator,
     agent: Option<String>,
     memory_type_raw: Option<String>,
-    tags: Option<Vec<String>>,
-    metadata: Option<Value>,
+    (tags, metadata): (Option<Vec<String>>, Option<Value>),
+    (include_invalid, as_of_raw): (Option<bool>, Option<String>),
 ) -> Checked<MemoryFilter> {
     let agent = v.optional("agent_id", agent, agent_id);
     let memory_type = v.optional("memory_type", memory_type_raw, memory_type);
     let (tags, metadata) = filters(v, tags, metadata);
-    v.combine((agent, memory_type, tags, metadata), |(agent_id, memory_type, tags, metadata)| MemoryFilter {
-        agent_id,
-        memory_types: memory_type.into_iter().collect(),
-        tags: tags.unwrap_or_default(),
-        metadata: metadata.unwrap_or_default(),
+    let as_of = v.optional("as_of", as_of_raw, as_of);
+    v.combine(
+        (agent, memory_type, tags, metadata, as_of),
+        |(agent_id, memory_type, tags, metadata, as_of)| MemoryFilter {
+            agent_id,
+            memory_types: memory_type.into_iter().collect(),
+            tags: tags.unwrap_or_default(),
+            metadata: metadata.unwrap_or_default(),
+            include_invalid: include_invalid.unwrap_or(false),
+            as_of,
+        },
+    )
+}
+
+/// An `as_of`: an RFC 3339 time.
+fn as_of(raw: String) -> Result<DateTime<Utc>, FieldError> {
+    DateTime::parse_from_rfc3339(raw.trim()).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+        FieldError::new(
+            "as_of",
+            FieldErrorKind::InvalidFormat,
+            "as_of must be an RFC 3339 time, e.g. 2026-11-01T00:00:00Z",
+        )
     })
 }
 

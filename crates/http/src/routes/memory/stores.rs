@@ -52,6 +52,11 @@ pub struct StoreSearchRequest {
     /// Results scoring under this are left out, 0–1 (default 0.34; 0 returns every candidate).
     #[schema(minimum = 0, maximum = 1, example = 0.34)]
     pub min_score: Option<f64>,
+    /// Contradicted (invalidated) entries too; default false: only what holds now.
+    pub include_invalid: Option<bool>,
+    /// Only what held at this instant (RFC 3339), whether or not it still holds.
+    #[schema(value_type = Option<String>, format = DateTime, example = "2026-11-01T00:00:00Z")]
+    pub as_of: Option<String>,
 }
 
 /// A Variant B search result: the spec's hit (`id, content, key, metadata`) and more.
@@ -112,7 +117,8 @@ pub async fn store_search(
     let limit = v.optional("limit", b.limit, |n| bounded("limit", n, 1, 100));
     let skip = v.optional("skip", b.skip, |n| bounded("skip", n, 0, MAX_SKIP));
     let min_score = v.optional("min_score", b.min_score, entries::min_score);
-    let filter = search_filter(&mut v, None, b.memory_type, b.tags, b.metadata);
+    let filter =
+        search_filter(&mut v, None, b.memory_type, (b.tags, b.metadata), (b.include_invalid, b.as_of));
     let (text, limit, skip, min_score, filter) = v.finish((text, limit, skip, min_score, filter))?;
     let (limit, skip) = (limit.unwrap_or(20), skip.unwrap_or(0));
     let query = SearchQuery {

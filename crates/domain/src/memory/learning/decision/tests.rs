@@ -24,6 +24,11 @@ fn fact(id: &str, content: &str) -> MemoryEntry {
         created_at: at,
         updated_at: at,
         expires_at: None,
+        valid_from: at,
+        invalid_at: None,
+        superseded_by: None,
+        origin: crate::memory::model::MemoryOrigin::Api,
+        source_message_ids: Vec::new(),
     }
 }
 
@@ -35,7 +40,8 @@ fn candidate(text: &str, topic: Option<&str>) -> Candidate {
 fn a_new_statement_on_a_topic_invalidates_what_was_known_and_is_added() {
     let porto = candidate("The user lives in Porto.", Some("home"));
     let lyon = fact("mem_lyon", "The user lives in Lyon.");
-    let decisions = by_rules(&porto, std::slice::from_ref(&lyon), &[(lyon.clone(), 0.83)]);
+    // However alike the two read: on a topic, a different statement replaces the known one.
+    let decisions = by_rules(&porto, std::slice::from_ref(&lyon), &[(lyon.clone(), 0.97)]);
     assert_eq!(
         decisions,
         [

@@ -1,0 +1,261 @@
+//! Learning from conversations: the facts a stored exchange states, compared with what the
+//! agent knows and applied with their history ([`MemoryService::learn_by_rules`]), and an
+//! entry's history ([`MemoryService::history`]).
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::{MemoryError, MemoryService, NewMemory};
+use crate::events::{Event, EventPayload, MemoryChangedData};
+use crate::ids::{AgentId, MemoryId, MessageId, TenantId};
+use crate::memory::learning::decision::{self, Decision};
+use crate::memory::learning::{Candidate, Invalidation, Learned, MemoryChange, MemoryVersion, rules};
+use crate::memory::model::{EmbeddedEntry, MemoryEntry, MemoryFilter, MemoryOrigin, MemoryType};
+use crate::tenancy::{Permission, Principal};
+
+/// Known facts a candidate is compared with.
+const SIMILAR_FACTS: usize = 5;
+/// Most facts on one topic read back (there is one while they replace each other).
+const TOPIC_FACTS: usize = 20;
+
+/// A stored exchange, as learning reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExchangeText {
+    /// The user's message.
+    pub message_id: MessageId,
+    /// The agent's reply.
+    pub reply_id: MessageId,
+    /// The user's text: what facts are taken from.
+    pub message: String,
+    /// When the reply was stored.
+    pub at: DateTime<Utc>,
+}
+
+impl MemoryService {
+    /// Learns from one stored exchange of `agent` with the rule extractor: each fact its user
+    /// message states is compared with the agent's current facts and added, or replaces what
+    /// was known on its topic (which is invalidated, never deleted), or changes nothing. How
+    /// many facts changed; `None` when this exchange was learned from already.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embedding`], or storage failing.
+    pub async fn learn_by_rules(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        exchange: &ExchangeText,
+    ) -> Result<Option<usize>, MemoryError> {
+        let mut candidates = rules::extract(&exchange.message);
+        // A later statement on a topic wins over an earlier one in the same message.
+        let mut seen_topics = std::collections::HashSet::new();
+        candidates.reverse();
+        candidates.retain(|c| c.topic.as_ref().is_none_or(|t| seen_topics.insert(t.clone())));
+        candidates.reverse();
+        if candidates.is_empty() {
+            return Ok(Some(0));
+        }
+        let texts: Vec<String> = candidates.iter().map(|c| c.text.clone()).collect();
+        let vectors = self.embed(texts).await?;
+        let mut plan = Plan::default();
+        for (candidate, vector) in candidates.into_iter().zip(vectors) {
+            let similar =
+                self.nearest_facts(tenant, agent, &vector.vector, Map::new(), SIMILAR_FACTS).await?;
+            let on_topic = match &candidate.topic {
+                Some(topic) => {
+                    let mut only = Map::new();
+                    only.insert("topic".into(), Value::String(topic.clone()));
+                    self.nearest_facts(tenant, agent, &vector.vector, only, TOPIC_FACTS).await?
+                }
+                None => Vec::new(),
+            };
+            let on_topic: Vec<MemoryEntry> = on_topic.into_iter().map(|(e, _)| e).collect();
+            for d in decision::by_rules(&candidate, &on_topic, &similar) {
+                plan.push(d, &candidate, &on_topic, vector.clone());
+            }
+        }
+        let learned = self.learned(tenant, agent, exchange, plan);
+        let changes = learned.changes();
+        Ok(self.deps.memories.learn(&learned).await?.then_some(changes))
+    }
+
+    /// The agent's current semantic facts nearest to `vector` (passing `metadata`), best first,
+    /// with their similarity.
+    async fn nearest_facts(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        vector: &[f32],
+        metadata: Map<String, Value>,
+        limit: usize,
+    ) -> Result<Vec<(MemoryEntry, f32)>, MemoryError> {
+        let filter = MemoryFilter {
+            agent_id: Some(agent.clone()),
+            memory_types: vec![MemoryType::Semantic],
+            metadata,
+            ..MemoryFilter::default()
+        };
+        let d = &self.deps;
+        let now = d.clock.now();
+        let model = d.embedder.model().id.clone();
+        let hits = d.memories.nearest(tenant, &model, vector, &filter, now, limit).await?;
+        let ids: Vec<MemoryId> = hits.iter().map(|(id, _)| id.clone()).collect();
+        let mut entries = d.memories.get_many(tenant, &ids).await?;
+        entries.retain(|e| filter.matches(&e.facets(), now));
+        Ok(hits
+            .into_iter()
+            .filter_map(|(id, score)| entries.iter().find(|e| e.id == id).map(|e| (e.clone(), score)))
+            .collect())
+    }
+
+    /// The changes of `plan`, as entries, history and events.
+    fn learned(&self, tenant: &TenantId, agent: &AgentId, exchange: &ExchangeText, plan: Plan) -> Learned {
+        let sources = vec![exchange.message_id.clone(), exchange.reply_id.clone()];
+        let at = exchange.at;
+        let mut learned = Learned {
+            tenant_id: tenant.clone(),
+            agent_id: agent.clone(),
+            exchange: exchange.message_id.clone(),
+            source_message_ids: sources.clone(),
+            added: Vec::new(),
+            updated: Vec::new(),
+            invalidated: Vec::new(),
+            events: Vec::new(),
+            at,
+        };
+        let mut replaced: Vec<(MemoryEntry, String, Option<MemoryId>)> = Vec::new();
+        for step in plan.0 {
+            match step {
+                Step::Add { candidate, embedding, replaces } => {
+                    let mut metadata = Map::new();
+                    if let Some(topic) = &candidate.topic {
+                        metadata.insert("topic".into(), Value::String(topic.clone()));
+                    }
+                    let new = NewMemory {
+                        agent_id: Some(agent.clone()),
+                        memory_type: MemoryType::Semantic,
+                        key: None,
+                        content: candidate.text,
+                        source: Some("chat".into()),
+                        metadata,
+                        tags: Vec::new(),
+                        importance: None,
+                        expiry: None,
+                        origin: MemoryOrigin::Extraction,
+                    };
+                    let mut entry = self.entry(tenant, new, at);
+                    entry.source_message_ids = sources.clone();
+                    for (old, reason) in replaces {
+                        replaced.push((old, reason, Some(entry.id.clone())));
+                    }
+                    let data = changed(&entry, None, None, &sources);
+                    learned.events.push(self.memory_event(tenant, EventPayload::MemoryCreated(data)));
+                    learned.added.push(EmbeddedEntry { entry, embedding });
+                }
+                Step::Invalidate { old, reason } => replaced.push((*old, reason, None)),
+            }
+        }
+        for (old, reason, superseded_by) in replaced {
+            let data = changed(&old, Some(reason.clone()), superseded_by.clone(), &sources);
+            learned.events.push(self.memory_event(tenant, EventPayload::MemoryInvalidated(data)));
+            learned.invalidated.push(Invalidation { id: old.id, superseded_by, reason });
+        }
+        learned
+    }
+
+    fn memory_event(&self, tenant: &TenantId, payload: EventPayload) -> Event {
+        Event::new(self.deps.ids.as_ref(), tenant, payload, self.deps.clock.now())
+    }
+
+    /// An entry's history, oldest first: its recorded versions, or, when none was recorded,
+    /// its one version as written.
+    ///
+    /// # Errors
+    /// [`MemoryError::NotFound`] (also for another tenant's entry), [`MemoryError::Forbidden`].
+    pub async fn history(
+        &self,
+        caller: &Principal,
+        id: &MemoryId,
+    ) -> Result<Vec<MemoryVersion>, MemoryError> {
+        caller.require(Permission::MemoryRead)?;
+        let entry = self.deps.memories.get(&caller.tenant_id, id).await?.ok_or(MemoryError::NotFound)?;
+        let versions = self.deps.memories.history(&caller.tenant_id, id).await?;
+        if !versions.is_empty() {
+            return Ok(versions);
+        }
+        Ok(vec![MemoryVersion {
+            version: 1,
+            content: entry.content,
+            change: MemoryChange::Added,
+            reason: None,
+            source_message_ids: entry.source_message_ids,
+            at: entry.created_at,
+        }])
+    }
+}
+
+/// The data of a memory event about `entry`, changed by the exchange of `sources`.
+fn changed(
+    entry: &MemoryEntry,
+    reason: Option<String>,
+    superseded_by: Option<MemoryId>,
+    sources: &[MessageId],
+) -> MemoryChangedData {
+    MemoryChangedData {
+        memory_id: entry.id.clone(),
+        agent_id: entry.agent_id.clone(),
+        content: entry.content.clone(),
+        origin: entry.origin.as_str().to_owned(),
+        reason,
+        superseded_by,
+        source_message_ids: sources.to_vec(),
+    }
+}
+
+/// One change learning decided, in order.
+enum Step {
+    /// A new fact, replacing these (with the reason each is invalidated).
+    Add {
+        candidate: Candidate,
+        embedding: crate::memory::model::Embedding,
+        replaces: Vec<(MemoryEntry, String)>,
+    },
+    /// A fact that no longer holds, replaced by nothing.
+    Invalidate { old: Box<MemoryEntry>, reason: String },
+}
+
+/// The steps of one exchange.
+#[derive(Default)]
+struct Plan(Vec<Step>);
+
+impl Plan {
+    /// Adds `decision` about `candidate` (`known`: the facts it was decided on).
+    fn push(
+        &mut self,
+        decision: Decision,
+        candidate: &Candidate,
+        known: &[MemoryEntry],
+        embedding: crate::memory::model::Embedding,
+    ) {
+        match decision {
+            Decision::Add { text, topic } => {
+                // The invalidations decided with it are replaced by this fact.
+                let mut replaces = Vec::new();
+                while let Some(Step::Invalidate { .. }) = self.0.last() {
+                    if let Some(Step::Invalidate { old, reason }) = self.0.pop() {
+                        replaces.push((*old, reason));
+                    }
+                }
+                let candidate = Candidate { text, topic: topic.or_else(|| candidate.topic.clone()) };
+                self.0.push(Step::Add { candidate, embedding, replaces });
+            }
+            Decision::Invalidate { id, reason } => {
+                if let Some(old) = known.iter().find(|e| e.id == id) {
+                    self.0.push(Step::Invalidate { old: Box::new(old.clone()), reason });
+                }
+            }
+            // The rule extractor rewords nothing; a model's updates come with the model
+            // extractor.
+            Decision::Update { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! What memory learns from a conversation, stored: the facts extraction adds, rewords and
+//! invalidates, each change with its version in `memory_history` and its event, all in one
+//! transaction with the exchange's receipt (`memory_extractions`), so that the same exchange
+//! handed over twice changes nothing the second time.
+
+use agentry_domain::ids::{MemoryId, MessageId, TenantId};
+use agentry_domain::memory::learning::{Learned, MemoryChange, MemoryVersion};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use super::{MemoryStore, NewEntryRow, vector_bytes};
+use crate::database::StoreError;
+use crate::events::EventRow;
+use crate::leases::param;
+use crate::schema::{events, memory_entries, memory_extractions, memory_history};
+use crate::signals::WorkQueue;
+use crate::types::{DbJsonAs, DbTime, parse_stored};
+
+/// A version as stored.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = memory_history, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct VersionRow {
+    version: i32,
+    content: String,
+    change: String,
+    reason: Option<String>,
+    source_message_ids: DbJsonAs<Vec<String>>,
+    at: DbTime,
+}
+
+/// Records an entry's first version from the entry itself, when its history has none yet
+/// (it was written before history was kept, or by a client): parameters 1 and 2 are the
+/// entry and its tenant.
+fn first_version_sql(backend: crate::Backend) -> String {
+    let p = |n| param(backend, n);
+    format!(
+        "INSERT INTO memory_history (memory_id, tenant_id, version, content, change, reason, source_message_ids, at) \
+         SELECT id, tenant_id, 1, content, 'added', NULL, source_message_ids, created_at FROM memory_entries \
+         WHERE id = {} AND tenant_id = {} ON CONFLICT DO NOTHING",
+        p(1),
+        p(2)
+    )
+}
+
+fn ids(ids: &[MessageId]) -> DbJsonAs<Vec<String>> {
+    DbJsonAs(ids.iter().map(ToString::to_string).collect())
+}
+
+impl MemoryStore {
+    /// See [`agentry_domain::memory::MemoryRepository::learn`].
+    pub(super) async fn apply_learned(&self, learned: &Learned) -> anyhow::Result<bool> {
+        let tenant = learned.tenant_id.to_string();
+        let agent = learned.agent_id.to_string();
+        let receipt = learned.exchange.to_string();
+        let at = DbTime(learned.at);
+        let sources = ids(&learned.source_message_ids);
+        let mut added: Vec<NewEntryRow> = learned.added.iter().map(NewEntryRow::from_domain).collect();
+        let (updated, invalidated) = (learned.updated.clone(), learned.invalidated.clone());
+        let added_texts: Vec<(String, String)> =
+            learned.added.iter().map(|e| (e.entry.id.to_string(), e.entry.content.clone())).collect();
+        let events = EventRow::all(&learned.events)?;
+        let changes = i32::try_from(learned.changes()).unwrap_or(i32::MAX);
+        let first_version = first_version_sql(self.db.backend());
+        let applied = transaction!(self.db, conn => {
+            use memory_entries as m;
+            let fresh = diesel::insert_into(memory_extractions::table)
+                .values((
+                    memory_extractions::tenant_id.eq(&tenant),
+                    memory_extractions::message_id.eq(&receipt),
+                    memory_extractions::agent_id.eq(&agent),
+                    memory_extractions::changes.eq(changes),
+                    memory_extractions::extracted_at.eq(at),
+                ))
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?;
+            if fresh == 0 {
+                return Ok::<_, StoreError>(false);
+            }
+            if changes == 0 {
+                return Ok(true);
+            }
+            let version = bump_memory_version!(conn, tenant.as_str())?;
+            // The next version of an entry's history, its first recorded from the entry if none is.
+            macro_rules! next_version {
+                ($id:expr) => {{
+                    use diesel::sql_types::Text;
+                    diesel::sql_query(first_version.as_str())
+                        .bind::<Text, _>($id)
+                        .bind::<Text, _>(&tenant)
+                        .execute(conn)
+                        .await?;
+                    let last: Option<i32> = memory_history::table
+                        .filter(memory_history::memory_id.eq($id))
+                        .select(diesel::dsl::max(memory_history::version))
+                        .first(conn)
+                        .await?;
+                    last.unwrap_or(0) + 1
+                }};
+            }
+            macro_rules! record {
+                ($id:expr, $version:expr, $content:expr, $change:expr, $reason:expr) => {
+                    diesel::insert_into(memory_history::table)
+                        .values((
+                            memory_history::memory_id.eq($id),
+                            memory_history::tenant_id.eq(&tenant),
+                            memory_history::version.eq($version),
+                            memory_history::content.eq($content),
+                            memory_history::change.eq($change.as_str()),
+                            memory_history::reason.eq($reason),
+                            memory_history::source_message_ids.eq(&sources),
+                            memory_history::at.eq(at),
+                        ))
+                        .execute(conn)
+                        .await?
+                };
+            }
+            for row in &mut added {
+                row.seq = version;
+                diesel::insert_into(m::table).values(&*row).execute(conn).await?;
+            }
+            for (id, content) in &added_texts {
+                record!(id, 1, content, MemoryChange::Added, None::<String>);
+            }
+            // A fact changes only while it holds and is the agent's: one another exchange
+            // invalidated meanwhile is left as it is.
+            for u in &updated {
+                let id = u.id.to_string();
+                // Before the change: the first version recorded from the entry is its old text.
+                let next = next_version!(&id);
+                let n = diesel::update(
+                    m::table
+                        .filter(m::tenant_id.eq(&tenant))
+                        .filter(m::id.eq(&id))
+                        .filter(m::agent_id.eq(&agent))
+                        .filter(m::invalid_at.is_null()),
+                )
+                .set((
+                    m::content.eq(&u.content),
+                    m::embedding.eq(vector_bytes(&u.embedding.vector)),
+                    m::embedding_dim.eq(i32::try_from(u.embedding.vector.len()).unwrap_or(i32::MAX)),
+                    m::embedding_model.eq(&u.embedding.model_id),
+                    m::source_message_ids.eq(ids(&u.source_message_ids)),
+                    m::updated_at.eq(at),
+                    m::seq.eq(version),
+                ))
+                .execute(conn)
+                .await?;
+                if n == 1 {
+                    record!(&id, next, &u.content, MemoryChange::Updated, None::<String>);
+                }
+            }
+            for i in &invalidated {
+                let id = i.id.to_string();
+                let next = next_version!(&id);
+                let n = diesel::update(
+                    m::table
+                        .filter(m::tenant_id.eq(&tenant))
+                        .filter(m::id.eq(&id))
+                        .filter(m::agent_id.eq(&agent))
+                        .filter(m::invalid_at.is_null()),
+                )
+                .set((
+                    m::invalid_at.eq(Some(at)),
+                    m::superseded_by.eq(i.superseded_by.as_ref().map(ToString::to_string)),
+                    m::seq.eq(version),
+                ))
+                .execute(conn)
+                .await?;
+                if n == 1 {
+                    let content: String = m::table.filter(m::id.eq(&id)).select(m::content).first(conn).await?;
+                    record!(&id, next, &content, MemoryChange::Invalidated, Some(i.reason.clone()));
+                }
+            }
+            for event in &events {
+                diesel::insert_into(events::table).values(event).execute(conn).await?;
+            }
+            Ok(true)
+        })?;
+        if applied {
+            self.db.stored(WorkQueue::Outbox);
+        }
+        Ok(applied)
+    }
+
+    /// See [`agentry_domain::memory::MemoryRepository::history`].
+    pub(super) async fn versions(
+        &self,
+        tenant: &TenantId,
+        id: &MemoryId,
+    ) -> anyhow::Result<Vec<MemoryVersion>> {
+        let rows: Vec<VersionRow> = with_conn!(self.db, conn => memory_history::table
+            .filter(memory_history::tenant_id.eq(tenant.as_str()))
+            .filter(memory_history::memory_id.eq(id.as_str()))
+            .order(memory_history::version.asc())
+            .select(VersionRow::as_select())
+            .load(conn)
+            .await)?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(MemoryVersion {
+                    version: u32::try_from(r.version).unwrap_or(0),
+                    content: r.content,
+                    change: parse_stored(&r.change, "memory change")?,
+                    reason: r.reason,
+                    source_message_ids: r
+                        .source_message_ids
+                        .0
+                        .into_iter()
+                        .map(MessageId::from_string)
+                        .collect(),
+                    at: r.at.0,
+                })
+            })
+            .collect()
+    }
+}

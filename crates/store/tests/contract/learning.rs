@@ -1,0 +1,160 @@
+use agentry_domain::events::{EventLog, EventPayload, MemoryChangedData};
+use agentry_domain::ids::{AgentId, EventId, MemoryId, MessageId, TenantId};
+use agentry_domain::memory::learning::{Invalidation, Learned, MemoryChange};
+use agentry_domain::memory::model::MemoryOrigin;
+use agentry_domain::memory::{MemoryFilter, MemoryRepository};
+use agentry_store::{Database, EventStore};
+use chrono::Duration;
+
+use super::memory::{embedded, entry, setup, t0};
+
+crate::contract!(
+    learning_adds_invalidates_and_records_history_once_per_exchange,
+    invalidated_facts_are_found_only_when_asked_for_or_as_of_a_time_they_held,
+    learning_never_touches_another_tenants_or_agents_fact,
+);
+
+const MODEL: &str = "test:2";
+
+fn lyon() -> agentry_domain::memory::MemoryEntry {
+    let mut e = entry("mem_lyon", "ten_1", Some("agt_1"), "The user lives in Lyon.");
+    e.origin = MemoryOrigin::Extraction;
+    e.metadata.insert("topic".into(), "home".into());
+    e
+}
+
+/// Porto replaces Lyon, learned from the exchange `msg_1` → `msg_2` an hour after t0.
+fn moved() -> Learned {
+    let at = t0() + Duration::hours(1);
+    let mut porto = entry("mem_porto", "ten_1", Some("agt_1"), "The user lives in Porto.");
+    porto.origin = MemoryOrigin::Extraction;
+    (porto.created_at, porto.updated_at, porto.valid_from) = (at, at, at);
+    porto.source_message_ids = vec![MessageId::from_string("msg_1"), MessageId::from_string("msg_2")];
+    let data = MemoryChangedData {
+        memory_id: MemoryId::from_string("mem_porto"),
+        agent_id: Some(AgentId::from_string("agt_1")),
+        content: porto.content.clone(),
+        origin: "extraction".into(),
+        reason: None,
+        superseded_by: None,
+        source_message_ids: porto.source_message_ids.clone(),
+    };
+    Learned {
+        tenant_id: TenantId::from_string("ten_1"),
+        agent_id: AgentId::from_string("agt_1"),
+        exchange: MessageId::from_string("msg_1"),
+        source_message_ids: porto.source_message_ids.clone(),
+        added: vec![embedded(porto, [0.8, 0.6])],
+        updated: vec![],
+        invalidated: vec![Invalidation {
+            id: MemoryId::from_string("mem_lyon"),
+            superseded_by: Some(MemoryId::from_string("mem_porto")),
+            reason: "replaced by a later statement: The user lives in Porto.".into(),
+        }],
+        events: vec![agentry_domain::events::Event {
+            id: EventId::from_string("evt_learned"),
+            tenant_id: TenantId::from_string("ten_1"),
+            payload: EventPayload::MemoryCreated(data),
+            created_at: at,
+        }],
+        at,
+    }
+}
+
+async fn learning_adds_invalidates_and_records_history_once_per_exchange(db: Database) {
+    let repo = setup(&db).await;
+    repo.insert(&[embedded(lyon(), [1.0, 0.0])], &[]).await.unwrap();
+    let tenant = TenantId::from_string("ten_1");
+    assert!(repo.learn(&moved()).await.unwrap());
+    assert!(!repo.learn(&moved()).await.unwrap(), "the same exchange again changes nothing");
+
+    let old = repo.get(&tenant, &MemoryId::from_string("mem_lyon")).await.unwrap().unwrap();
+    assert_eq!(old.invalid_at, Some(t0() + Duration::hours(1)));
+    assert_eq!(old.superseded_by, Some(MemoryId::from_string("mem_porto")));
+    let new = repo.get(&tenant, &MemoryId::from_string("mem_porto")).await.unwrap().unwrap();
+    assert_eq!(
+        (new.origin, new.invalid_at, new.source_message_ids.len()),
+        (MemoryOrigin::Extraction, None, 2)
+    );
+
+    let history = repo.history(&tenant, &MemoryId::from_string("mem_lyon")).await.unwrap();
+    let changes: Vec<_> = history.iter().map(|v| (v.version, v.change, v.content.as_str())).collect();
+    assert_eq!(
+        changes,
+        [
+            (1, MemoryChange::Added, "The user lives in Lyon."),
+            (2, MemoryChange::Invalidated, "The user lives in Lyon."),
+        ]
+    );
+    assert!(history[1].reason.as_deref().unwrap().contains("Porto"));
+    assert_eq!(
+        history[1].source_message_ids,
+        [MessageId::from_string("msg_1"), MessageId::from_string("msg_2")]
+    );
+    let porto = repo.history(&tenant, &MemoryId::from_string("mem_porto")).await.unwrap();
+    assert_eq!(porto.iter().map(|v| v.change).collect::<Vec<_>>(), [MemoryChange::Added]);
+
+    let events = EventStore::new(db.clone()).recent(&tenant, 10).await.unwrap();
+    assert_eq!(events.iter().filter(|e| e.id.as_str() == "evt_learned").count(), 1, "its events once");
+}
+
+async fn invalidated_facts_are_found_only_when_asked_for_or_as_of_a_time_they_held(db: Database) {
+    let repo = setup(&db).await;
+    repo.insert(&[embedded(lyon(), [1.0, 0.0])], &[]).await.unwrap();
+    repo.learn(&moved()).await.unwrap();
+    let tenant = TenantId::from_string("ten_1");
+    let later = t0() + Duration::hours(2);
+    let found = |filter: MemoryFilter| {
+        let repo = repo.clone();
+        let tenant = tenant.clone();
+        async move {
+            let mut ids: Vec<String> = repo
+                .nearest(&tenant, MODEL, &[1.0, 0.0], &filter, later, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(id, _)| id.into_string())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let agent = || MemoryFilter { agent_id: Some(AgentId::from_string("agt_1")), ..MemoryFilter::default() };
+    assert_eq!(found(agent()).await, ["mem_porto"]);
+    assert_eq!(found(MemoryFilter { include_invalid: true, ..agent() }).await, ["mem_lyon", "mem_porto"]);
+    let before = MemoryFilter { as_of: Some(t0() + Duration::minutes(30)), ..agent() };
+    assert_eq!(found(before).await, ["mem_lyon"]);
+    let (listed, total) = repo
+        .list(
+            &tenant,
+            Some(AgentId::from_string("agt_1")),
+            None,
+            None,
+            later,
+            agentry_domain::pagination::Page::new(None, Some(10)).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((listed.len(), total), (1, 1), "a list shows what holds");
+}
+
+async fn learning_never_touches_another_tenants_or_agents_fact(db: Database) {
+    let repo = setup(&db).await;
+    let theirs = entry("mem_theirs", "ten_2", Some("agt_2"), "The user lives in Oslo.");
+    repo.insert(&[embedded(theirs, [1.0, 0.0])], &[]).await.unwrap();
+    let mut learned = moved();
+    learned.invalidated[0].id = MemoryId::from_string("mem_theirs");
+    assert!(repo.learn(&learned).await.unwrap());
+    let still = repo
+        .get(&TenantId::from_string("ten_2"), &MemoryId::from_string("mem_theirs"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(still.invalid_at, None);
+    assert!(
+        repo.history(&TenantId::from_string("ten_2"), &MemoryId::from_string("mem_theirs"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
