@@ -15,7 +15,8 @@
 # memory-bandwidth limit) and the enumeration timing of forgot-password and magic-link (scripts/enumeration_timing.py):
 # the median answer time for an address with an account and for one without, per database.
 # `scripts/bench.sh timing` runs only that part; `scripts/bench.sh hotpath` only the routes of the
-# first table (GET /agents, GET /auth/me, chat) on both databases.
+# first table (GET /agents, GET /auth/me, chat) on both databases; `scripts/bench.sh learning`
+# only memory that learns (chat with extraction by the rules against none, and its lag).
 #
 # Settings: BENCH_DURATION (default 10s), BENCH_CONNECTIONS (64), BENCH_THREADS (2),
 # BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/agentry_bench; set to "" to skip),
@@ -671,6 +672,23 @@ if [ "${1:-}" = "hotpath" ]; then
     exit 0
 fi
 
+# Memory that learns: chat throughput with extraction by the rules against none, and the lag
+# from a stored exchange to its fact at a fixed rate (scripts/bench_learning.py), per database.
+bench_learning() {
+    echo
+    echo "memory that learns (scripts/bench_learning.py)"
+    python3 scripts/bench_learning.py "$bin" "sqlite://$workdir/learning.db"
+    if [ -n "$pg_url" ]; then
+        fresh_pg
+        python3 scripts/bench_learning.py "$bin" "$pg_url"
+    fi
+}
+
+if [ "${1:-}" = "learning" ]; then
+    bench_learning
+    exit 0
+fi
+
 if [ "${1:-}" = "memory" ]; then
     table_head
     bench_memory sqlite "sqlite://$workdir/memory.db"
@@ -680,6 +698,7 @@ if [ "${1:-}" = "memory" ]; then
         bench_memory postgres "$pg_url"
     fi
     print_quality
+    bench_learning
     exit 0
 fi
 

@@ -7,6 +7,8 @@ selenium) as a person uses it, on a fresh service of the given binary:
 - add a memory and find it by a paraphrase, with its explanation (vector and word ranks);
 - chat in the playground: the reply streams in piece by piece, the tool call and its result
   show inline, and the credits charged;
+- add a core memory block and set the agent to learn by the rules; after two chats the fact the
+  second replaced is struck through, and its page shows its history and source exchange;
 - create and run a workflow and watch its steps complete on the live timeline;
 - subscribe a loopback receiver and see a delivery; retry a failed one;
 - create an API key (shown once) and use it; invite a member (mailed over SMTP);
@@ -33,7 +35,7 @@ import time
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from browser_pages import PASSWORD, Service_, SmtpSink, browser, call  # noqa: E402
@@ -302,6 +304,45 @@ class Walk:
         assert "memory_search" in history and ANSWER in history, history
         self.check("chat-history")
 
+    def core_memory_and_learning(self):
+        """The agent page's blocks editor and extraction setting; then, after two chats, the
+        memory page strikes through the fact the second replaced and the fact's page shows its
+        history and the exchange it was learned from."""
+        self.driver.get(self.agent_url)
+        self.fill("new-block-label", "human")
+        self.fill("new-block-value", "Name: Ada.")
+        self.fill("new-block-limit", "200")
+        self.find("#add-block").click()
+        self.wait(ec.presence_of_element_located((By.ID, "block-human")))
+        shown = self.find("#block-human").text
+        assert "10 of 200 characters" in shown and "version 1" in shown, shown
+        Select(self.find("#config\\.memory_extraction")).select_by_value("rules")
+        semantic = self.find("input[name=memory_types][value=semantic]")
+        if not semantic.is_selected():
+            semantic.click()
+        self.find("#save-agent").click()
+        self.wait(ec.presence_of_element_located((By.ID, "block-human")))
+        chosen = Select(self.find("#config\\.memory_extraction")).first_selected_option.get_attribute("value")
+        assert chosen == "rules", chosen
+        self.check("agent-core-memory", narrow=True)
+        for message in ["I live in Lyon.", "Good news: I moved to Porto!"]:
+            self.fill("message", message)
+            self.find("#send").click()
+            self.wait(lambda d: self.find("#chat-status").get_attribute("data-done"), timeout=30)
+            self.driver.get(self.agent_url)
+        memory = self.agent_url + "/memory?invalid=on"
+        self.driver.get(memory)
+        self.reload_until("#entries", "Porto")
+        struck = [e.text for e in self.driver.find_elements(By.CSS_SELECTOR, "#entries tr.invalidated s")]
+        assert struck == ["The user lives in Lyon."], struck
+        self.check("memory-learned", narrow=True)
+        self.find("#entries tr.invalidated a").click()
+        self.wait(ec.presence_of_element_located((By.ID, "history")))
+        history = self.find("#history").text
+        assert "added" in history and "invalidated" in history, history
+        assert "I live in Lyon." in self.find(".exchange").text
+        self.check("memory-entry", narrow=True)
+
     def workflow(self, slow_url):
         """A workflow made in the editor and run: its timeline refreshes by itself while the
         slow step runs, until both steps show completed."""
@@ -508,6 +549,7 @@ def main():
         walk.create_agent()
         walk.memory()
         walk.chat()
+        walk.core_memory_and_learning()
         walk.workflow(slow.url)
         walk.webhooks(Receiver([500, 200]))
         walk.keys()

@@ -221,7 +221,7 @@ mod tests {
         assert_eq!(names(&MemoryType::ALL, MemoryType::as_str), ["semantic", "episodic", "procedural"]);
         assert_eq!(
             names(&LedgerReason::ALL, LedgerReason::as_str),
-            ["welcome_grant", "chat_usage", "purchase"]
+            ["welcome_grant", "chat_usage", "purchase", "memory_extraction"]
         );
         assert_eq!(
             names(&RefreshTokenStatus::ALL, RefreshTokenStatus::as_str),

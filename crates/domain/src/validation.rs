@@ -145,6 +145,7 @@ checked_tuple!(A, B, C, D, E, F, G, H, I, J);
 checked_tuple!(A, B, C, D, E, F, G, H, I, J, K);
 checked_tuple!(A, B, C, D, E, F, G, H, I, J, K, L);
 checked_tuple!(A, B, C, D, E, F, G, H, I, J, K, L, M);
+checked_tuple!(A, B, C, D, E, F, G, H, I, J, K, L, M, N);
 
 /// Collects field errors while a command is assembled, so a client hears about every bad field
 /// at once rather than one per round trip, and hands back the parsed values when all passed:

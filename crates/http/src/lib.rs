@@ -26,7 +26,7 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{App, web};
 use std::net::IpAddr;
 
-use agentry_domain::agents::{AgentService, ChatService};
+use agentry_domain::agents::{AgentService, ChatService, MemoryBlocks};
 use agentry_domain::billing::BillingService;
 use agentry_domain::identity::{AccessService, AccountService, RecoveryService};
 use agentry_domain::memory::MemoryService;
@@ -106,6 +106,8 @@ pub struct AppState {
     pub chat: ChatService,
     /// Memory.
     pub memory: MemoryService,
+    /// Agents' core memory blocks.
+    pub blocks: MemoryBlocks,
     /// Knowledge bases.
     pub knowledge: agentry_domain::knowledge::KnowledgeService,
     /// Credits and purchases.

@@ -6,7 +6,7 @@
 //! characters (C0, DEL, C1) in one-line text, none but tab and line breaks in long text, and
 //! at least one character that is not white space where a value is trimmed.
 
-use agentry_domain::agents::{AgentStatus, AgentType};
+use agentry_domain::agents::{AgentStatus, AgentType, ExtractionMode};
 use agentry_domain::memory::MemoryType;
 use agentry_domain::tenancy::Scope;
 use agentry_domain::webhooks::EventSelector;
@@ -56,6 +56,20 @@ pub fn agent_type() -> impl Into<RefOr<Schema>> {
 pub fn agent_status_optional() -> impl Into<RefOr<Schema>> {
     string_enum(AgentStatus::ALL.iter().map(|s| s.as_str()), true)
         .description(Some("`active` (default) or `paused`."))
+}
+
+/// `config.memory_extraction` in a request: null (the default, `auto`) or a mode.
+pub fn memory_extraction_optional() -> impl Into<RefOr<Schema>> {
+    string_enum(ExtractionMode::ALL.iter().map(|m| m.as_str()), true).description(Some(
+        "How the agent's memory learns from its conversations: `auto` (default: the model when the \
+         service's is OpenAI-compatible, else the rules), `rules`, `model` or `off`.",
+    ))
+}
+
+/// `config.memory_extraction` of an agent.
+pub fn memory_extraction() -> impl Into<RefOr<Schema>> {
+    string_enum(ExtractionMode::ALL.iter().map(|m| m.as_str()), false)
+        .description(Some("`auto`, `rules`, `model` or `off`."))
 }
 
 /// `status` of an agent in a PATCH: a value, never null.
@@ -360,20 +374,28 @@ pub fn agent_tools_optional() -> impl Into<RefOr<Schema>> {
             .required("type")
             .required("server_id"),
     );
+    let core_memory = closed(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("type", string_enum(["core_memory"], false))
+            .required("type"),
+    );
     let one_of = OneOfBuilder::new()
         .item(memory("memory_search"))
         .item(memory("memory_add"))
         .item(run_workflow)
         .item(http_request)
-        .item(mcp);
+        .item(mcp)
+        .item(core_memory);
     ArrayBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
         .items(one_of)
         .max_items(Some(MAX_TOOLS))
         .description(Some(
             "The tools the agent may call (docs/agents.md): `memory_search`, `memory_add`, `run_workflow`, \
-             `http_request`, `mcp` (a registered MCP server's tools, docs/mcp.md); names unique, one entry \
-             per MCP server.",
+             `http_request`, `mcp` (a registered MCP server's tools, docs/mcp.md), `core_memory` \
+             (`core_memory_append` and `core_memory_replace` over the agent's memory blocks); names unique, \
+             one entry per MCP server.",
         ))
 }
 

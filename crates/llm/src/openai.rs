@@ -145,6 +145,11 @@ impl OpenAiModel {
                 .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
                 .collect();
             body["tools"] = json!(tools);
+        } else if let Some(schema) = &request.response_schema {
+            // Structured outputs: a provider that supports them holds the reply to the schema;
+            // the caller validates it either way.
+            body["response_format"] =
+                json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}});
         }
         body
     }

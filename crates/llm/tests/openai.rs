@@ -57,6 +57,27 @@ async fn a_completion_is_requested_and_read_with_its_usage() {
 }
 
 #[tokio::test]
+async fn a_response_schema_is_sent_as_the_structured_output_format() {
+    let server = MockServer::start().await;
+    let schema = json!({"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]});
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_partial_json(json!({
+            "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"facts\": []}"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35}
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let asked = CompletionRequest { response_schema: Some(schema.clone()), ..request() };
+    let c = model(&server, Duration::from_secs(5)).complete(&asked).await.unwrap();
+    assert_eq!(c.content, "{\"facts\": []}");
+}
+
+#[tokio::test]
 async fn an_error_answer_is_an_upstream_error() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use agentry_crypto::{Argon2Hasher, HashingParams, JwtAccessTokens, JwtSettings, RingHmac, RingSecrets};
 use agentry_domain::agents::{
-    AgentService, ChatService, ChatServiceDeps, ChatSettings, EpisodicMemory, ExchangeReader,
-    KnowledgeRetrieval, MemoryExtraction, ToolRegistry,
+    AgentService, ChatModel, ChatService, ChatServiceDeps, ChatSettings, CoreMemoryTools, EpisodicMemory,
+    ExchangeReader, KnowledgeRetrieval, MemoryBlocks, MemoryExtraction, ModelExtractor, ModelExtractorDeps,
+    ToolRegistry,
 };
 use agentry_domain::billing::{BillingService, ManualPayments, PaymentProvider};
 use agentry_domain::events::consumers::{ConsumerRunner, EventConsumer};
@@ -35,13 +36,13 @@ use agentry_llm::Cl100kTokens;
 use agentry_store::{
     AccountStore, AgentStore, ApiKeyStore, ConsumerStore, ConversationStore, CreditStore, Database,
     DbRateCounter, ExecutionStore, InstanceStore, IntegrationStore, JobStore, McpServerStore,
-    OneTimeTokenStore, RefreshTokenStore, ScheduleStore, TeamStore, TriggerStore, WebhookStore,
-    WorkflowStore,
+    MemoryBlockStore, OneTimeTokenStore, RefreshTokenStore, ScheduleStore, TeamStore, TriggerStore,
+    WebhookStore, WorkflowStore,
 };
 use anyhow::Context as _;
 use secrecy::ExposeSecret as _;
 
-use crate::config::{Config, PaymentProviderKind, RateLimitFailure, RateLimitStore};
+use crate::config::{Config, LlmProvider, PaymentProviderKind, RateLimitFailure, RateLimitStore};
 use crate::keys;
 use crate::metrics::PrometheusMetrics;
 use crate::runner::HeldRunner;
@@ -153,13 +154,22 @@ pub fn build_services(
     let mcp_servers = mcp_servers(config, &shared)?;
     // Chat's tools but the workflows': those are added where the executions exist (below, and
     // per `agent_chat` step), so that chat is never held through its own tools.
+    let blocks = MemoryBlocks::new(
+        Arc::new(MemoryBlockStore::new(db.clone())),
+        Arc::new(AgentStore::new(db.clone())),
+        clock.clone(),
+    );
     let tools = ToolRegistry::new(Some(members))
+        .with(Arc::new(CoreMemoryTools(blocks.clone())))
         .with(Arc::new(MemoryTools(basic_steps.clone())))
         .with(Arc::new(HttpTools(basic_steps.clone())))
         .with(Arc::new(mcp_servers.1))
         .with(Arc::new(KnowledgeTools(Arc::new(knowledge.clone()))));
     let mcp_servers = mcp_servers.0;
-    let (agents, chat, billing) = agents_and_billing(config, &shared, (&memory, &knowledge), plans, tools)?;
+    // One model for chat and memory extraction (the local one is loaded once).
+    let model = build_model(config)?;
+    let (agents, chat, billing) =
+        agents_and_billing(config, &shared, (&memory, &knowledge, &blocks), plans, (tools, model.clone()))?;
     let webhooks = webhook_service(
         config,
         webhook_store,
@@ -178,7 +188,20 @@ pub fn build_services(
         clock.clone(),
     );
     let deliveries = Worker::new(Arc::new(webhooks.clone()), ids.clone(), clock.clone());
-    let consumers = event_consumers(db, &webhooks, &memory, (ids.clone(), clock.clone()));
+    let extractor = ModelExtractor::new(ModelExtractorDeps {
+        model,
+        credits: Arc::new(CreditStore::new(db.clone())),
+        tokens: Arc::new(Cl100kTokens::default()),
+        memory: memory.clone(),
+        ids: ids.clone(),
+        clock: clock.clone(),
+        default_model: config.default_model(),
+        credits_low_threshold: config.credits_low_threshold,
+    });
+    // `auto` extraction asks the model only when it is a remote OpenAI-compatible one: the
+    // offline models learn by the rules.
+    let extraction = (extractor, config.llm() == LlmProvider::Openai);
+    let consumers = event_consumers(db, &webhooks, &memory, extraction, (ids.clone(), clock.clone()));
     let executions_worker = Worker::new(Arc::new(executions.clone()), ids, clock.clone());
     let state = AppState {
         accounts,
@@ -187,6 +210,7 @@ pub fn build_services(
         agents,
         chat,
         memory,
+        blocks,
         knowledge,
         billing,
         webhooks,
@@ -218,6 +242,7 @@ fn event_consumers(
     db: &Database,
     webhooks: &WebhookService,
     memory: &MemoryService,
+    (extractor, model_by_default): (ModelExtractor, bool),
     (ids, clock): (Arc<dyn IdGenerator>, Arc<dyn Clock>),
 ) -> ConsumerRunner {
     let reader = ExchangeReader {
@@ -227,7 +252,7 @@ fn event_consumers(
     let consumers: Vec<Arc<dyn EventConsumer>> = vec![
         Arc::new(webhooks.clone()),
         Arc::new(EpisodicMemory::new(reader.clone(), Arc::new(memory.clone()))),
-        Arc::new(MemoryExtraction::new(reader, memory.clone())),
+        Arc::new(MemoryExtraction::new(reader, memory.clone()).with_model(extractor, model_by_default)),
     ];
     ConsumerRunner::new(Arc::new(ConsumerStore::new(db.clone())), consumers, ids, clock)
 }
@@ -329,9 +354,9 @@ fn rate_limits(config: &Config, shared: &Shared) -> anyhow::Result<(RateLimiter,
 fn agents_and_billing(
     config: &Config,
     shared: &Shared,
-    (memory, knowledge): (&MemoryService, &KnowledgeService),
+    (memory, knowledge, blocks): (&MemoryService, &KnowledgeService, &MemoryBlocks),
     plans: PlanTable,
-    tools: ToolRegistry,
+    (tools, model): (ToolRegistry, Arc<dyn ChatModel>),
 ) -> anyhow::Result<(AgentService, ChatService, BillingService)> {
     let Shared { db, clock, ids, .. } = shared.clone();
     let agent_store = Arc::new(AgentStore::new(db.clone()));
@@ -344,9 +369,10 @@ fn agents_and_billing(
             agents: agent_store,
             conversations: Arc::new(ConversationStore::new(db)),
             credits: credit_store.clone(),
-            model: build_model(config)?,
+            model,
             tokens: Arc::new(Cl100kTokens::default()),
             memory: Arc::new(memory.clone()),
+            blocks: blocks.repository(),
             knowledge,
             tools,
             ids: ids.clone(),

@@ -1,6 +1,8 @@
 //! [`AgentRepository`]: agents, scoped by tenant in every query.
 
-use agentry_domain::agents::{Agent, AgentConfig, AgentKnowledge, AgentName, AgentRepository, AgentTool};
+use agentry_domain::agents::{
+    Agent, AgentConfig, AgentKnowledge, AgentName, AgentRepository, AgentTool, ExtractionMode,
+};
 use agentry_domain::events::Event;
 use agentry_domain::ids::{AgentId, KnowledgeBaseId, TenantId};
 use agentry_domain::memory::MemoryType;
@@ -68,6 +70,9 @@ struct StoredConfig {
     /// `config.knowledge`, as the API shows it; absent: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     knowledge: Option<serde_json::Value>,
+    /// `config.memory_extraction`; absent: `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory_extraction: Option<String>,
 }
 
 impl AgentRow {
@@ -90,6 +95,8 @@ impl AgentRow {
                 knowledge_bases: a.config.knowledge_bases.iter().map(ToString::to_string).collect(),
                 knowledge: (a.config.knowledge != AgentKnowledge::default())
                     .then(|| a.config.knowledge.to_json()),
+                memory_extraction: (a.config.memory_extraction != ExtractionMode::Auto)
+                    .then(|| a.config.memory_extraction.as_str().to_owned()),
             }),
             created_at: a.created_at.into(),
             updated_at: a.updated_at.into(),
@@ -106,6 +113,7 @@ impl AgentRow {
             max_tool_rounds,
             knowledge_bases,
             knowledge,
+            memory_extraction,
         } = self.config.0;
         let tools = AgentTool::parse_list(&serde_json::Value::Array(tools)).map_err(|e| {
             let reasons: Vec<&str> = e.iter().map(|e| e.message.as_str()).collect();
@@ -133,6 +141,10 @@ impl AgentRow {
                 max_tool_rounds,
                 knowledge_bases: knowledge_bases.into_iter().map(KnowledgeBaseId::from_string).collect(),
                 knowledge: AgentKnowledge::from_stored(knowledge.as_ref()),
+                memory_extraction: match memory_extraction {
+                    Some(mode) => parse_stored(&mode, "memory extraction mode")?,
+                    None => ExtractionMode::Auto,
+                },
             },
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,

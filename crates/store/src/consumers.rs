@@ -185,9 +185,15 @@ impl EventStream for ConsumerStore {
         rows.into_iter().map(|(failure, event)| Ok((failure.into_domain(), event.into_domain()?))).collect()
     }
 
-    async fn commit(&self, consumer: &str, lease: &Lease, progress: &Progress) -> anyhow::Result<bool> {
+    async fn commit(
+        &self,
+        consumer: &str,
+        lease: &Lease,
+        progress: &Progress,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
         let (name, token, progress) = (consumer.to_owned(), lease.token.clone(), progress.clone());
-        let now = DbTime(Utc::now());
+        let now = DbTime(now);
         Ok(transaction!(self.db, conn => {
             let mine = event_consumers::table
                 .filter(event_consumers::name.eq(&name))

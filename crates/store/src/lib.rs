@@ -18,6 +18,7 @@ mod agents;
 mod api_keys;
 #[macro_use]
 mod automations;
+mod blocks;
 mod consumers;
 mod conversations;
 mod credits;
@@ -52,6 +53,7 @@ mod workflows;
 pub use accounts::AccountStore;
 pub use agents::AgentStore;
 pub use api_keys::ApiKeyStore;
+pub use blocks::MemoryBlockStore;
 pub use consumers::ConsumerStore;
 pub use conversations::ConversationStore;
 pub use credits::CreditStore;

@@ -12,6 +12,7 @@ use agentry_domain::ids::{AgentId, DocumentId, MemoryId, TenantId};
 use agentry_domain::memory::model::MemoryOrigin;
 use agentry_domain::memory::{
     EmbeddedEntry, Embedding, MemoryDocument, MemoryEntry, MemoryFilter, MemoryRepository, MemoryType, Merge,
+    Validity,
 };
 use agentry_domain::pagination::Page;
 use async_trait::async_trait;
@@ -274,6 +275,7 @@ impl MemoryRepository for MemoryStore {
         agent: Option<AgentId>,
         memory_type: Option<MemoryType>,
         tag: Option<String>,
+        validity: Validity,
         now: DateTime<Utc>,
         page: Page,
     ) -> anyhow::Result<(Vec<MemoryEntry>, u64)> {
@@ -291,8 +293,16 @@ impl MemoryRepository for MemoryStore {
                 let mut q = m::table
                     .filter(m::tenant_id.eq(tenant.as_str()))
                     .filter(m::expires_at.is_null().or(m::expires_at.gt(DbTime(now))))
-                    .filter(m::invalid_at.is_null())
                     .into_boxed();
+                match validity.as_of {
+                    Some(t) => {
+                        q = q
+                            .filter(m::valid_from.le(DbTime(t)))
+                            .filter(m::invalid_at.is_null().or(m::invalid_at.gt(DbTime(t))));
+                    }
+                    None if validity.include_invalid => {}
+                    None => q = q.filter(m::invalid_at.is_null()),
+                }
                 if let Some(agent) = &agent {
                     q = q.filter(m::agent_id.eq(agent.as_str().to_owned()));
                 }

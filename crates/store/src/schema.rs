@@ -219,6 +219,39 @@ diesel::table! {
 
 diesel::table! {
     use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    memory_blocks (agent_id, label) {
+        tenant_id -> Text,
+        agent_id -> Text,
+        label -> Text,
+        value -> Text,
+        description -> Nullable<Text>,
+        char_limit -> Integer,
+        version -> Integer,
+        created_at -> UtcTime,
+        updated_at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::UtcTime;
+
+    memory_block_history (agent_id, label, version) {
+        tenant_id -> Text,
+        agent_id -> Text,
+        label -> Text,
+        version -> Integer,
+        value -> Text,
+        change -> Text,
+        actor -> Text,
+        at -> UtcTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
     use crate::types::{Json, UtcTime};
 
     memory_history (memory_id, version) {
@@ -643,6 +676,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     memory_tombstones,
     memory_history,
     memory_extractions,
+    memory_blocks,
+    memory_block_history,
     webhook_subscriptions,
     webhook_deliveries,
     webhook_attempts,

@@ -612,7 +612,7 @@ impl WebhookStore {
         let mut report = self.dispatch(&events, now, first_delay, fan_out).await?;
         report.events = read.len();
         let progress = Progress { cursor: read.last().map(|s| s.at.clone()), ..Progress::default() };
-        stream.commit("webhook_fanout", &lease, &progress).await?;
+        stream.commit("webhook_fanout", &lease, &progress, now).await?;
         Ok(report)
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::blocks::MemoryBlockRepository;
 use super::chat::{ChatTurn, FinishReason, Message, ModelError, ToolSpec};
 use super::knowledge::KnowledgeRetrieval;
 use super::ports::{AgentRepository, ChatModel, ConversationRepository, MemoryRecall};
@@ -145,6 +146,8 @@ pub struct ChatServiceDeps {
     pub tokens: Arc<dyn TokenCounter>,
     /// Memory recall.
     pub memory: Arc<dyn MemoryRecall>,
+    /// The agents' core memory blocks, in every prompt.
+    pub blocks: Arc<dyn MemoryBlockRepository>,
     /// Passages of the agents' knowledge bases.
     pub knowledge: Arc<dyn KnowledgeRetrieval>,
     /// The agents' tools: every kind's provider.

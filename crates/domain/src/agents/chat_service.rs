@@ -12,12 +12,13 @@ use super::chat_api::{
 };
 use super::knowledge_config::KnowledgeMode;
 use super::model::{Agent, AgentStatus};
+use super::ports::StoredExchange;
 use super::prompt::{build_prompt, memory_turn, system_turn};
 use super::providers::ToolProvider;
 use super::registry::Toolbox;
 use super::sources::{Source, Sources, fit_sources, sources_turn, with_sources};
 use crate::billing::{HoldRequest, chat_cost};
-use crate::ids::{AgentId, CreditHoldId, SessionId};
+use crate::ids::{AgentId, CreditHoldId, MessageId, SessionId};
 use crate::pagination::Page;
 use crate::tenancy::{Permission, Principal};
 use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
@@ -104,8 +105,9 @@ impl ChatService {
         };
         let memories = d.memory.recall(&agent, &input.message).await?;
         let sources = self.sources(&agent, &input.message).await?;
+        let blocks = d.blocks.list(&agent.tenant_id, &agent.id).await?;
         let turns = build_prompt(
-            &agent,
+            system_turn(&agent, &blocks),
             &memories,
             &history,
             &input.message,
@@ -163,7 +165,8 @@ impl ChatService {
         // the agent brings its memory.
         let memories = d.memory.recall(&agent, &message).await?;
         let sources = self.sources(&agent, &message).await?;
-        let mut turns = vec![system_turn(&agent)];
+        let blocks = d.blocks.list(&agent.tenant_id, &agent.id).await?;
+        let mut turns = vec![system_turn(&agent, &blocks)];
         turns.extend(memory_turn(&memories));
         turns.extend(sources_turn(&sources));
         turns.extend(conversation.turns);
@@ -258,6 +261,23 @@ impl ChatService {
             keep_conversation: true,
             sources: Sources::default(),
         })
+    }
+
+    /// The stored exchange that `reply` (the agent's message) ended: what memory learned a fact
+    /// from; `None` when it is not stored.
+    ///
+    /// # Errors
+    /// [`ChatError::AgentNotFound`], [`ChatError::Forbidden`].
+    pub async fn learned_from(
+        &self,
+        caller: &Principal,
+        agent_id: &AgentId,
+        reply: &MessageId,
+    ) -> Result<Option<StoredExchange>, ChatError> {
+        caller.require(Permission::AgentsRead)?;
+        let d = &self.deps;
+        d.agents.get(&caller.tenant_id, agent_id).await?.ok_or(ChatError::AgentNotFound)?;
+        Ok(d.conversations.exchange_of(&caller.tenant_id, agent_id, reply).await?)
     }
 
     /// A page of a conversation with an agent.

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::extraction::ModelExtractor;
+use super::extraction_config::Extractor;
 use super::model::Agent;
 use super::ports::{AgentRepository, ConversationRepository, MemoryRecall, StoredExchange};
 use crate::events::consumers::EventConsumer;
@@ -95,11 +97,13 @@ impl EventConsumer for EpisodicMemory {
 }
 
 /// The consumer that learns facts from every stored exchange of an agent that keeps semantic
-/// memory, with the rule extractor (`docs/memory.md`, Memory that learns). Idempotent: the store
-/// applies an exchange once.
+/// memory, with the extractor its `config.memory_extraction` names (`docs/memory.md`, Memory
+/// that learns). Idempotent: the store applies an exchange once.
 pub struct MemoryExtraction {
     reader: ExchangeReader,
     memory: MemoryService,
+    model: Option<ModelExtractor>,
+    model_by_default: bool,
 }
 
 impl std::fmt::Debug for MemoryExtraction {
@@ -109,9 +113,16 @@ impl std::fmt::Debug for MemoryExtraction {
 }
 
 impl MemoryExtraction {
-    /// The consumer over `reader`, learning into `memory`.
+    /// The consumer over `reader`, learning into `memory` with the rule extractor only.
     pub fn new(reader: ExchangeReader, memory: MemoryService) -> Self {
-        Self { reader, memory }
+        Self { reader, memory, model: None, model_by_default: false }
+    }
+
+    /// This consumer with the model extractor too, which `auto` picks when `model_by_default`
+    /// (the service's model is a remote OpenAI-compatible one).
+    #[must_use]
+    pub fn with_model(self, model: ModelExtractor, model_by_default: bool) -> Self {
+        Self { model: Some(model), model_by_default, ..self }
     }
 }
 
@@ -139,8 +150,17 @@ impl EventConsumer for MemoryExtraction {
             message_id: message.id,
             reply_id: reply.id,
             message: message.content,
+            reply: reply.content,
             at: reply.created_at,
         };
+        let Some(extractor) = agent.config.memory_extraction.extractor(self.model_by_default) else {
+            return Ok(());
+        };
+        if let (Extractor::Model, Some(model)) = (extractor, &self.model) {
+            let extracted = model.learn(&agent, &exchange).await?;
+            tracing::debug!(agent_id = %agent.id, ?extracted, "memory extraction by the model");
+            return Ok(());
+        }
         match self.memory.learn_by_rules(&agent.tenant_id, &agent.id, &exchange).await? {
             Some(changed) if changed > 0 => {
                 tracing::debug!(agent_id = %agent.id, changed, "memory learned from an exchange");

@@ -8,11 +8,14 @@
 //! An agent's `tools` configuration is read and described in `tools`.
 
 mod answer;
+pub mod blocks;
 pub mod chat;
 mod chat_api;
 mod chat_service;
 mod citation;
 mod episodes;
+mod extraction;
+mod extraction_config;
 #[cfg(test)]
 mod fixtures;
 mod knowledge;
@@ -29,6 +32,11 @@ pub mod tools;
 mod turn;
 
 pub use answer::PreparedChat;
+pub use blocks::tool::CoreMemoryTools;
+pub use blocks::{
+    BlockActor, BlockChange, BlockError, BlockInput, BlockVersion, MemoryBlock, MemoryBlockRepository,
+    MemoryBlocks,
+};
 pub use chat::{
     ChatRole, ChatTurn, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelError,
     NoDeltas, ToolCall, ToolResult, ToolSpec, count_prompt, count_request,
@@ -38,6 +46,8 @@ pub use chat_api::{
     MAX_MESSAGE_CHARS, affordable_completion, chat_message,
 };
 pub use episodes::{EpisodicMemory, ExchangeReader, MemoryExtraction};
+pub use extraction::{Extracted, ModelExtractor, ModelExtractorDeps, prompt as extraction_prompt};
+pub use extraction_config::{ExtractionMode, Extractor};
 #[cfg(any(test, feature = "mock"))]
 pub use knowledge::MockKnowledgeRetrieval;
 pub use knowledge::{KnowledgeRetrieval, NoKnowledge};

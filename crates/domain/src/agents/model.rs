@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::extraction_config::ExtractionMode;
 use super::knowledge_config::AgentKnowledge;
 use super::tools::AgentTool;
 use crate::events::AgentData;
@@ -74,6 +75,8 @@ pub struct AgentConfig {
     pub knowledge_bases: Vec<KnowledgeBaseId>,
     /// How chat uses them.
     pub knowledge: AgentKnowledge,
+    /// How its memory learns from its conversations.
+    pub memory_extraction: ExtractionMode,
 }
 
 impl AgentConfig {
@@ -146,6 +149,11 @@ impl AgentConfig {
                 .map(|ids| ids.iter().filter_map(Value::as_str).map(KnowledgeBaseId::from_string).collect())
                 .unwrap_or_default(),
             knowledge: AgentKnowledge::from_stored(value.get("knowledge")),
+            memory_extraction: value
+                .get("memory_extraction")
+                .and_then(Value::as_str)
+                .and_then(ExtractionMode::parse)
+                .unwrap_or_default(),
         }
     }
 
@@ -160,6 +168,7 @@ impl AgentConfig {
             "max_tool_rounds": self.max_tool_rounds,
             "knowledge_bases": self.knowledge_bases,
             "knowledge": self.knowledge.to_json(),
+            "memory_extraction": self.memory_extraction.as_str(),
         })
     }
 }
@@ -267,6 +276,8 @@ pub struct ConfigChanges {
     pub knowledge_bases: Patch<Vec<KnowledgeBaseId>>,
     /// `config.knowledge`, replaced whole (null: the defaults).
     pub knowledge: Patch<AgentKnowledge>,
+    /// `config.memory_extraction` (null: `auto`).
+    pub memory_extraction: Patch<ExtractionMode>,
 }
 
 /// A validated partial update of an agent: absent fields stay as they are. Fields that cannot
@@ -317,6 +328,7 @@ impl AgentChanges {
                 .apply_to(Some(base.knowledge_bases))
                 .unwrap_or_default(),
             knowledge: c.knowledge.apply_to(Some(base.knowledge)).unwrap_or_default(),
+            memory_extraction: c.memory_extraction.apply_to(Some(base.memory_extraction)).unwrap_or_default(),
         };
         next.updated_at = now;
         next

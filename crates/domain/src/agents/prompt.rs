@@ -1,6 +1,7 @@
 //! The prompt a chat sends: the agent's instructions, what it remembers that may help, as much
 //! of the conversation as fits the history's token budget, and the new message.
 
+use super::blocks::{MemoryBlock, blocks_section};
 use super::chat::{ChatRole, ChatTurn, Message, count_prompt};
 use super::model::Agent;
 use crate::tokens::TokenCounter;
@@ -8,14 +9,20 @@ use crate::tokens::TokenCounter;
 /// The agent's instructions: its system prompt, or a sentence naming it. The sentence is the one
 /// small instruction-tuned models were trained with ("a helpful AI assistant named …"): SmolLM2
 /// answers sensibly under it, and drifts into another language under variants as small as
-/// "You are Helper, a helpful assistant agent."
-pub fn system_turn(agent: &Agent) -> ChatTurn {
-    let system = agent
+/// "You are Helper, a helpful assistant agent." Its core memory `blocks` follow, in a section
+/// of their own.
+pub fn system_turn(agent: &Agent, blocks: &[MemoryBlock]) -> ChatTurn {
+    let mut system = agent
         .config
         .system_prompt
         .clone()
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| format!("You are a helpful AI assistant named {}.", agent.name.as_str()));
+    // The core memory blocks, in a fixed section after the instructions.
+    if let Some(section) = blocks_section(blocks) {
+        system.push_str("\n\n");
+        system.push_str(&section);
+    }
     ChatTurn::new(ChatRole::System, system)
 }
 
@@ -57,14 +64,14 @@ fn shortened(content: &str) -> Option<String> {
 /// Then, if it is still over, the oldest turns are left out, newest kept first. The stored
 /// conversation is never changed: only what this prompt carries.
 pub fn build_prompt(
-    agent: &Agent,
+    system: ChatTurn,
     memories: &[String],
     history: &[Message],
     message: &str,
     counter: &dyn TokenCounter,
     history_budget: u64,
 ) -> Vec<ChatTurn> {
-    let mut turns = vec![system_turn(agent)];
+    let mut turns = vec![system];
     turns.extend(memory_turn(memories));
     let cost = |turn: &ChatTurn| count_prompt(counter, std::slice::from_ref(turn)) - 3;
     let mut history: Vec<ChatTurn> = history.iter().map(ChatTurn::of_message).collect();
@@ -169,7 +176,7 @@ mod tests {
             result("a"),
             message(ChatRole::Assistant, "Sunny."),
         ];
-        let turns = build_prompt(&agent, &[], &history, "thanks", &Words, 10_000);
+        let turns = build_prompt(system_turn(&agent, &[]), &[], &history, "thanks", &Words, 10_000);
         let roles: Vec<ChatRole> = turns.iter().map(|t| t.role).collect();
         assert_eq!(
             roles,
@@ -239,7 +246,7 @@ mod tests {
         let history: Vec<Message> = (1..=3).flat_map(exchange).collect();
         let words = |turns: &[ChatTurn]| turns.iter().map(|t| Words.count(&t.content)).sum::<u64>();
         // Room for the newest result whole and the two older ones shortened: nothing left out.
-        let turns = build_prompt(&agent, &[], &history, "next", &Words, 1_200);
+        let turns = build_prompt(system_turn(&agent, &[]), &[], &history, "next", &Words, 1_200);
         assert_eq!(turns.len(), 1 + 12 + 1, "every turn kept");
         let results: Vec<&ChatTurn> = turns.iter().filter(|t| t.role == ChatRole::Tool).collect();
         assert!(results[0].content.contains("more characters of this earlier tool result are left out"));
@@ -248,12 +255,12 @@ mod tests {
         assert!(words(&turns[1..13]) <= 1_200);
         // A smaller budget: every result is shortened before any turn is left out, and then the
         // oldest exchanges go.
-        let turns = build_prompt(&agent, &[], &history, "next", &Words, 150);
+        let turns = build_prompt(system_turn(&agent, &[]), &[], &history, "next", &Words, 150);
         assert!(turns.iter().filter(|t| t.role == ChatRole::Tool).all(|t| t.content.contains("left out")));
         assert!(turns.len() < 14 && turns.len() > 2, "{}", turns.len());
         assert_eq!(turns[turns.len() - 2].content, "answer 3", "the newest turns are kept");
         // Within the budget, nothing is shortened.
-        let turns = build_prompt(&agent, &[], &history, "next", &Words, 10_000);
+        let turns = build_prompt(system_turn(&agent, &[]), &[], &history, "next", &Words, 10_000);
         assert!(turns.iter().filter(|t| t.role == ChatRole::Tool).all(|t| t.content == "word ".repeat(1000)));
     }
 }

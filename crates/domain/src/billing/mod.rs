@@ -34,6 +34,8 @@ crate::string_enum! {
         ChatUsage => "chat_usage",
         /// A completed purchase.
         Purchase => "purchase",
+        /// The model calls that learned facts from a chat (`config.memory_extraction`).
+        MemoryExtraction => "memory_extraction",
     }
 }
 

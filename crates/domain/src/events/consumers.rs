@@ -150,9 +150,15 @@ pub trait EventStream: Send + Sync {
         limit: u32,
     ) -> anyhow::Result<Vec<(FailedEvent, Event)>>;
 
-    /// Applies `progress` and gives the lease back, in one transaction; `false` (nothing
-    /// applied) when `lease` no longer holds the consumer.
-    async fn commit(&self, consumer: &str, lease: &Lease, progress: &Progress) -> anyhow::Result<bool>;
+    /// Applies `progress` and gives the lease back at `now`, in one transaction; `false`
+    /// (nothing applied) when `lease` no longer holds the consumer.
+    async fn commit(
+        &self,
+        consumer: &str,
+        lease: &Lease,
+        progress: &Progress,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool>;
 
     /// Every registered consumer's state.
     async fn status(&self) -> anyhow::Result<Vec<ConsumerStatus>>;
@@ -289,7 +295,7 @@ impl ConsumerRunner {
                 }
             }
         }
-        if !self.stream.commit(name, &lease, &progress).await? {
+        if !self.stream.commit(name, &lease, &progress, self.clock.now()).await? {
             tracing::warn!(
                 consumer = name,
                 "another instance took the consumer over; its pass is done again there"

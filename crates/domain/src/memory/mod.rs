@@ -18,6 +18,8 @@
 
 pub mod chunking;
 mod embedding;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod learning;
 pub mod model;
 mod ports;
@@ -25,7 +27,9 @@ pub mod ranking;
 mod service;
 
 pub use embedding::{EmbedError, EmbeddingModel, dot, normalize};
-pub use model::{EmbeddedEntry, Embedding, Facets, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType};
+pub use model::{
+    EmbeddedEntry, Embedding, Facets, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType, Validity,
+};
 pub use ports::{AgentDirectory, Embedder, MemoryRepository, Merge};
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{MockAgentDirectory, MockEmbedder, MockMemoryRepository};

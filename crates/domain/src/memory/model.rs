@@ -226,6 +226,16 @@ impl MemoryFilter {
     }
 }
 
+/// Which entries a list shows by their validity: those that hold now (the default), every one
+/// (`include_invalid`), or those that held at a time (`as_of`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Validity {
+    /// Invalidated entries too.
+    pub include_invalid: bool,
+    /// What held then (and was written by then).
+    pub as_of: Option<DateTime<Utc>>,
+}
+
 /// A document added to an agent's memory; its text lives on as chunk entries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryDocument {

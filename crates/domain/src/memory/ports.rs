@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::embedding::{EmbedError, EmbeddingModel};
 use super::learning::{Learned, MemoryVersion};
-use super::model::{EmbeddedEntry, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType};
+use super::model::{EmbeddedEntry, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType, Validity};
 use crate::events::Event;
 use crate::ids::{AgentId, DocumentId, MemoryId, TenantId};
 use crate::pagination::Page;
@@ -44,13 +44,15 @@ pub trait MemoryRepository: Send + Sync {
     async fn get_many(&self, tenant: &TenantId, ids: &[MemoryId]) -> anyhow::Result<Vec<MemoryEntry>>;
 
     /// A page of the tenant's unexpired entries, oldest first, optionally of one agent, one
-    /// type and carrying one tag, and their total.
+    /// type and carrying one tag, valid as `validity` asks, and their total.
+    #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
         tenant: &TenantId,
         agent: Option<AgentId>,
         memory_type: Option<MemoryType>,
         tag: Option<String>,
+        validity: Validity,
         now: DateTime<Utc>,
         page: Page,
     ) -> anyhow::Result<(Vec<MemoryEntry>, u64)>;

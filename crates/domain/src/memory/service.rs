@@ -13,7 +13,7 @@ use super::chunking::ChunkSettings;
 use super::embedding::EmbedError;
 use super::model::{
     DEFAULT_IMPORTANCE, DEFAULT_SOURCE, EmbeddedEntry, Embedding, MAX_CONTENT_CHARS, MemoryEntry,
-    MemoryOrigin, MemoryType,
+    MemoryOrigin, MemoryType, Validity,
 };
 use super::ports::{AgentDirectory, Embedder, MemoryRepository};
 use super::ranking::RankingSettings;
@@ -304,7 +304,7 @@ impl MemoryService {
     }
 
     /// A page of unexpired entries, optionally of one agent and type and carrying one tag,
-    /// oldest first.
+    /// those that hold now unless `validity` asks otherwise, oldest first.
     ///
     /// # Errors
     /// [`MemoryError::AgentNotFound`], [`MemoryError::Forbidden`].
@@ -314,12 +314,13 @@ impl MemoryService {
         agent: Option<AgentId>,
         memory_type: Option<MemoryType>,
         tag: Option<String>,
+        validity: Validity,
         page: Page,
     ) -> Result<(Vec<MemoryEntry>, u64), MemoryError> {
         caller.require(Permission::MemoryRead)?;
         self.require_agent(&caller.tenant_id, agent.as_ref()).await?;
         let now = self.deps.clock.now();
-        Ok(self.deps.memories.list(&caller.tenant_id, agent, memory_type, tag, now, page).await?)
+        Ok(self.deps.memories.list(&caller.tenant_id, agent, memory_type, tag, validity, now, page).await?)
     }
 
     /// Re-embeds up to `batch` entries made with another model than the current one; the

@@ -118,6 +118,22 @@ impl CallChain {
 #[error("{0}")]
 pub struct Forbidden(pub String);
 
+#[cfg(test)]
+impl Principal {
+    /// `usr_1` of `ten_1` (Starter) signed in with an access token, in `role`: whom the
+    /// domain's tests act as.
+    pub(crate) fn test(role: Role) -> Self {
+        Self {
+            user_id: UserId::from_string("usr_1"),
+            tenant_id: TenantId::from_string("ten_1"),
+            plan: Plan::Starter,
+            role,
+            credential: Credential::AccessToken,
+            chain: Default::default(),
+        }
+    }
+}
+
 impl Principal {
     /// The same caller, acting from within `chain` (the steps of an execution).
     #[must_use]

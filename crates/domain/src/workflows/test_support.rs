@@ -12,9 +12,9 @@ use super::executions::{ExecutionService, ExecutionServiceDeps, ExecutionSetting
 use super::model::Workflow;
 use super::ports::{MockExecutionRepository, MockWorkflowRepository, NewExecution, Started};
 use super::steps::validate_steps;
-use crate::ids::{ApiKeyId, MockIdGenerator, TenantId, UserId, WorkflowId};
+use crate::ids::{ApiKeyId, MockIdGenerator, TenantId, WorkflowId};
 use crate::ratelimit::{MockRateCounter, RateLimiter};
-use crate::tenancy::{Credential, Plan, Principal, Role, Scope};
+use crate::tenancy::{Credential, Principal, Role, Scope};
 use crate::time::MockClock;
 use crate::webhooks::{Hmac, SealedSecret, SecretCipher};
 
@@ -35,14 +35,7 @@ pub fn ids() -> MockIdGenerator {
 }
 
 pub fn caller(role: Role) -> Principal {
-    Principal {
-        user_id: UserId::from_string("usr_1"),
-        tenant_id: TenantId::from_string("ten_1"),
-        plan: Plan::Starter,
-        role,
-        credential: Credential::AccessToken,
-        chain: Default::default(),
-    }
+    Principal::test(role)
 }
 
 /// An owner's API key with only these scopes.

@@ -44,6 +44,7 @@ fn agent_body(form: &Form) -> Result<serde_json::Value, ApiError> {
             "max_tokens": form.number("config.max_tokens"),
             "tools": form.json("config.tools")?,
             "max_tool_rounds": form.number("config.max_tool_rounds"),
+            "memory_extraction": form.text("config.memory_extraction"),
         },
     }))
 }
@@ -119,6 +120,7 @@ async fn show(
     };
     let mcp_servers = super::agent_tools::choices(&agent, servers);
     let knowledge_bases = super::agent_knowledge::choices(&state, &c, &agent).await?;
+    let blocks = super::agent_blocks::shown(&state, &c, &id).await?;
     page(
         &c,
         "agents",
@@ -129,6 +131,7 @@ async fn show(
             tools,
             mcp_servers,
             knowledge_bases,
+            blocks => Value::from_serialize(&blocks),
             session => session.map(|s| s.as_str().to_owned()),
             messages,
         },

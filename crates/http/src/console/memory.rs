@@ -1,7 +1,8 @@
-//! An agent's memory in the console: browse and filter its entries (type, tag; expiry shown),
-//! add and delete one, add a document (a text or Markdown file, shown as its chunks), and a
-//! search whose hits show their explanation: vector and word ranks, similarity, importance,
-//! recency.
+//! An agent's memory in the console: browse and filter its entries (type, tag; expiry and
+//! origin shown; invalidated facts struck through, or what held "as of" a time), open one with
+//! its history and the exchange it was learned from, add and delete one, add a document (a text
+//! or Markdown file, shown as its chunks), and a search whose hits show their explanation:
+//! vector and word ranks, similarity, importance, recency.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentry_domain::ids::{AgentId, MemoryId};
@@ -17,7 +18,7 @@ use crate::extract::from_json_value;
 use crate::routes::agents::{AgentResponse, agent_id};
 use crate::routes::memory::{
     AddDocumentsRequest, AddMemoryRequest, ListMemoryQuery, MemoryEntryResponse, MemorySearchHit,
-    SearchMemoryRequest,
+    MemoryVersionResponse, SearchMemoryRequest,
 };
 
 /// Routes under `/console/{tenant_id}`.
@@ -25,6 +26,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/agents/{agent_id}/memory", web::get().to(browse))
         .route("/agents/{agent_id}/memory", web::post().to(add))
         .route("/agents/{agent_id}/memory/documents", web::post().to(add_document))
+        .route("/agents/{agent_id}/memory/{memory_id}", web::get().to(entry))
         .route("/agents/{agent_id}/memory/{memory_id}/delete", web::post().to(delete));
 }
 
@@ -38,6 +40,22 @@ struct BrowseQuery {
     page: Option<i64>,
     q: Option<String>,
     mode: Option<String>,
+    /// `on`: invalidated entries too.
+    invalid: Option<String>,
+    /// A `datetime-local` value (UTC) or an RFC 3339 time.
+    as_of: Option<String>,
+}
+
+/// An "as of" field's value as RFC 3339: a `datetime-local` value is read as UTC.
+fn as_of_time(raw: Option<String>) -> Option<String> {
+    let raw = blank_to_none(raw)?;
+    let has_zone =
+        raw.ends_with('Z') || raw[raw.len().saturating_sub(6)..].contains(['+', '-']) && raw.len() > 19;
+    Some(match (has_zone, raw.len()) {
+        (true, _) => raw,
+        (false, 16) => format!("{raw}:00Z"),
+        (false, _) => format!("{raw}Z"),
+    })
 }
 
 fn blank_to_none(value: Option<String>) -> Option<String> {
@@ -54,15 +72,19 @@ async fn browse(
     let agent = AgentResponse::from(state.agents.get(&c, &id).await?);
     let q: BrowseQuery = serde_urlencoded::from_str(req.query_string()).unwrap_or_default();
     let (memory_type, tag) = (blank_to_none(q.memory_type), blank_to_none(q.tag));
+    let (invalid, as_of) = (q.invalid.as_deref() == Some("on"), as_of_time(q.as_of));
     let list = ListMemoryQuery {
         agent_id: Some(id.to_string()),
         memory_type: memory_type.clone(),
         tag: tag.clone(),
         page: q.page,
         per_page: Some(PER_PAGE),
+        include_invalid: Some(invalid),
+        as_of: as_of.clone(),
     };
-    let (agent_filter, type_filter, tag_filter, page_of) = list.try_into_domain()?;
-    let (entries, total) = state.memory.list(&c, agent_filter, type_filter, tag_filter, page_of).await?;
+    let (agent_filter, type_filter, tag_filter, validity, page_of) = list.try_into_domain()?;
+    let (entries, total) =
+        state.memory.list(&c, agent_filter, type_filter, tag_filter, validity, page_of).await?;
     let entries: Vec<MemoryEntryResponse> = entries.into_iter().map(MemoryEntryResponse::from).collect();
     let query = blank_to_none(q.q);
     let hits: Option<Vec<MemorySearchHit>> = match &query {
@@ -81,9 +103,11 @@ async fn browse(
     let pages = total.div_ceil(u64::from(page_of.per_page)).max(1);
     // The filters as a query string, for the pager's links.
     let filters = format!(
-        "memory_type={}&tag={}",
+        "memory_type={}&tag={}&invalid={}&as_of={}",
         encode(memory_type.as_deref().unwrap_or_default()),
-        encode(tag.as_deref().unwrap_or_default())
+        encode(tag.as_deref().unwrap_or_default()),
+        if invalid { "on" } else { "" },
+        encode(as_of.as_deref().unwrap_or_default())
     );
     page(
         &c,
@@ -94,7 +118,8 @@ async fn browse(
             agent => Value::from_serialize(&agent),
             entries, total, pages, filters,
             page => page_of.page,
-            memory_type, tag, query, hits,
+            memory_type, tag, query, hits, invalid,
+            as_of => as_of.map(|t| t.chars().take(16).collect::<String>()),
             mode => q.mode.unwrap_or_else(|| "hybrid".to_owned()),
         },
     )
@@ -189,4 +214,55 @@ async fn delete(
     }
     state.memory.delete(&c, &memory).await?;
     Ok(redirect(memory_path(&c, &id)))
+}
+
+/// One entry: what it says, where it came from (its origin, and the exchange it was learned
+/// from), and its history.
+async fn entry(
+    state: web::Data<AppState>,
+    c: Console,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, agent, memory) = path.into_inner();
+    let id = agent_id(agent)?;
+    agentry_domain::validation::check_path_id(&memory, "memory_id")?;
+    let memory = MemoryId::from_string(memory);
+    let agent = AgentResponse::from(state.agents.get(&c, &id).await?);
+    let found = state.memory.get(&c, &memory).await?;
+    if found.agent_id.as_ref() != Some(&id) {
+        return Err(ApiError::not_found("no such memory for this agent"));
+    }
+    let history: Vec<MemoryVersionResponse> =
+        state.memory.history(&c, &memory).await?.into_iter().map(Into::into).collect();
+    // Each version's exchange (its last source message is the agent's reply).
+    let mut exchanges = Vec::new();
+    for version in &history {
+        let Some(reply) = version.source_message_ids.last() else { continue };
+        if exchanges.iter().any(|x: &serde_json::Value| x["reply_id"] == reply.as_str()) {
+            continue;
+        }
+        let reply_id = agentry_domain::ids::MessageId::from_string(reply.clone());
+        if let Some(x) = state.chat.learned_from(&c, &id, &reply_id).await? {
+            exchanges.push(json!({
+                "reply_id": reply,
+                "session_id": x.message.session_id.as_str(),
+                "message": x.message.content,
+                "reply": x.reply.content,
+                "at": x.reply.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            }));
+        }
+    }
+    let entry = MemoryEntryResponse::from(found);
+    page(
+        &c,
+        "agents",
+        &format!("Memory of {}", agent.name),
+        "memory_entry.html",
+        context! {
+            agent => Value::from_serialize(&agent),
+            entry => Value::from_serialize(&entry),
+            history => Value::from_serialize(&history),
+            exchanges,
+        },
+    )
 }

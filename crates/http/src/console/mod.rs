@@ -23,6 +23,7 @@ pub mod charts;
 mod render;
 pub mod session;
 
+mod agent_blocks;
 mod agent_knowledge;
 mod agent_tools;
 mod agents;
@@ -62,6 +63,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .configure(agents::configure)
                     .configure(agent_tools::configure)
                     .configure(agent_knowledge::configure)
+                    .configure(agent_blocks::configure)
                     .configure(memory::configure)
                     .configure(knowledge::configure)
                     .configure(workflows::configure)

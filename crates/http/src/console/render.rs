@@ -34,6 +34,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         "agent_delete.html",
         "memory.html",
         "memory_document.html",
+        "memory_entry.html",
         "workflows.html",
         "workflow.html",
         "workflow_delete.html",

@@ -1,6 +1,6 @@
 //! Every domain error as the HTTP layer answers it.
 
-use agentry_domain::agents::{AgentError, ChatError, ModelError};
+use agentry_domain::agents::{AgentError, BlockError, ChatError, ModelError};
 use agentry_domain::billing::BillingError;
 use agentry_domain::identity::{
     AccessError, ApiKeyError, LoginError, LogoutError, MeError, RecoveryError, RefreshError, RegisterError,
@@ -128,6 +128,22 @@ impl From<AgentError> for ApiError {
             AgentError::Invalid(v) => v.into(),
             AgentError::NotFound => Self::not_found("no such agent"),
             AgentError::Unexpected(e) => Self::internal(e),
+        }
+    }
+}
+
+impl From<BlockError> for ApiError {
+    fn from(e: BlockError) -> Self {
+        match e {
+            BlockError::Forbidden(f) => f.into(),
+            BlockError::Invalid(v) => v.into(),
+            BlockError::AgentNotFound => Self::not_found("no such agent"),
+            e @ BlockError::BlockNotFound(_) => Self::not_found(e.to_string()),
+            e @ (BlockError::OverLimit { .. } | BlockError::TextNotFound(_)) => {
+                Self::new(ErrorCode::ValidationError, e.to_string())
+            }
+            e @ BlockError::Conflict => Self::new(ErrorCode::Conflict, e.to_string()),
+            BlockError::Unexpected(e) => Self::internal(e),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `/agents`: agents' lifecycle, chat, and conversation history.
 
+pub mod blocks;
 mod knowledge;
 
 use actix_web::{HttpResponse, web};
@@ -25,6 +26,7 @@ pub use knowledge::{KnowledgeConfigRequest, KnowledgeConfigResponse};
 
 /// Registers the routes of this module under the current scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    blocks::configure(cfg);
     cfg.service(web::resource("/agents").route(web::get().to(list)).route(web::post().to(create))).service(
         web::resource("/agents/{agent_id}")
             .route(web::get().to(get))
@@ -88,6 +90,10 @@ pub struct AgentConfigRequest {
     /// How chat uses them; every key optional.
     #[schema(value_type = Option<KnowledgeConfigRequest>)]
     pub knowledge: Option<JsonObject<KnowledgeConfigRequest>>,
+    /// How its memory learns from its conversations: `auto` (default: the model when the
+    /// service's is OpenAI-compatible, else the rules), `rules`, `model` or `off`.
+    #[schema(schema_with = crate::schemas::memory_extraction_optional)]
+    pub memory_extraction: Option<String>,
 }
 
 /// A new agent.
@@ -133,6 +139,7 @@ impl CreateAgentRequest {
             v.optional("config.max_tool_rounds", c.max_tool_rounds, |n| tools::max_tool_rounds(n.0));
         let bases = knowledge::new_bases(&mut v, c.knowledge_bases);
         let knowledge = knowledge::new_settings(&mut v, c.knowledge);
+        let extraction = v.optional("config.memory_extraction", c.memory_extraction, |m| m.parse());
         let (
             name,
             agent_type,
@@ -147,6 +154,7 @@ impl CreateAgentRequest {
             max_tool_rounds,
             bases,
             knowledge,
+            extraction,
         ) = v.finish((
             name,
             agent_type,
@@ -161,6 +169,7 @@ impl CreateAgentRequest {
             max_tool_rounds,
             bases,
             knowledge,
+            extraction,
         ))?;
         Ok(NewAgent {
             name,
@@ -177,6 +186,7 @@ impl CreateAgentRequest {
                 max_tool_rounds,
                 knowledge_bases: bases,
                 knowledge,
+                memory_extraction: extraction.unwrap_or_default(),
             },
         })
     }
@@ -217,6 +227,10 @@ pub struct AgentConfigPatch {
     #[serde(default)]
     #[schema(value_type = Option<KnowledgeConfigRequest>)]
     pub knowledge: Patch<JsonObject<KnowledgeConfigRequest>>,
+    /// `auto`, `rules`, `model` or `off`; null: `auto`.
+    #[serde(default)]
+    #[schema(schema_with = crate::schemas::memory_extraction_optional)]
+    pub memory_extraction: Patch<String>,
 }
 
 /// A partial update: absent fields keep their value; null clears the fields that may be empty.
@@ -277,6 +291,7 @@ impl UpdateAgentRequest {
             nullable(&mut v, "config.max_tool_rounds", keys.max_tool_rounds, |n| tools::max_tool_rounds(n.0));
         let bases = knowledge::changed_bases(&mut v, keys.knowledge_bases);
         let knowledge = knowledge::changed_settings(&mut v, keys.knowledge);
+        let extraction = nullable(&mut v, "config.memory_extraction", keys.memory_extraction, |m| m.parse());
         let (
             name,
             agent_type,
@@ -291,6 +306,7 @@ impl UpdateAgentRequest {
             max_tool_rounds,
             bases,
             knowledge,
+            extraction,
         ) = v.finish((
             name,
             agent_type,
@@ -305,6 +321,7 @@ impl UpdateAgentRequest {
             max_tool_rounds,
             bases,
             knowledge,
+            extraction,
         ))?;
         Ok(AgentChanges {
             name,
@@ -327,6 +344,7 @@ impl UpdateAgentRequest {
                 max_tool_rounds,
                 knowledge_bases: bases,
                 knowledge,
+                memory_extraction: extraction,
             },
         })
     }
@@ -352,6 +370,9 @@ pub struct AgentConfigResponse {
     pub knowledge_bases: Vec<String>,
     /// How chat uses them (defaults filled in).
     pub knowledge: KnowledgeConfigResponse,
+    /// How its memory learns from its conversations.
+    #[schema(schema_with = crate::schemas::memory_extraction)]
+    pub memory_extraction: &'static str,
 }
 
 /// An agent.
@@ -403,6 +424,7 @@ impl From<Agent> for AgentResponse {
                 max_tool_rounds: a.config.max_tool_rounds,
                 knowledge_bases: a.config.knowledge_bases.iter().map(ToString::to_string).collect(),
                 knowledge: a.config.knowledge.into(),
+                memory_extraction: a.config.memory_extraction.as_str(),
             },
             created_at: a.created_at,
             updated_at: a.updated_at,

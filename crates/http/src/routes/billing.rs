@@ -75,7 +75,7 @@ pub struct LedgerEntryResponse {
     pub delta: i64,
     /// The available balance right after it.
     pub balance_after: i64,
-    /// `welcome_grant`, `chat_usage` or `purchase`.
+    /// `welcome_grant`, `chat_usage`, `purchase` or `memory_extraction`.
     pub reason: &'static str,
     /// The message or purchase that caused it.
     pub reference: Option<String>,

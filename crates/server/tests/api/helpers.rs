@@ -210,6 +210,10 @@ impl TestApp {
         self.client.delete(self.url(path)).bearer_auth(token).send().await.expect("request sent")
     }
 
+    pub async fn put_json_with_token(&self, path: &str, token: &str, body: &Value) -> Response {
+        self.client.put(self.url(path)).bearer_auth(token).json(body).send().await.expect("request sent")
+    }
+
     pub async fn patch_json_with_token(&self, path: &str, token: &str, body: &Value) -> Response {
         self.client.patch(self.url(path)).bearer_auth(token).json(body).send().await.expect("request sent")
     }

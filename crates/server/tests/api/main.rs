@@ -6,6 +6,7 @@ mod api_keys;
 mod auth;
 mod automations;
 mod billing;
+mod blocks;
 mod chat;
 mod console;
 mod console_knowledge;

@@ -1,7 +1,8 @@
 //! What memory learns from a conversation, stored: the facts extraction adds, rewords and
 //! invalidates, each change with its version in `memory_history` and its event, all in one
-//! transaction with the exchange's receipt (`memory_extractions`), so that the same exchange
-//! handed over twice changes nothing the second time.
+//! transaction with the exchange's receipt (`memory_extractions`) and the charge of the model
+//! calls that decided it, so that the same exchange handed over twice changes (and costs)
+//! nothing the second time.
 
 use agentry_domain::ids::{MemoryId, MessageId, TenantId};
 use agentry_domain::memory::learning::{Learned, MemoryChange, MemoryVersion};
@@ -12,7 +13,7 @@ use super::{MemoryStore, NewEntryRow, vector_bytes};
 use crate::database::StoreError;
 use crate::events::EventRow;
 use crate::leases::param;
-use crate::schema::{events, memory_entries, memory_extractions, memory_history};
+use crate::schema::{credit_holds, events, memory_entries, memory_extractions, memory_history};
 use crate::signals::WorkQueue;
 use crate::types::{DbJsonAs, DbTime, parse_stored};
 
@@ -61,6 +62,7 @@ impl MemoryStore {
         let events = EventRow::all(&learned.events)?;
         let changes = i32::try_from(learned.changes()).unwrap_or(i32::MAX);
         let first_version = first_version_sql(self.db.backend());
+        let charge = learned.charge.clone();
         let applied = transaction!(self.db, conn => {
             use memory_entries as m;
             let fresh = diesel::insert_into(memory_extractions::table)
@@ -76,6 +78,22 @@ impl MemoryStore {
                 .await?;
             if fresh == 0 {
                 return Ok::<_, StoreError>(false);
+            }
+            if let Some(s) = &charge {
+                // The hold goes, and what it set aside beyond the calls' cost goes back to the
+                // balance; a hold the stale-hold sweeper released already is charged all the same.
+                let held = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
+                    .returning(credit_holds::amount)
+                    .get_result::<i64>(conn)
+                    .await
+                    .optional()?
+                    .unwrap_or(0);
+                let cost = -s.entry.delta;
+                let (_, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
+                if let Some(low) = s.low_credit_event(settled, s.entry.created_at) {
+                    let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;
+                    diesel::insert_into(events::table).values(&row).execute(conn).await?;
+                }
             }
             if changes == 0 {
                 return Ok(true);
@@ -124,17 +142,20 @@ impl MemoryStore {
             }
             // A fact changes only while it holds and is the agent's: one another exchange
             // invalidated meanwhile is left as it is.
+            macro_rules! current {
+                ($id:expr) => {
+                    m::table
+                        .filter(m::tenant_id.eq(&tenant))
+                        .filter(m::id.eq($id))
+                        .filter(m::agent_id.eq(&agent))
+                        .filter(m::invalid_at.is_null())
+                };
+            }
             for u in &updated {
                 let id = u.id.to_string();
                 // Before the change: the first version recorded from the entry is its old text.
                 let next = next_version!(&id);
-                let n = diesel::update(
-                    m::table
-                        .filter(m::tenant_id.eq(&tenant))
-                        .filter(m::id.eq(&id))
-                        .filter(m::agent_id.eq(&agent))
-                        .filter(m::invalid_at.is_null()),
-                )
+                let n = diesel::update(current!(&id))
                 .set((
                     m::content.eq(&u.content),
                     m::embedding.eq(vector_bytes(&u.embedding.vector)),
@@ -153,13 +174,7 @@ impl MemoryStore {
             for i in &invalidated {
                 let id = i.id.to_string();
                 let next = next_version!(&id);
-                let n = diesel::update(
-                    m::table
-                        .filter(m::tenant_id.eq(&tenant))
-                        .filter(m::id.eq(&id))
-                        .filter(m::agent_id.eq(&agent))
-                        .filter(m::invalid_at.is_null()),
-                )
+                let n = diesel::update(current!(&id))
                 .set((
                     m::invalid_at.eq(Some(at)),
                     m::superseded_by.eq(i.superseded_by.as_ref().map(ToString::to_string)),

@@ -44,6 +44,7 @@ pub fn agent(id: &str, tenant: &str) -> Agent {
                 top_k: 7,
                 max_context_tokens: 900,
             },
+            memory_extraction: agentry_domain::agents::ExtractionMode::Model,
         },
         created_at: t0(),
         updated_at: t0(),

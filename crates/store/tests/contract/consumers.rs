@@ -75,7 +75,7 @@ async fn events_are_read_in_the_order_they_were_written_after_the_cursor(db: Dat
     assert_eq!(ids_of(&read), ["evt_c", "evt_a"]);
     assert!(read[0].at < read[1].at);
     let progress = Progress { cursor: Some(read[1].at.clone()), ..Progress::default() };
-    assert!(stream.commit("reader", &lease("l1"), &progress).await.unwrap());
+    assert!(stream.commit("reader", &lease("l1"), &progress, t0()).await.unwrap());
 
     let cursor = stream.acquire("reader", &lease("l2"), t0()).await.unwrap().unwrap();
     assert_eq!(cursor, read[1].at);
@@ -99,7 +99,7 @@ async fn a_consumer_is_held_by_one_pass_at_a_time(db: Database) {
     let later = t0() + Duration::minutes(6);
     assert!(stream.acquire("one", &lease("third"), later).await.unwrap().is_some());
     // A commit gives it back at once.
-    assert!(stream.commit("other", &lease("second"), &Progress::default()).await.unwrap());
+    assert!(stream.commit("other", &lease("second"), &Progress::default(), t0()).await.unwrap());
     assert!(stream.acquire("other", &lease("fourth"), t0()).await.unwrap().is_some());
 }
 
@@ -119,7 +119,7 @@ async fn a_commit_under_a_lost_lease_changes_nothing(db: Database) {
         failed_at: t0(),
     };
     let progress = Progress { cursor: Some(read[0].at.clone()), failed: vec![failed], recovered: vec![] };
-    assert!(!stream.commit("one", &lease("stalled"), &progress).await.unwrap());
+    assert!(!stream.commit("one", &lease("stalled"), &progress, t0()).await.unwrap());
     let status = stream.status().await.unwrap();
     let one = status.iter().find(|s| s.name == "one").unwrap();
     assert_eq!((one.cursor.clone(), one.failures.len()), (StreamPosition::default(), 0));
@@ -145,7 +145,7 @@ async fn failures_wait_for_their_time_park_and_are_retried_on_request(db: Databa
         ],
         recovered: vec![],
     };
-    assert!(stream.commit("one", &lease("a"), &progress).await.unwrap());
+    assert!(stream.commit("one", &lease("a"), &progress, t0()).await.unwrap());
     assert!(stream.due_failures("one", t0(), 10).await.unwrap().is_empty(), "not due yet");
     let due = stream.due_failures("one", t0() + Duration::seconds(2), 10).await.unwrap();
     assert_eq!(due.len(), 1, "the parked one is not due");
@@ -157,7 +157,7 @@ async fn failures_wait_for_their_time_park_and_are_retried_on_request(db: Databa
         failed: vec![failure("evt_1", 2, Some(t0() + Duration::seconds(4)))],
         ..Progress::default()
     };
-    assert!(stream.commit("one", &lease("b"), &again).await.unwrap());
+    assert!(stream.commit("one", &lease("b"), &again, t0()).await.unwrap());
     let status = stream.status().await.unwrap();
     let one = status.iter().find(|s| s.name == "one").unwrap();
     assert_eq!(one.failures.len(), 2);
@@ -169,7 +169,7 @@ async fn failures_wait_for_their_time_park_and_are_retried_on_request(db: Databa
     assert_eq!(due.iter().map(|d| d.0.event_id.as_str()).collect::<Vec<_>>(), ["evt_2"]);
     stream.acquire("one", &lease("c"), t0()).await.unwrap().unwrap();
     let recovered = Progress { recovered: vec![EventId::from_string("evt_2")], ..Progress::default() };
-    assert!(stream.commit("one", &lease("c"), &recovered).await.unwrap());
+    assert!(stream.commit("one", &lease("c"), &recovered, t0()).await.unwrap());
     let status = stream.status().await.unwrap();
     let one = status.iter().find(|s| s.name == "one").unwrap();
     assert_eq!(one.failures.iter().map(|f| f.event_id.as_str()).collect::<Vec<_>>(), ["evt_1"]);

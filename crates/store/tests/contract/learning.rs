@@ -1,9 +1,12 @@
+use agentry_domain::billing::{
+    CreditHold, CreditRepository, HoldRequest, LedgerEntry, LedgerReason, Settlement,
+};
 use agentry_domain::events::{EventLog, EventPayload, MemoryChangedData};
-use agentry_domain::ids::{AgentId, EventId, MemoryId, MessageId, TenantId};
-use agentry_domain::memory::learning::{Invalidation, Learned, MemoryChange};
+use agentry_domain::ids::{AgentId, CreditHoldId, EventId, LedgerEntryId, MemoryId, MessageId, TenantId};
+use agentry_domain::memory::learning::{Invalidation, Learned, MemoryChange, Reworded};
 use agentry_domain::memory::model::MemoryOrigin;
-use agentry_domain::memory::{MemoryFilter, MemoryRepository};
-use agentry_store::{Database, EventStore};
+use agentry_domain::memory::{MemoryFilter, MemoryRepository, Validity};
+use agentry_store::{CreditStore, Database, EventStore};
 use chrono::Duration;
 
 use super::memory::{embedded, entry, setup, t0};
@@ -12,6 +15,8 @@ crate::contract!(
     learning_adds_invalidates_and_records_history_once_per_exchange,
     invalidated_facts_are_found_only_when_asked_for_or_as_of_a_time_they_held,
     learning_never_touches_another_tenants_or_agents_fact,
+    a_model_extractions_charge_is_settled_with_what_it_learned_once,
+    a_reworded_fact_keeps_its_earlier_text_in_its_history,
 );
 
 const MODEL: &str = "test:2";
@@ -58,6 +63,7 @@ fn moved() -> Learned {
             created_at: at,
         }],
         at,
+        charge: None,
     }
 }
 
@@ -124,18 +130,22 @@ async fn invalidated_facts_are_found_only_when_asked_for_or_as_of_a_time_they_he
     assert_eq!(found(MemoryFilter { include_invalid: true, ..agent() }).await, ["mem_lyon", "mem_porto"]);
     let before = MemoryFilter { as_of: Some(t0() + Duration::minutes(30)), ..agent() };
     assert_eq!(found(before).await, ["mem_lyon"]);
-    let (listed, total) = repo
-        .list(
-            &tenant,
-            Some(AgentId::from_string("agt_1")),
-            None,
-            None,
-            later,
-            agentry_domain::pagination::Page::new(None, Some(10)).unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!((listed.len(), total), (1, 1), "a list shows what holds");
+    let list = |validity: Validity| {
+        let repo = repo.clone();
+        let tenant = tenant.clone();
+        async move {
+            let page = agentry_domain::pagination::Page::new(None, Some(10)).unwrap();
+            let agent = Some(AgentId::from_string("agt_1"));
+            let (listed, _) = repo.list(&tenant, agent, None, None, validity, later, page).await.unwrap();
+            let mut ids: Vec<String> = listed.into_iter().map(|e| e.id.into_string()).collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert_eq!(list(Validity::default()).await, ["mem_porto"], "a list shows what holds");
+    assert_eq!(list(Validity { include_invalid: true, as_of: None }).await, ["mem_lyon", "mem_porto"]);
+    let before = Validity { include_invalid: false, as_of: Some(t0() + Duration::minutes(30)) };
+    assert_eq!(list(before).await, ["mem_lyon"], "what held then");
 }
 
 async fn learning_never_touches_another_tenants_or_agents_fact(db: Database) {
@@ -156,5 +166,93 @@ async fn learning_never_touches_another_tenants_or_agents_fact(db: Database) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+/// A hold of 5 credits for a model extraction, and the charge of 2 settling it.
+async fn charged(db: &Database) -> Settlement {
+    let credits = CreditStore::new(db.clone());
+    let request = HoldRequest {
+        id: CreditHoldId::from_string("hld_extraction"),
+        tenant_id: TenantId::from_string("ten_1"),
+        wanted: 5,
+        minimum: 1,
+        created_at: t0(),
+    };
+    let hold: CreditHold = credits.hold(&request).await.unwrap().unwrap();
+    Settlement {
+        hold,
+        entry: LedgerEntry {
+            id: LedgerEntryId::from_string("led_extraction"),
+            tenant_id: TenantId::from_string("ten_1"),
+            delta: -2,
+            balance_after: 0,
+            reason: LedgerReason::MemoryExtraction,
+            reference: Some("msg_1".into()),
+            created_at: t0(),
+        },
+        low_threshold: 10,
+        low_event: EventId::from_string("evt_low"),
+    }
+}
+
+async fn a_model_extractions_charge_is_settled_with_what_it_learned_once(db: Database) {
+    let repo = setup(&db).await;
+    repo.insert(&[embedded(lyon(), [1.0, 0.0])], &[]).await.unwrap();
+    let credits = CreditStore::new(db.clone());
+    let tenant = TenantId::from_string("ten_1");
+    let before = credits.account(&tenant).await.unwrap().unwrap().0;
+    let learned = Learned { charge: Some(charged(&db).await), ..moved() };
+    assert_eq!(credits.account(&tenant).await.unwrap().unwrap().0, before - 5, "held");
+    assert!(repo.learn(&learned).await.unwrap());
+    assert_eq!(credits.account(&tenant).await.unwrap().unwrap().0, before - 2, "charged 2, 3 back");
+    assert_eq!(db.count_rows("credit_holds").await.unwrap(), 0);
+    let (ledger, _) = credits
+        .ledger(&tenant, agentry_domain::pagination::Page::new(None, Some(10)).unwrap())
+        .await
+        .unwrap();
+    let entry = ledger.iter().find(|e| e.reason == LedgerReason::MemoryExtraction).unwrap();
+    assert_eq!((entry.delta, entry.reference.as_deref()), (-2, Some("msg_1")));
+
+    // Handed over again (a second hold for it): nothing is applied, and nothing charged.
+    let again = Learned { charge: Some(charged(&db).await), ..moved() };
+    assert!(!repo.learn(&again).await.unwrap());
+    let held = credits.account(&tenant).await.unwrap().unwrap().0;
+    assert_eq!(held, before - 2 - 5, "the second hold stands until its caller releases it");
+    credits.release(&CreditHoldId::from_string("hld_extraction")).await.unwrap();
+    assert_eq!(credits.account(&tenant).await.unwrap().unwrap().0, before - 2);
+    let (ledger, _) = credits
+        .ledger(&tenant, agentry_domain::pagination::Page::new(None, Some(10)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(ledger.iter().filter(|e| e.reason == LedgerReason::MemoryExtraction).count(), 1);
+}
+
+async fn a_reworded_fact_keeps_its_earlier_text_in_its_history(db: Database) {
+    let repo = setup(&db).await;
+    repo.insert(&[embedded(lyon(), [1.0, 0.0])], &[]).await.unwrap();
+    let tenant = TenantId::from_string("ten_1");
+    let sources = vec![MessageId::from_string("msg_1"), MessageId::from_string("msg_2")];
+    let text = "The user lives in Lyon, near the Saône.";
+    let learned = Learned {
+        added: vec![],
+        invalidated: vec![],
+        updated: vec![Reworded {
+            id: MemoryId::from_string("mem_lyon"),
+            content: text.into(),
+            embedding: embedded(lyon(), [0.9, 0.1]).embedding,
+            source_message_ids: sources.clone(),
+        }],
+        events: vec![],
+        ..moved()
+    };
+    assert!(repo.learn(&learned).await.unwrap());
+    let now = repo.get(&tenant, &MemoryId::from_string("mem_lyon")).await.unwrap().unwrap();
+    assert_eq!((now.content.as_str(), now.invalid_at, now.source_message_ids), (text, None, sources));
+    let history = repo.history(&tenant, &MemoryId::from_string("mem_lyon")).await.unwrap();
+    let changes: Vec<_> = history.iter().map(|v| (v.version, v.change, v.content.as_str())).collect();
+    assert_eq!(
+        changes,
+        [(1, MemoryChange::Added, "The user lives in Lyon."), (2, MemoryChange::Updated, text)]
     );
 }

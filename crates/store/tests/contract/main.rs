@@ -7,6 +7,7 @@
 mod accounts;
 mod agents;
 mod api_keys;
+mod blocks;
 mod chat;
 mod consumers;
 mod credits;

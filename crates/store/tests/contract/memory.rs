@@ -5,6 +5,7 @@ use agentry_domain::events::{EventLog, EventPayload, EventType};
 use agentry_domain::ids::{AgentId, DocumentId, EventId, MemoryId, TenantId};
 use agentry_domain::memory::{
     EmbeddedEntry, Embedding, MemoryDocument, MemoryEntry, MemoryFilter, MemoryRepository, MemoryType, Merge,
+    Validity,
 };
 use agentry_domain::pagination::Page;
 use agentry_store::{Database, EventStore, MemoryStore};
@@ -95,17 +96,38 @@ async fn entries_are_stored_read_and_listed_per_tenant(db: Database) {
 
     assert_eq!(repo.get(&a.tenant_id, &a.id).await.unwrap(), Some(a.clone()));
     assert_eq!(repo.get(&a.tenant_id, &other.id).await.unwrap(), None, "another tenant's entry");
-    let (page, total) = repo.list(&a.tenant_id, None, None, None, t0(), Page::default()).await.unwrap();
+    let (page, total) =
+        repo.list(&a.tenant_id, None, None, None, Validity::default(), t0(), Page::default()).await.unwrap();
     assert_eq!((page, total), (vec![a.clone()], 1), "expired entries are not listed");
     let (page, total) = repo
-        .list(&a.tenant_id, Some(AgentId::from_string("agt_2")), None, None, t0(), Page::default())
+        .list(
+            &a.tenant_id,
+            Some(AgentId::from_string("agt_2")),
+            None,
+            None,
+            Validity::default(),
+            t0(),
+            Page::default(),
+        )
         .await
         .unwrap();
     assert_eq!((page.len(), total), (0, 0));
-    let (_, total) =
-        repo.list(&a.tenant_id, None, Some(MemoryType::Episodic), None, t0(), Page::default()).await.unwrap();
+    let (_, total) = repo
+        .list(
+            &a.tenant_id,
+            None,
+            Some(MemoryType::Episodic),
+            None,
+            Validity::default(),
+            t0(),
+            Page::default(),
+        )
+        .await
+        .unwrap();
     assert_eq!(total, 0);
-    let tagged = |tag: &str| repo.list(&a.tenant_id, None, None, Some(tag.to_owned()), t0(), Page::default());
+    let tagged = |tag: &str| {
+        repo.list(&a.tenant_id, None, None, Some(tag.to_owned()), Validity::default(), t0(), Page::default())
+    };
     assert_eq!(tagged("t").await.unwrap(), (vec![a.clone()], 1), "the entry's tag");
     for other_tag in ["x", "%", "_", "\"", "T"] {
         assert_eq!(tagged(other_tag).await.unwrap().1, 0, "no entry carries {other_tag:?}");
@@ -147,8 +169,10 @@ async fn a_key_is_upserted_into_one_entry_under_concurrent_writes(db: Database) 
         ids.insert(t.await.unwrap().id);
     }
     assert_eq!(ids.len(), 1, "every upsert answered the one entry: {ids:?}");
-    let (page, total) =
-        repo.list(&TenantId::from_string("ten_1"), None, None, None, t0(), Page::default()).await.unwrap();
+    let (page, total) = repo
+        .list(&TenantId::from_string("ten_1"), None, None, None, Validity::default(), t0(), Page::default())
+        .await
+        .unwrap();
     assert_eq!(total, 1);
     assert_eq!(&page[0].id, ids.iter().next().unwrap());
     assert_eq!(page[0].created_at, t0(), "created_at is kept");
@@ -293,7 +317,10 @@ async fn deleting_a_document_removes_its_chunks_everywhere(db: Database) {
     assert!(!repo.delete_document(&tenant, &doc.id).await.unwrap());
     assert!(repo.nearest(&tenant, MODEL, &[1.0, 0.0], &f, t0(), 10).await.unwrap().is_empty());
     assert!(repo.lexical(&tenant, &["refunds".to_owned()], &f, t0(), 10).await.unwrap().is_empty());
-    assert_eq!(repo.list(&tenant, None, None, None, t0(), Page::default()).await.unwrap().1, 0);
+    assert_eq!(
+        repo.list(&tenant, None, None, None, Validity::default(), t0(), Page::default()).await.unwrap().1,
+        0
+    );
 }
 
 async fn touch_counts_each_entry_once(db: Database) {

@@ -93,6 +93,7 @@ impl Mocks {
                 model: Arc::new(self.model),
                 tokens: Arc::new(tokens),
                 memory: Arc::new(NoRecall),
+                blocks: Arc::new(crate::agents::blocks::NoBlocks),
                 knowledge: Arc::new(self.knowledge),
                 tools: ToolRegistry::new(None).with(Arc::new(self.tools)),
                 ids: Arc::new(ids),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::agents::fixtures::{agent, exchange, t0};
-use crate::ids::{AgentId, MockIdGenerator, TenantId};
+use crate::ids::{AgentId, MockIdGenerator};
 use crate::memory::{
     EmbeddingModel, MemoryServiceDeps, MemorySettings, MockAgentDirectory, MockEmbedder, MockMemoryRepository,
 };
@@ -72,25 +72,9 @@ async fn an_exchange_handed_over_again_is_not_remembered_twice() {
     memories.expect_get().returning(|_, _| {
         Ok(Some(crate::memory::MemoryEntry {
             id: MemoryId::from_string("mem_01b"),
-            tenant_id: TenantId::from_string("ten_1"),
-            agent_id: Some(AgentId::from_string("agt_1")),
-            document_id: None,
             memory_type: MemoryType::Episodic,
-            key: None,
-            content: "User: hi\nAssistant: hello".into(),
             source: "chat".into(),
-            metadata: serde_json::Map::new(),
-            tags: Vec::new(),
-            importance: 0.5,
-            access_count: 0,
-            created_at: t0(),
-            updated_at: t0(),
-            expires_at: None,
-            valid_from: t0(),
-            invalid_at: None,
-            superseded_by: None,
-            origin: crate::memory::model::MemoryOrigin::Api,
-            source_message_ids: Vec::new(),
+            ..crate::memory::fixtures::entry("mem_01b", "User: hi\nAssistant: hello")
         }))
     });
     let episodic = memory(memories, 0);

@@ -34,6 +34,8 @@ crate::string_enum! {
         HttpRequest => "http_request",
         /// The tools of a registered MCP server.
         Mcp => "mcp",
+        /// Edits of the agent's own core memory blocks.
+        CoreMemory => "core_memory",
     }
 }
 
@@ -247,6 +249,11 @@ struct McpFields {
     tools: Option<McpToolNames>,
 }
 
+/// The fields of a `core_memory` entry: none (its two tools have fixed names).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoreMemoryFields {}
+
 /// The fields of a `memory_search` or `memory_add` tool.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -289,6 +296,7 @@ impl ToolType {
             Self::RunWorkflow => field_names::<RunWorkflowFields>(),
             Self::HttpRequest => field_names::<HttpRequestFields>(),
             Self::Mcp => field_names::<McpFields>(),
+            Self::CoreMemory => field_names::<CoreMemoryFields>(),
         }
     }
 }
@@ -378,6 +386,9 @@ fn tool(item: &Value, at: &str) -> Result<AgentTool, Vec<FieldError>> {
             description: None,
             kind: ToolKind::Mcp { server_id: f.server_id.0, tools: f.tools.map(|t| t.0) },
         }),
+        ToolType::CoreMemory => read_fields::<CoreMemoryFields>(fields, at, &takes, &mut refused)
+            .0
+            .map(|_| AgentTool { name: "core_memory".into(), description: None, kind: ToolKind::CoreMemory }),
     };
     let order = tool_type.fields();
     refused.sort_by_key(|r| {

@@ -69,6 +69,8 @@ pub enum ToolKind {
         /// The server's tools this agent uses; `None`: every tool the server allows.
         tools: Option<Vec<String>>,
     },
+    /// `core_memory_append` and `core_memory_replace` over the agent's own memory blocks.
+    CoreMemory,
 }
 
 impl ToolKind {
@@ -80,6 +82,7 @@ impl ToolKind {
             Self::RunWorkflow { .. } => "run_workflow",
             Self::HttpRequest { .. } => "http_request",
             Self::Mcp { .. } => "mcp",
+            Self::CoreMemory => "core_memory",
         }
     }
 }
@@ -148,6 +151,9 @@ impl AgentTool {
             }
             return out;
         }
+        if self.kind == ToolKind::CoreMemory {
+            return json!({"type": "core_memory"});
+        }
         let mut out = json!({"type": self.kind.type_name(), "name": self.name});
         if let Some(d) = &self.description {
             out["description"] = json!(d);
@@ -163,7 +169,7 @@ impl AgentTool {
                 out["allowed_hosts"] = json!(allowed_hosts);
                 out["method"] = json!(method.as_str());
             }
-            ToolKind::Mcp { .. } => {}
+            ToolKind::Mcp { .. } | ToolKind::CoreMemory => {}
         }
         out
     }
@@ -206,6 +212,9 @@ impl AgentTool {
             }
             ToolKind::Mcp { server_id, .. } => {
                 (format!("The tools of the MCP server {server_id}."), json!({"type": "object"}))
+            }
+            ToolKind::CoreMemory => {
+                ("Edits of your core memory blocks.".to_owned(), json!({"type": "object"}))
             }
         };
         ToolSpec {
@@ -291,8 +300,8 @@ impl AgentTool {
                     body,
                 })
             }
-            // Its provider calls the server's tools itself.
-            ToolKind::Mcp { .. } => return Err(ToolError::Unknown(self.name.clone())),
+            // Their providers perform these themselves.
+            ToolKind::Mcp { .. } | ToolKind::CoreMemory => return Err(ToolError::Unknown(self.name.clone())),
         })
     }
 }
@@ -456,7 +465,9 @@ mod tests {
             errors[4].message
         );
         assert!(
-            errors[8].message.contains("memory_search, memory_add, run_workflow, http_request, mcp"),
+            errors[8]
+                .message
+                .contains("memory_search, memory_add, run_workflow, http_request, mcp, core_memory"),
             "{}",
             errors[8].message
         );

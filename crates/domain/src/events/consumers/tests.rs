@@ -92,13 +92,14 @@ async fn a_pass_handles_new_events_in_order_and_moves_the_cursor_past_the_last()
         .returning(|_, _| Ok(batch(vec![streamed(5, "evt_b"), streamed(5, "evt_c"), streamed(9, "evt_d")])));
     stream
         .expect_commit()
-        .withf(|name, _, progress| {
-            name == "recorder"
+        .withf(|name, _, progress, now| {
+            *now == t0()
+                && name == "recorder"
                 && *progress
                     == Progress { cursor: Some(at(9, "evt_d")), failed: Vec::new(), recovered: Vec::new() }
         })
         .times(1)
-        .returning(|_, _, _| Ok(true));
+        .returning(|_, _, _, _| Ok(true));
     let consumer = recorder(Vec::new());
     assert_eq!(runner(stream).pass(&consumer).await.unwrap(), Passed { handled: 3, unsettled: false });
     assert_eq!(*consumer.handled.lock().unwrap(), ["evt_b", "evt_c", "evt_d"]);
@@ -112,7 +113,7 @@ async fn a_failed_event_is_recorded_for_a_retry_and_does_not_hold_the_cursor() {
     stream.expect_read_after().returning(|_, _| Ok(batch(vec![streamed(1, "evt_a"), streamed(2, "evt_b")])));
     stream
         .expect_commit()
-        .withf(|_, _, p| {
+        .withf(|_, _, p, _| {
             p.cursor == Some(at(2, "evt_b"))
                 && p.failed.len() == 1
                 && p.failed[0].event_id.as_str() == "evt_a"
@@ -121,7 +122,7 @@ async fn a_failed_event_is_recorded_for_a_retry_and_does_not_hold_the_cursor() {
                 && p.failed[0].error == "cannot handle evt_a"
         })
         .times(1)
-        .returning(|_, _, _| Ok(true));
+        .returning(|_, _, _, _| Ok(true));
     let consumer = recorder(vec!["evt_a"]);
     runner(stream).pass(&consumer).await.unwrap();
     assert_eq!(*consumer.handled.lock().unwrap(), ["evt_a", "evt_b"], "the next event is still handled");
@@ -146,7 +147,7 @@ async fn due_failures_are_tried_again_recovered_or_parked_after_the_last_attempt
     stream.expect_read_after().returning(|_, _| Ok(StreamBatch { events: Vec::new(), unsettled: true }));
     stream
         .expect_commit()
-        .withf(|_, _, p| {
+        .withf(|_, _, p, _| {
             p.cursor.is_none()
                 && p.recovered == [EventId::from_string("evt_ok")]
                 && p.failed.len() == 1
@@ -154,7 +155,7 @@ async fn due_failures_are_tried_again_recovered_or_parked_after_the_last_attempt
                 && p.failed[0].next_attempt_at.is_none()
         })
         .times(1)
-        .returning(|_, _, _| Ok(true));
+        .returning(|_, _, _, _| Ok(true));
     let consumer = recorder(vec!["evt_bad"]);
     assert_eq!(runner(stream).pass(&consumer).await.unwrap(), Passed { handled: 2, unsettled: true });
 }
@@ -178,9 +179,9 @@ async fn unwanted_and_unreadable_events_only_move_the_cursor() {
     });
     stream
         .expect_commit()
-        .withf(|_, _, p| p.cursor == Some(at(2, "evt_new")) && p.failed.is_empty())
+        .withf(|_, _, p, _| p.cursor == Some(at(2, "evt_new")) && p.failed.is_empty())
         .times(1)
-        .returning(|_, _, _| Ok(true));
+        .returning(|_, _, _, _| Ok(true));
     let consumer = recorder(Vec::new());
     assert_eq!(runner(stream).pass(&consumer).await.unwrap().handled, 2);
     assert!(consumer.handled.lock().unwrap().is_empty());
@@ -203,7 +204,7 @@ async fn one_consumers_failing_pass_does_not_stop_the_others() {
     });
     stream.expect_due_failures().returning(|_, _, _| Ok(Vec::new()));
     stream.expect_read_after().returning(|_, _| Ok(batch(vec![streamed(1, "evt_a")])));
-    stream.expect_commit().times(1).returning(|_, _, _| Ok(true));
+    stream.expect_commit().times(1).returning(|_, _, _, _| Ok(true));
 
     struct Broken;
     #[async_trait]

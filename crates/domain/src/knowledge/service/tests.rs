@@ -8,7 +8,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use super::upload::RECOGNITION_BYTES;
 use super::*;
 use crate::events::EventPayload;
-use crate::ids::{MockIdGenerator, UserId};
+use crate::ids::MockIdGenerator;
 use crate::knowledge::FILE_PART_BYTES;
 use crate::knowledge::document::{MediaType, ParseError, ParsedDocument, Section};
 use crate::knowledge::ingestion::{Ingestion, IngestionSettings};
@@ -18,7 +18,7 @@ use crate::knowledge::ports::{
     MockKnowledgeRepository,
 };
 use crate::memory::{EmbeddingModel, MockEmbedder};
-use crate::tenancy::{Credential, Plan, Role};
+use crate::tenancy::{Plan, Role};
 use crate::time::MockClock;
 use crate::tokens::MockTokenCounter;
 use crate::work::{Claimed, Lease, MockLeaseQueue, Outcome, WorkKind};
@@ -28,14 +28,7 @@ fn t0() -> DateTime<Utc> {
 }
 
 fn caller(role: Role) -> Principal {
-    Principal {
-        user_id: UserId::from_string("usr_1"),
-        tenant_id: TenantId::from_string("ten_1"),
-        plan: Plan::Starter,
-        role,
-        credential: Credential::AccessToken,
-        chain: Default::default(),
-    }
+    Principal::test(role)
 }
 
 fn base() -> KnowledgeBase {

@@ -17,6 +17,7 @@ pub struct Candidate {
 
 use chrono::{DateTime, Utc};
 
+use crate::billing::Settlement;
 use crate::events::Event;
 use crate::ids::{AgentId, MemoryId, MessageId, TenantId};
 use crate::memory::model::{EmbeddedEntry, Embedding};
@@ -97,6 +98,9 @@ pub struct Learned {
     pub events: Vec<Event>,
     /// When.
     pub at: DateTime<Utc>,
+    /// The model calls that decided it, settled with it (`None` for the rule extractor, which
+    /// costs nothing). The store charges it only when it applies the exchange.
+    pub charge: Option<Settlement>,
 }
 
 impl Learned {

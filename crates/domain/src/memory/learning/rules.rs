@@ -90,6 +90,40 @@ const RULES: &[Rule] = &[
     },
 ];
 
+/// When-phrases that may close a statement, none of them part of its value.
+const TIME_TAILS: &[&str] = &[
+    " now",
+    " these days",
+    " nowadays",
+    " recently",
+    " lately",
+    " yesterday",
+    " today",
+    " last week",
+    " last month",
+    " last year",
+    " this week",
+    " this month",
+    " this year",
+    " a while ago",
+    " for a while",
+    " for years",
+    " since then",
+];
+
+/// Where a closing "<count> <unit> ago" starts ("two years ago", "3 weeks ago", "a month ago").
+fn ago(lower: &str) -> Option<usize> {
+    let head = lower.strip_suffix(" ago")?;
+    let (head, unit) = head.rsplit_once(' ')?;
+    let units = ["day", "days", "week", "weeks", "month", "months", "year", "years"];
+    if !units.contains(&unit) {
+        return None;
+    }
+    let (head, count) = head.rsplit_once(' ')?;
+    let counts = ["a", "one", "two", "three", "four", "five", "six", "ten", "few", "some", "many"];
+    (counts.contains(&count) || count.bytes().all(|b| b.is_ascii_digit())).then_some(head.len())
+}
+
 /// Words after which a value stops: they start another thought.
 const STOPS: &[&str] = &[" and ", " but ", " so ", " because ", " which ", " though ", " although "];
 
@@ -103,33 +137,47 @@ pub fn extract(message: &str) -> Vec<Candidate> {
         if sentence.ends_with('?') {
             continue;
         }
-        let mut taken: Option<(usize, &Rule, &str)> = None;
-        for rule in RULES {
-            for trigger in rule.triggers {
-                if let Some(at) = find_phrase(&lower, trigger) {
-                    // The earliest trigger of the sentence wins; at the same place, the longest.
-                    let better = match taken {
-                        None => true,
-                        Some((best, _, best_trigger)) => {
-                            at < best || (at == best && trigger.len() > best_trigger.len())
-                        }
-                    };
-                    if better {
-                        taken = Some((at, rule, trigger));
-                    }
-                }
+        // Facts one after another ("my name is Ada and I live in Lyon"), each from the end
+        // of the one before.
+        let mut from = 0;
+        while let Some((at, rule, trigger)) = earliest_trigger(&lower, from) {
+            // The same byte offsets hold in the original: ASCII lower-casing keeps every length.
+            let Some(rest) = sentence.get(at + trigger.len()..) else { break };
+            let Some(value) = value_of(rest, rule.whole_sentence) else {
+                from = at + trigger.len();
+                continue;
+            };
+            from = at + trigger.len() + value.len();
+            let text = finish((rule.wording)(&value));
+            if !found.iter().any(|c| c.text.eq_ignore_ascii_case(&text)) {
+                found.push(Candidate { text, topic: rule.topic.map(str::to_owned) });
             }
-        }
-        let Some((at, rule, trigger)) = taken else { continue };
-        // The same byte offsets hold in the original: ASCII lower-casing keeps every length.
-        let Some(rest) = sentence.get(at + trigger.len()..) else { continue };
-        let Some(value) = value_of(rest, rule.whole_sentence) else { continue };
-        let text = finish((rule.wording)(&value));
-        if !found.iter().any(|c| c.text.eq_ignore_ascii_case(&text)) {
-            found.push(Candidate { text, topic: rule.topic.map(str::to_owned) });
+            if rule.whole_sentence || from >= lower.len() {
+                break;
+            }
         }
     }
     found
+}
+
+/// The first trigger in `lower` at or after `from`: at the same place, the longest.
+fn earliest_trigger(lower: &str, from: usize) -> Option<(usize, &'static Rule, &'static str)> {
+    let mut taken: Option<(usize, &Rule, &str)> = None;
+    for rule in RULES {
+        for trigger in rule.triggers {
+            let Some(found) = find_phrase(lower, trigger, from) else { continue };
+            let better = match taken {
+                None => true,
+                Some((best, _, best_trigger)) => {
+                    found < best || (found == best && trigger.len() > best_trigger.len())
+                }
+            };
+            if better {
+                taken = Some((found, rule, trigger));
+            }
+        }
+    }
+    taken
 }
 
 /// The sentences of `text`, trimmed, each with its closing mark.
@@ -153,10 +201,11 @@ fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
-/// Where `phrase` starts in `lower` as whole words (at the start, or after a space or a comma).
-fn find_phrase(lower: &str, phrase: &str) -> Option<usize> {
-    let mut from = 0;
-    while let Some(found) = lower[from..].find(phrase) {
+/// Where `phrase` first starts in `lower` at or after byte `from`, as whole words (at the
+/// start, or after a space or a comma).
+fn find_phrase(lower: &str, phrase: &str, from: usize) -> Option<usize> {
+    let mut from = from;
+    while let Some(found) = lower.get(from..)?.find(phrase) {
         let at = from + found;
         let before = lower[..at].chars().next_back();
         if before.is_none_or(|c| c == ' ' || c == ',' || c == '(' || c == '"' || c == '\'') {
@@ -176,18 +225,61 @@ fn value_of(rest: &str, whole_sentence: bool) -> Option<String> {
         if let Some(stop) = STOPS.iter().filter_map(|s| lower.find(s)).min() {
             value = value.get(..stop).unwrap_or(value);
         }
-        // "now" said before the value ("I live in Porto now") is no part of it.
-        for tail in [" now", " these days", " nowadays"] {
-            if value.to_ascii_lowercase().ends_with(tail) {
-                value = value.get(..value.len() - tail.len()).unwrap_or(value);
+        // When it became true ("I moved to Porto last week", "… two years ago", "… now") is
+        // no part of the fact: the fact's own time says that.
+        loop {
+            let lower = value.to_ascii_lowercase();
+            let cut = TIME_TAILS
+                .iter()
+                .find(|t| lower.ends_with(*t))
+                .map(|t| value.len() - t.len())
+                .or_else(|| ago(&lower));
+            match cut {
+                Some(end) if end > 0 => {
+                    value = value.get(..end).unwrap_or(value).trim_end_matches([',', ' '])
+                }
+                _ => break,
             }
         }
     }
     let value = value.trim().trim_end_matches(['.', '!', ';', ',', ':']).trim();
-    if value.is_empty() {
+    // "I love it": a pronoun names nothing the agent could remember.
+    let pronouns = ["it", "this", "that", "them", "you", "him", "her", "these", "those", "so"];
+    if value.is_empty() || pronouns.contains(&value.to_ascii_lowercase().as_str()) {
         return None;
     }
     Some(value.chars().take(MAX_VALUE_CHARS).collect())
+}
+
+/// `message` asked in the person facts are worded in: "Where do I live?" reads "Where do the
+/// user live?", which finds "The user lives in Porto." where the first person would not (the
+/// embedding and the word match both see "user"). What is not first person stays as it is.
+pub fn in_the_third_person(message: &str) -> String {
+    let mut out = String::with_capacity(message.len() + 16);
+    let mut changed = false;
+    for (i, word) in message.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let core = word.trim_end_matches(['?', '!', '.', ',', ';', ':']);
+        let tail = &word[core.len()..];
+        let replaced = match core.to_ascii_lowercase().as_str() {
+            "i" | "me" => Some("the user"),
+            "my" | "mine" => Some("the user's"),
+            "i'm" | "i’m" => Some("the user is"),
+            "myself" => Some("the user"),
+            _ => None,
+        };
+        match replaced {
+            Some(r) => {
+                changed = true;
+                out.push_str(r);
+                out.push_str(tail);
+            }
+            None => out.push_str(word),
+        }
+    }
+    if changed { out } else { message.to_owned() }
 }
 
 /// `text` as a sentence: a capital first letter and a closing full stop.
@@ -220,10 +312,6 @@ mod tests {
         assert_eq!(facts("Hi! My name is Ada."), [fact("The user's name is Ada.", Some("name"))]);
         assert_eq!(facts("I live in Lyon"), [fact("The user lives in Lyon.", Some("home"))]);
         assert_eq!(facts("Good news: I moved to Porto!"), [fact("The user lives in Porto.", Some("home"))]);
-        assert_eq!(
-            facts("i work at Acme Corp and I love it"),
-            [fact("The user works at Acme Corp.", Some("employer"))]
-        );
         assert_eq!(
             facts("Please call me Captain."),
             [fact("The user wants to be called Captain.", Some("preferred_name"))]
@@ -264,6 +352,49 @@ mod tests {
         assert_eq!(facts("I prefer version 3.5 of it."), [fact("The user prefers version 3.5 of it.", None)]);
         let long = format!("I live in {}", "x".repeat(500));
         assert_eq!(extract(&long)[0].text.chars().count(), "The user lives in ".len() + MAX_VALUE_CHARS + 1);
+    }
+
+    #[test]
+    fn one_sentence_may_state_several_facts() {
+        assert_eq!(
+            facts("Hello, my name is Ada and I live in Lyon."),
+            [fact("The user's name is Ada.", Some("name")), fact("The user lives in Lyon.", Some("home"))]
+        );
+        assert_eq!(
+            facts("i work at Acme Corp and I love it"),
+            [fact("The user works at Acme Corp.", Some("employer"))],
+            "a pronoun names nothing"
+        );
+        assert_eq!(facts("I love it, and my name is Ada."), [fact("The user's name is Ada.", Some("name"))]);
+    }
+
+    #[test]
+    fn when_it_became_true_is_no_part_of_the_fact() {
+        for said in [
+            "I moved to Porto last week.",
+            "I moved to Porto two years ago",
+            "I moved to Porto 3 months ago, recently",
+            "I live in Porto these days!",
+            "I live in Porto now.",
+        ] {
+            assert_eq!(facts(said), [fact("The user lives in Porto.", Some("home"))], "{said}");
+        }
+        assert_eq!(
+            facts("I work at Ago Systems"),
+            [fact("The user works at Ago Systems.", Some("employer"))],
+            "a name is kept"
+        );
+        assert_eq!(facts("I like walks a day ago"), [fact("The user likes walks.", None)]);
+    }
+
+    #[test]
+    fn a_question_is_asked_in_the_person_facts_are_worded_in() {
+        assert_eq!(in_the_third_person("Where do I live these days?"), "Where do the user live these days?");
+        assert_eq!(
+            in_the_third_person("What's my name, and I'm who?"),
+            "What's the user's name, and the user is who?"
+        );
+        assert_eq!(in_the_third_person("Is it in Illinois?"), "Is it in Illinois?", "only whole words");
     }
 
     #[test]

@@ -1,16 +1,21 @@
 //! Learning from conversations: the facts a stored exchange states, compared with what the
-//! agent knows and applied with their history ([`MemoryService::learn_by_rules`]), and an
-//! entry's history ([`MemoryService::history`]).
+//! agent knows and applied with their history, decided by rules
+//! ([`MemoryService::learn_by_rules`]) or by a model shown the agent's nearest facts
+//! ([`MemoryService::facts_near`], [`MemoryService::learn_decided`]); and an entry's history
+//! ([`MemoryService::history`]).
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::{MemoryError, MemoryService, NewMemory};
+use crate::billing::Settlement;
 use crate::events::{Event, EventPayload, MemoryChangedData};
 use crate::ids::{AgentId, MemoryId, MessageId, TenantId};
 use crate::memory::learning::decision::{self, Decision};
-use crate::memory::learning::{Candidate, Invalidation, Learned, MemoryChange, MemoryVersion, rules};
-use crate::memory::model::{EmbeddedEntry, MemoryEntry, MemoryFilter, MemoryOrigin, MemoryType};
+use crate::memory::learning::{
+    Candidate, Invalidation, Learned, MemoryChange, MemoryVersion, Reworded, rules,
+};
+use crate::memory::model::{EmbeddedEntry, Embedding, MemoryEntry, MemoryFilter, MemoryOrigin, MemoryType};
 use crate::tenancy::{Permission, Principal};
 
 /// Known facts a candidate is compared with.
@@ -27,6 +32,8 @@ pub struct ExchangeText {
     pub reply_id: MessageId,
     /// The user's text: what facts are taken from.
     pub message: String,
+    /// The agent's reply: what a model extractor reads the message with.
+    pub reply: String,
     /// When the reply was stored.
     pub at: DateTime<Utc>,
 }
@@ -70,10 +77,76 @@ impl MemoryService {
             };
             let on_topic: Vec<MemoryEntry> = on_topic.into_iter().map(|(e, _)| e).collect();
             for d in decision::by_rules(&candidate, &on_topic, &similar) {
-                plan.push(d, &candidate, &on_topic, vector.clone());
+                plan.push(d, candidate.topic.as_ref(), &on_topic, Some(vector.clone()));
             }
         }
-        let learned = self.learned(tenant, agent, exchange, plan);
+        self.apply(tenant, agent, exchange, plan, None).await
+    }
+
+    /// The agent's current semantic facts nearest to `text`, best first: what a model deciding
+    /// on an exchange is shown (and the only facts its answer may name).
+    ///
+    /// # Errors
+    /// [`MemoryError::Embedding`], or storage failing.
+    pub async fn facts_near(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        let vector = self.embed_one(text).await?;
+        let near = self.nearest_facts(tenant, agent, &vector.vector, Map::new(), limit).await?;
+        Ok(near.into_iter().map(|(e, _)| e).collect())
+    }
+
+    /// Applies what a model decided about one exchange (`decisions`, validated against
+    /// `shown`, the facts it was shown), with `charge` settling its calls in the same
+    /// transaction. An `INVALIDATE` followed by an `ADD` is a fact replaced: the new one
+    /// supersedes it. How many facts changed; `None` when this exchange was learned from
+    /// already (nothing is changed or charged then: the caller releases its hold).
+    ///
+    /// # Errors
+    /// [`MemoryError::Embedding`], or storage failing.
+    pub async fn learn_decided(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        exchange: &ExchangeText,
+        decisions: Vec<Decision>,
+        shown: &[MemoryEntry],
+        charge: Option<Settlement>,
+    ) -> Result<Option<usize>, MemoryError> {
+        let texts: Vec<String> = decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Add { text, .. } | Decision::Update { text, .. } => Some(text.clone()),
+                Decision::Invalidate { .. } => None,
+            })
+            .collect();
+        let mut vectors = if texts.is_empty() { Vec::new() } else { self.embed(texts).await? }.into_iter();
+        let mut plan = Plan::default();
+        for d in decisions {
+            let embedding = match d {
+                Decision::Invalidate { .. } => None,
+                _ => vectors.next(),
+            };
+            plan.push(d, None, shown, embedding);
+        }
+        self.apply(tenant, agent, exchange, plan, charge).await
+    }
+
+    /// Stores `plan` (with `charge`), once per exchange.
+    async fn apply(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        exchange: &ExchangeText,
+        plan: Plan,
+        charge: Option<Settlement>,
+    ) -> Result<Option<usize>, MemoryError> {
+        let mut learned = self.learned(tenant, agent, exchange, plan);
+        learned.charge = charge;
         let changes = learned.changes();
         Ok(self.deps.memories.learn(&learned).await?.then_some(changes))
     }
@@ -121,6 +194,7 @@ impl MemoryService {
             invalidated: Vec::new(),
             events: Vec::new(),
             at,
+            charge: None,
         };
         let mut replaced: Vec<(MemoryEntry, String, Option<MemoryId>)> = Vec::new();
         for step in plan.0 {
@@ -150,6 +224,20 @@ impl MemoryService {
                     let data = changed(&entry, None, None, &sources);
                     learned.events.push(self.memory_event(tenant, EventPayload::MemoryCreated(data)));
                     learned.added.push(EmbeddedEntry { entry, embedding });
+                }
+                Step::Update { old, text, embedding } => {
+                    let mut source_message_ids = old.source_message_ids.clone();
+                    source_message_ids
+                        .extend(sources.iter().filter(|s| !old.source_message_ids.contains(s)).cloned());
+                    let now = MemoryEntry { content: text.clone(), ..*old };
+                    let data = changed(&now, None, None, &sources);
+                    learned.events.push(self.memory_event(tenant, EventPayload::MemoryUpdated(data)));
+                    learned.updated.push(Reworded {
+                        id: now.id,
+                        content: text,
+                        embedding,
+                        source_message_ids,
+                    });
                 }
                 Step::Invalidate { old, reason } => replaced.push((*old, reason, None)),
             }
@@ -214,11 +302,9 @@ fn changed(
 /// One change learning decided, in order.
 enum Step {
     /// A new fact, replacing these (with the reason each is invalidated).
-    Add {
-        candidate: Candidate,
-        embedding: crate::memory::model::Embedding,
-        replaces: Vec<(MemoryEntry, String)>,
-    },
+    Add { candidate: Candidate, embedding: Embedding, replaces: Vec<(MemoryEntry, String)> },
+    /// A known fact, reworded.
+    Update { old: Box<MemoryEntry>, text: String, embedding: Embedding },
     /// A fact that no longer holds, replaced by nothing.
     Invalidate { old: Box<MemoryEntry>, reason: String },
 }
@@ -228,34 +314,41 @@ enum Step {
 struct Plan(Vec<Step>);
 
 impl Plan {
-    /// Adds `decision` about `candidate` (`known`: the facts it was decided on).
+    /// Adds `decision` (on `topic`, if its candidate has one; `known`: the facts it was decided
+    /// on, the only ones it may change; `embedding`: its text's, for an add or an update).
     fn push(
         &mut self,
         decision: Decision,
-        candidate: &Candidate,
+        topic: Option<&String>,
         known: &[MemoryEntry],
-        embedding: crate::memory::model::Embedding,
+        embedding: Option<Embedding>,
     ) {
+        let known_entry = |id| known.iter().find(|e| &e.id == id).map(|e| Box::new(e.clone()));
         match decision {
-            Decision::Add { text, topic } => {
-                // The invalidations decided with it are replaced by this fact.
+            Decision::Add { text, topic: own } => {
+                let Some(embedding) = embedding else { return };
+                // The invalidations decided just before it are replaced by this fact.
                 let mut replaces = Vec::new();
                 while let Some(Step::Invalidate { .. }) = self.0.last() {
                     if let Some(Step::Invalidate { old, reason }) = self.0.pop() {
                         replaces.push((*old, reason));
                     }
                 }
-                let candidate = Candidate { text, topic: topic.or_else(|| candidate.topic.clone()) };
+                let candidate = Candidate { text, topic: own.or_else(|| topic.cloned()) };
                 self.0.push(Step::Add { candidate, embedding, replaces });
             }
-            Decision::Invalidate { id, reason } => {
-                if let Some(old) = known.iter().find(|e| e.id == id) {
-                    self.0.push(Step::Invalidate { old: Box::new(old.clone()), reason });
+            Decision::Update { id, text } => {
+                // The same words again change nothing.
+                let old = known_entry(&id).filter(|old| old.content.trim() != text.trim());
+                if let (Some(old), Some(embedding)) = (old, embedding) {
+                    self.0.push(Step::Update { old, text, embedding });
                 }
             }
-            // The rule extractor rewords nothing; a model's updates come with the model
-            // extractor.
-            Decision::Update { .. } => {}
+            Decision::Invalidate { id, reason } => {
+                if let Some(old) = known_entry(&id) {
+                    self.0.push(Step::Invalidate { old, reason });
+                }
+            }
         }
     }
 }

@@ -277,8 +277,9 @@ impl MemoryService {
         if d.memories.vector_count(tenant, &model, &filter, d.clock.now()).await? == 0 {
             return Ok(Vec::new());
         }
-        let hits =
-            self.rank(tenant, message, &filter, self.settings.recall_top_k, SearchMode::Hybrid).await?;
+        // Facts are worded about "the user": asked so too, "where do I live?" finds them.
+        let query = crate::memory::learning::rules::in_the_third_person(message);
+        let hits = self.rank(tenant, &query, &filter, self.settings.recall_top_k, SearchMode::Hybrid).await?;
         let mut used = 0;
         let mut recalled = Vec::new();
         let relevant = hits.into_iter().filter(|h| h.ranking.score >= self.settings.recall_min_score);

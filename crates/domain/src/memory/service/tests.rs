@@ -8,9 +8,9 @@ use serde_json::json;
 use super::consolidation::plan_merges;
 use super::*;
 use crate::events::EventPayload;
-use crate::ids::{MockIdGenerator, UserId};
+use crate::ids::MockIdGenerator;
 use crate::memory::{EmbeddingModel, MemoryFilter, MockAgentDirectory, MockEmbedder, MockMemoryRepository};
-use crate::tenancy::{Credential, Plan, Role};
+use crate::tenancy::Role;
 use crate::time::MockClock;
 use crate::tokens::MockTokenCounter;
 
@@ -23,39 +23,11 @@ fn tenant() -> TenantId {
 }
 
 fn caller(role: Role) -> Principal {
-    Principal {
-        user_id: UserId::from_string("usr_1"),
-        tenant_id: TenantId::from_string("ten_1"),
-        plan: Plan::Starter,
-        role,
-        credential: Credential::AccessToken,
-        chain: Default::default(),
-    }
+    Principal::test(role)
 }
 
 fn entry(id: &str, content: &str) -> MemoryEntry {
-    MemoryEntry {
-        id: MemoryId::from_string(id),
-        tenant_id: TenantId::from_string("ten_1"),
-        agent_id: Some(AgentId::from_string("agt_1")),
-        document_id: None,
-        memory_type: MemoryType::Semantic,
-        key: None,
-        content: content.into(),
-        source: "api".into(),
-        metadata: Map::new(),
-        tags: Vec::new(),
-        importance: 0.5,
-        access_count: 0,
-        created_at: t0(),
-        updated_at: t0(),
-        expires_at: None,
-        valid_from: t0(),
-        invalid_at: None,
-        superseded_by: None,
-        origin: crate::memory::model::MemoryOrigin::Api,
-        source_message_ids: Vec::new(),
-    }
+    crate::memory::fixtures::entry(id, content)
 }
 
 fn new_memory(content: &str) -> NewMemory {
@@ -469,6 +441,7 @@ fn exchange(message: &str) -> ExchangeText {
         message_id: crate::ids::MessageId::from_string("msg_1"),
         reply_id: crate::ids::MessageId::from_string("msg_2"),
         message: message.into(),
+        reply: "Noted.".into(),
         at: t0(),
     }
 }

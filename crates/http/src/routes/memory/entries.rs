@@ -4,6 +4,7 @@
 use agentry_domain::memory::ranking::DEFAULT_MIN_SCORE;
 use agentry_domain::workflows::outputs::{MemoryEntryOutput, MemoryHit};
 
+use agentry_domain::memory::Validity;
 use agentry_domain::memory::model::MemoryOrigin;
 
 use super::*;
@@ -222,6 +223,11 @@ pub struct ListMemoryQuery {
     /// Items per page, 1–100 (default 20).
     #[param(minimum = 1, maximum = 100)]
     pub per_page: Option<i64>,
+    /// Invalidated entries (a later fact contradicted them) too; default false.
+    pub include_invalid: Option<bool>,
+    /// What held at this time (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub as_of: Option<String>,
 }
 
 /// A page of memories.
@@ -237,7 +243,8 @@ pub struct MemoryList {
     pub per_page: u32,
 }
 
-/// List memories, optionally of one agent and type; expired ones are left out.
+/// List memories, optionally of one agent and type; expired ones are left out, and so are
+/// invalidated ones unless `include_invalid` or `as_of` asks for them.
 #[utoipa::path(
     get, path = "/api/v1/memory", tag = "memory", operation_id = "listMemory",
     security(("bearer" = [])), params(ListMemoryQuery),
@@ -251,8 +258,8 @@ pub async fn list(
     caller: Caller,
     query: QueryParams<ListMemoryQuery>,
 ) -> Result<Reply<MemoryList>, ApiError> {
-    let (agent, memory_type, tag, page) = query.0.try_into_domain()?;
-    let (entries, total) = state.memory.list(&caller, agent, memory_type, tag, page).await?;
+    let (agent, memory_type, tag, validity, page) = query.0.try_into_domain()?;
+    let (entries, total) = state.memory.list(&caller, agent, memory_type, tag, validity, page).await?;
     Ok(Reply::ok(MemoryList {
         memories: entries.into_iter().map(MemoryEntryResponse::from).collect(),
         total,
@@ -261,11 +268,11 @@ pub async fn list(
     }))
 }
 
-/// What a memory list asks for: the agent, the type, the tag and the page.
-pub(crate) type ListFilters = (Option<AgentId>, Option<MemoryType>, Option<String>, Page);
+/// What a memory list asks for: the agent, the type, the tag, the validity and the page.
+pub(crate) type ListFilters = (Option<AgentId>, Option<MemoryType>, Option<String>, Validity, Page);
 
 impl ListMemoryQuery {
-    /// The agent, type, tag and page asked for.
+    /// The agent, type, tag, validity and page asked for.
     pub(crate) fn try_into_domain(self) -> Result<ListFilters, ValidationErrors> {
         let q = self;
         let mut v = Validator::new();
@@ -283,7 +290,10 @@ impl ListMemoryQuery {
         let page = v.check_nested(
             PageQuery { page: q.page, per_page: q.per_page }.try_into_domain().map_err(first_error),
         );
-        v.finish((agent, memory_type, tag, page))
+        let as_of = v.optional("as_of", q.as_of, as_of);
+        let (agent, memory_type, tag, page, as_of) = v.finish((agent, memory_type, tag, page, as_of))?;
+        let validity = Validity { include_invalid: q.include_invalid.unwrap_or(false), as_of };
+        Ok((agent, memory_type, tag, validity, page))
     }
 }
 
@@ -337,6 +347,19 @@ pub struct MemoryVersionResponse {
     pub at: DateTime<Utc>,
 }
 
+impl From<agentry_domain::memory::learning::MemoryVersion> for MemoryVersionResponse {
+    fn from(v: agentry_domain::memory::learning::MemoryVersion) -> Self {
+        Self {
+            version: v.version,
+            content: v.content,
+            change: v.change.as_str(),
+            reason: v.reason,
+            source_message_ids: v.source_message_ids.into_iter().map(|m| m.into_string()).collect(),
+            at: v.at,
+        }
+    }
+}
+
 /// A memory's history: each version with what changed it and the chat messages it came from.
 #[utoipa::path(
     get, path = "/api/v1/memory/{memory_id}/history", tag = "memory", operation_id = "getMemoryHistory",
@@ -353,19 +376,7 @@ pub async fn history(
     path: web::Path<String>,
 ) -> Result<Reply<Vec<MemoryVersionResponse>>, ApiError> {
     let versions = state.memory.history(&caller, &memory_id(path.into_inner(), "memory_id")?).await?;
-    Ok(Reply::ok(
-        versions
-            .into_iter()
-            .map(|v| MemoryVersionResponse {
-                version: v.version,
-                content: v.content,
-                change: v.change.as_str(),
-                reason: v.reason,
-                source_message_ids: v.source_message_ids.into_iter().map(|m| m.into_string()).collect(),
-                at: v.at,
-            })
-            .collect(),
-    ))
+    Ok(Reply::ok(versions.into_iter().map(Into::into).collect()))
 }
 
 /// Delete a memory.

@@ -1,35 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
-use chrono::{TimeZone, Utc};
-
 use super::*;
-use crate::ids::{AgentId, TenantId};
-use crate::memory::model::MemoryType;
 
 fn fact(id: &str, content: &str) -> MemoryEntry {
-    let at = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
-    MemoryEntry {
-        id: MemoryId::from_string(id),
-        tenant_id: TenantId::from_string("ten_1"),
-        agent_id: Some(AgentId::from_string("agt_1")),
-        document_id: None,
-        memory_type: MemoryType::Semantic,
-        key: None,
-        content: content.into(),
-        source: "chat".into(),
-        metadata: serde_json::Map::new(),
-        tags: Vec::new(),
-        importance: 0.5,
-        access_count: 0,
-        created_at: at,
-        updated_at: at,
-        expires_at: None,
-        valid_from: at,
-        invalid_at: None,
-        superseded_by: None,
-        origin: crate::memory::model::MemoryOrigin::Api,
-        source_message_ids: Vec::new(),
-    }
+    crate::memory::fixtures::entry(id, content)
 }
 
 fn candidate(text: &str, topic: Option<&str>) -> Candidate {

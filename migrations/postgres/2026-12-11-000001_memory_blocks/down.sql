@@ -1,0 +1,2 @@
+DROP TABLE memory_block_history;
+DROP TABLE memory_blocks;
