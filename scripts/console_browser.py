@@ -312,16 +312,20 @@ class Walk:
         self.fill("new-block-label", "human")
         self.fill("new-block-value", "Name: Ada.")
         self.fill("new-block-limit", "200")
+        form = self.find("#new-block")
         self.find("#add-block").click()
-        self.wait(ec.presence_of_element_located((By.ID, "block-human")))
+        self.wait(ec.staleness_of(form))
+        assert self.driver.find_elements(By.ID, "block-human"), self.find("main").text
         shown = self.find("#block-human").text
         assert "10 of 200 characters" in shown and "version 1" in shown, shown
         Select(self.find("#config\\.memory_extraction")).select_by_value("rules")
         semantic = self.find("input[name=memory_types][value=semantic]")
         if not semantic.is_selected():
             semantic.click()
+        form = self.find("#edit-agent")
         self.find("#save-agent").click()
-        self.wait(ec.presence_of_element_located((By.ID, "block-human")))
+        self.wait(ec.staleness_of(form))
+        assert self.driver.find_elements(By.ID, "block-human"), self.find("main").text
         chosen = Select(self.find("#config\\.memory_extraction")).first_selected_option.get_attribute("value")
         assert chosen == "rules", chosen
         self.check("agent-core-memory", narrow=True)
@@ -497,7 +501,8 @@ class Walk:
         link.click()
         self.wait(ec.url_contains("#chunk-"))
         chunk = self.driver.current_url.split("#", 1)[1]
-        assert "fourteen days" in self.find(f"#{chunk}").text, "the cited chunk is in view"
+        cited = self.wait(ec.presence_of_element_located((By.ID, chunk)))
+        assert "fourteen days" in cited.text, "the cited chunk is in view"
         self.check("knowledge-citation", narrow=True)
 
     def without_javascript(self):
