@@ -65,15 +65,17 @@ impl MemoryService {
         let vectors = self.embed(texts).await?;
         let mut plan = Plan::default();
         for (candidate, vector) in candidates.into_iter().zip(vectors) {
-            let similar =
-                self.nearest_facts(tenant, agent, &vector.vector, Map::new(), SIMILAR_FACTS).await?;
-            let on_topic = match &candidate.topic {
+            // On a topic, what is known on it decides; without one, the nearest facts do.
+            let (similar, on_topic) = match &candidate.topic {
                 Some(topic) => {
                     let mut only = Map::new();
                     only.insert("topic".into(), Value::String(topic.clone()));
-                    self.nearest_facts(tenant, agent, &vector.vector, only, TOPIC_FACTS).await?
+                    (Vec::new(), self.nearest_facts(tenant, agent, &vector.vector, only, TOPIC_FACTS).await?)
                 }
-                None => Vec::new(),
+                None => (
+                    self.nearest_facts(tenant, agent, &vector.vector, Map::new(), SIMILAR_FACTS).await?,
+                    Vec::new(),
+                ),
             };
             let on_topic: Vec<MemoryEntry> = on_topic.into_iter().map(|(e, _)| e).collect();
             for d in decision::by_rules(&candidate, &on_topic, &similar) {
