@@ -46,15 +46,16 @@ struct BrowseQuery {
     as_of: Option<String>,
 }
 
-/// An "as of" field's value as RFC 3339: a `datetime-local` value is read as UTC.
+/// An "as of" field's value as RFC 3339: a `datetime-local` value (`2026-11-28T17:41`, seconds
+/// optional) is read as UTC; anything else goes to the list's own check as it came.
 fn as_of_time(raw: Option<String>) -> Option<String> {
     let raw = blank_to_none(raw)?;
-    let has_zone =
-        raw.ends_with('Z') || raw[raw.len().saturating_sub(6)..].contains(['+', '-']) && raw.len() > 19;
-    Some(match (has_zone, raw.len()) {
-        (true, _) => raw,
-        (false, 16) => format!("{raw}:00Z"),
-        (false, _) => format!("{raw}Z"),
+    let local = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
+        .iter()
+        .find_map(|f| chrono::NaiveDateTime::parse_from_str(raw.trim(), f).ok());
+    Some(match local {
+        Some(t) => t.and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        None => raw,
     })
 }
 
@@ -265,4 +266,20 @@ async fn entry(
             exchanges,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_of_time;
+
+    #[test]
+    fn an_as_of_field_is_read_as_utc_and_anything_else_is_left_to_the_lists_check() {
+        assert_eq!(as_of_time(Some("2026-11-28T17:41".into())).as_deref(), Some("2026-11-28T17:41:00Z"));
+        assert_eq!(as_of_time(Some("2026-11-28T17:41:05".into())).as_deref(), Some("2026-11-28T17:41:05Z"));
+        let zoned = "2026-11-28T17:41:05+01:00";
+        assert_eq!(as_of_time(Some(zoned.into())).as_deref(), Some(zoned));
+        assert_eq!(as_of_time(Some("  ".into())), None);
+        // Text of several bytes a character is passed on, not cut inside a character.
+        assert_eq!(as_of_time(Some("héhéhé".into())).as_deref(), Some("héhéhé"));
+    }
 }

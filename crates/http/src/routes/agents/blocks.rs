@@ -56,16 +56,8 @@ impl PutBlockRequest {
                 "value is required",
             )])
         })?;
-        let limit = match self.limit {
-            None => None,
-            Some(n) => Some(u32::try_from(n.0).map_err(|_| {
-                ValidationErrors(vec![FieldError::new(
-                    "limit",
-                    FieldErrorKind::OutOfRange,
-                    "limit must be between 1 and 20000 characters",
-                )])
-            })?),
-        };
+        // Past what a u32 holds is out of range as 0 is: the service's check names it.
+        let limit = self.limit.map(|n| u32::try_from(n.0).unwrap_or(0));
         Ok(BlockInput { value, description: self.description, limit })
     }
 }
@@ -180,7 +172,8 @@ pub async fn list(
         (status = 200, description = "The changed block", body = MemoryBlockResponse),
         (status = 201, description = "The new block", body = MemoryBlockResponse),
         (status = 404, description = "`not_found`: no such agent in your tenant"),
-        (status = 422, description = "`validation_error`: a bad label, a value past the limit"),
+        (status = 409, description = "`conflict`: the block kept changing meanwhile; try again"),
+        (status = 422, description = "`validation_error`: a bad label, a value past the limit, more than 20 blocks"),
     )
 )]
 pub async fn put(
@@ -204,6 +197,7 @@ pub async fn put(
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "`not_found`: no such agent or block"),
+        (status = 409, description = "`conflict`: the block kept changing meanwhile; try again"),
     )
 )]
 pub async fn delete(
