@@ -475,6 +475,17 @@ impl MemoryRepository for MemoryStore {
         self.apply_learned(learned).await
     }
 
+    async fn on_topic(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        topic: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<MemoryEntry>> {
+        self.current_on_topic(tenant, agent, topic, now, limit).await
+    }
+
     async fn history(
         &self,
         tenant: &TenantId,

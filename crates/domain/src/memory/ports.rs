@@ -109,6 +109,18 @@ pub trait MemoryRepository: Send + Sync {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Vec<(MemoryEntry, Vec<f32>)>>;
 
+    /// Up to `limit` of an agent's current semantic facts on `topic` (their `metadata.topic`),
+    /// unexpired and not invalidated, oldest first: what a new fact on that topic replaces.
+    /// Found by an index, without a vector search.
+    async fn on_topic(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        topic: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<MemoryEntry>>;
+
     /// Applies what learning from one exchange decided (`learned`), in one transaction with its
     /// history versions, its events and the exchange's receipt: `false`, changing nothing,
     /// when that exchange was applied already. A reworded or invalidated fact changes only

@@ -4,12 +4,14 @@
 //! calls that decided it, so that the same exchange handed over twice changes (and costs)
 //! nothing the second time.
 
-use agentry_domain::ids::{MemoryId, MessageId, TenantId};
+use agentry_domain::ids::{AgentId, MemoryId, MessageId, TenantId};
 use agentry_domain::memory::learning::{Learned, MemoryChange, MemoryVersion};
+use agentry_domain::memory::{MemoryEntry, MemoryType};
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use super::{MemoryStore, NewEntryRow, vector_bytes};
+use super::{EntryRow, MemoryStore, NewEntryRow, vector_bytes};
 use crate::database::StoreError;
 use crate::events::EventRow;
 use crate::leases::param;
@@ -47,7 +49,38 @@ fn ids(ids: &[MessageId]) -> DbJsonAs<Vec<String>> {
     DbJsonAs(ids.iter().map(ToString::to_string).collect())
 }
 
+/// The indexed expression a fact's topic is found by (`memory_entries_topic_idx`): `->>` reads
+/// a JSON member as text on both PostgreSQL (JSONB) and SQLite (JSON text, since 3.38).
+const TOPIC: &str = "(memory_entries.metadata ->> 'topic')";
+
 impl MemoryStore {
+    /// See [`agentry_domain::memory::MemoryRepository::on_topic`].
+    pub(super) async fn current_on_topic(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        topic: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<MemoryEntry>> {
+        use diesel::sql_types::{Bool, Text};
+        use memory_entries as m;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<EntryRow> = with_conn!(self.db, conn => m::table
+            .filter(m::tenant_id.eq(tenant.as_str()))
+            .filter(m::agent_id.eq(agent.as_str()))
+            .filter(m::invalid_at.is_null())
+            .filter(diesel::dsl::sql::<Bool>(&format!("{TOPIC} = ")).bind::<Text, _>(topic))
+            .filter(m::memory_type.eq(MemoryType::Semantic.as_str()))
+            .filter(m::expires_at.is_null().or(m::expires_at.gt(DbTime(now))))
+            .order(m::id.asc())
+            .limit(limit)
+            .select(EntryRow::as_select())
+            .load(conn)
+            .await)?;
+        rows.into_iter().map(EntryRow::into_domain).collect()
+    }
+
     /// See [`agentry_domain::memory::MemoryRepository::learn`].
     pub(super) async fn apply_learned(&self, learned: &Learned) -> anyhow::Result<bool> {
         let tenant = learned.tenant_id.to_string();

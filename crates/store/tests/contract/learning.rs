@@ -17,6 +17,7 @@ crate::contract!(
     learning_never_touches_another_tenants_or_agents_fact,
     a_model_extractions_charge_is_settled_with_what_it_learned_once,
     a_reworded_fact_keeps_its_earlier_text_in_its_history,
+    an_agents_current_fact_on_a_topic_is_found_by_the_topic,
 );
 
 const MODEL: &str = "test:2";
@@ -33,6 +34,7 @@ fn moved() -> Learned {
     let at = t0() + Duration::hours(1);
     let mut porto = entry("mem_porto", "ten_1", Some("agt_1"), "The user lives in Porto.");
     porto.origin = MemoryOrigin::Extraction;
+    porto.metadata.insert("topic".into(), "home".into());
     (porto.created_at, porto.updated_at, porto.valid_from) = (at, at, at);
     porto.source_message_ids = vec![MessageId::from_string("msg_1"), MessageId::from_string("msg_2")];
     let data = MemoryChangedData {
@@ -255,4 +257,47 @@ async fn a_reworded_fact_keeps_its_earlier_text_in_its_history(db: Database) {
         changes,
         [(1, MemoryChange::Added, "The user lives in Lyon."), (2, MemoryChange::Updated, text)]
     );
+}
+
+async fn an_agents_current_fact_on_a_topic_is_found_by_the_topic(db: Database) {
+    let repo = setup(&db).await;
+    let on_topic = |mut e: agentry_domain::memory::MemoryEntry, topic: &str| {
+        e.metadata.insert("topic".into(), topic.into());
+        embedded(e, [1.0, 0.0])
+    };
+    let mut expired = entry("mem_expired", "ten_1", Some("agt_1"), "The user lives in Paris.");
+    expired.expires_at = Some(t0() + Duration::minutes(90));
+    repo.insert(
+        &[
+            embedded(lyon(), [1.0, 0.0]),
+            on_topic(entry("mem_name", "ten_1", Some("agt_1"), "The user's name is Ada."), "name"),
+            on_topic(entry("mem_no_agent", "ten_1", None, "The user lives in Oslo."), "home"),
+            on_topic(expired, "home"),
+            embedded(entry("mem_untopical", "ten_1", Some("agt_1"), "The user likes tea."), [0.0, 1.0]),
+        ],
+        &[],
+    )
+    .await
+    .unwrap();
+    let rome = on_topic(entry("mem_other_tenant", "ten_2", Some("agt_2"), "The user lives in Rome."), "home");
+    repo.insert(&[rome], &[]).await.unwrap();
+    let (tenant, agent) = (TenantId::from_string("ten_1"), AgentId::from_string("agt_1"));
+    let found = |topic: &'static str| {
+        let (repo, tenant, agent) = (repo.clone(), tenant.clone(), agent.clone());
+        async move {
+            let later = t0() + Duration::hours(2);
+            let entries = repo.on_topic(&tenant, &agent, topic, later, 20).await.unwrap();
+            entries.into_iter().map(|e| e.id.into_string()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        found("home").await,
+        ["mem_lyon"],
+        "not the tenant's other facts, another tenant's or an expired one"
+    );
+    assert_eq!(found("name").await, ["mem_name"]);
+    assert!(found("work").await.is_empty());
+    // Once Porto replaces Lyon, the invalidated fact is no longer current on the topic.
+    repo.learn(&moved()).await.unwrap();
+    assert_eq!(found("home").await, ["mem_porto"]);
 }

@@ -61,26 +61,51 @@ impl MemoryService {
         if candidates.is_empty() {
             return Ok(Some(0));
         }
-        let texts: Vec<String> = candidates.iter().map(|c| c.text.clone()).collect();
-        let vectors = self.embed(texts).await?;
-        let mut plan = Plan::default();
-        for (candidate, vector) in candidates.into_iter().zip(vectors) {
-            // On a topic, what is known on it decides; without one, the nearest facts do.
-            let (similar, on_topic) = match &candidate.topic {
-                Some(topic) => {
-                    let mut only = Map::new();
-                    only.insert("topic".into(), Value::String(topic.clone()));
-                    (Vec::new(), self.nearest_facts(tenant, agent, &vector.vector, only, TOPIC_FACTS).await?)
-                }
-                None => (
-                    self.nearest_facts(tenant, agent, &vector.vector, Map::new(), SIMILAR_FACTS).await?,
+        // A fact without a topic is compared with the nearest known facts, so its vector comes
+        // first; a fact on a topic is compared with the current fact on it, found by its topic,
+        // and embedded only when it is stored (a fact stated again costs no embedding).
+        let untopical: Vec<String> =
+            candidates.iter().filter(|c| c.topic.is_none()).map(|c| c.text.clone()).collect();
+        let mut untopical_vectors =
+            if untopical.is_empty() { Vec::new() } else { self.embed(untopical).await? }.into_iter();
+        let now = self.deps.clock.now();
+        let mut decided: Vec<RuleDecision> = Vec::new();
+        for candidate in candidates {
+            let (on_topic, similar, vector) = match &candidate.topic {
+                Some(topic) => (
+                    self.deps.memories.on_topic(tenant, agent, topic, now, TOPIC_FACTS).await?,
                     Vec::new(),
+                    None,
                 ),
+                None => {
+                    // As many vectors as texts: `embed` checks it.
+                    let Some(vector) = untopical_vectors.next() else { continue };
+                    let similar =
+                        self.nearest_facts(tenant, agent, &vector.vector, Map::new(), SIMILAR_FACTS).await?;
+                    (Vec::new(), similar, Some(vector))
+                }
             };
-            let on_topic: Vec<MemoryEntry> = on_topic.into_iter().map(|(e, _)| e).collect();
             for d in decision::by_rules(&candidate, &on_topic, &similar) {
-                plan.push(d, candidate.topic.as_ref(), &on_topic, Some(vector.clone()));
+                decided.push((d, candidate.topic.clone(), on_topic.clone(), vector.clone()));
             }
+        }
+        // What is stored on a topic is embedded now, in one call.
+        let unembedded: Vec<String> = decided
+            .iter()
+            .filter_map(|(d, _, _, vector)| match d {
+                Decision::Add { text, .. } if vector.is_none() => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut topical_vectors =
+            if unembedded.is_empty() { Vec::new() } else { self.embed(unembedded).await? }.into_iter();
+        let mut plan = Plan::default();
+        for (d, topic, on_topic, vector) in decided {
+            let vector = match (&d, vector) {
+                (Decision::Add { .. }, None) => topical_vectors.next(),
+                (_, vector) => vector,
+            };
+            plan.push(d, topic.as_ref(), &on_topic, vector);
         }
         self.apply(tenant, agent, exchange, plan, None).await
     }
@@ -300,6 +325,10 @@ fn changed(
         source_message_ids: sources.to_vec(),
     }
 }
+
+/// A rule's decision about one candidate: with the candidate's topic, the facts it was decided
+/// on and the candidate's vector when it was needed to decide.
+type RuleDecision = (Decision, Option<String>, Vec<MemoryEntry>, Option<Embedding>);
 
 /// One change learning decided, in order.
 enum Step {

@@ -451,10 +451,13 @@ async fn a_new_statement_replaces_the_fact_on_its_topic_in_one_learned_change() 
     let mut m = Mocks::new().embeds();
     let mut lyon = entry("mem_lyon", "The user lives in Lyon.");
     lyon.metadata.insert("topic".into(), json!("home"));
+    // The fact on the topic is found by its topic, with no vector search.
+    m.memories.expect_nearest().never();
     m.memories
-        .expect_nearest()
-        .returning(|_, _, _, _, _, _| Ok(vec![(MemoryId::from_string("mem_lyon"), 0.8)]));
-    m.memories.expect_get_many().returning(move |_, _| Ok(vec![lyon.clone()]));
+        .expect_on_topic()
+        .withf(|_, agent, topic, _, _| agent.as_str() == "agt_1" && topic == "home")
+        .times(1)
+        .returning(move |_, _, _, _, _| Ok(vec![lyon.clone()]));
     m.memories
         .expect_learn()
         .withf(|l| {
@@ -492,9 +495,37 @@ async fn small_talk_stores_nothing_and_a_replayed_exchange_reports_so() {
     );
 
     let mut m = Mocks::new().embeds();
-    m.memories.expect_nearest().returning(|_, _, _, _, _, _| Ok(vec![]));
-    m.memories.expect_get_many().returning(|_, _| Ok(vec![]));
+    m.memories.expect_on_topic().returning(|_, _, _, _, _| Ok(vec![]));
     m.memories.expect_learn().times(1).returning(|_| Ok(false));
     let replayed = m.service().learn_by_rules(&tenant(), &agent, &exchange("My name is Ada.")).await.unwrap();
     assert_eq!(replayed, None);
+}
+
+#[tokio::test]
+async fn a_fact_stated_again_costs_no_embedding_and_a_new_one_on_a_topic_one_call() {
+    let mut m = Mocks::new();
+    let mut ada = entry("mem_ada", "The user's name is Ada.");
+    ada.metadata.insert("topic".into(), json!("name"));
+    m.memories.expect_nearest().never();
+    m.memories
+        .expect_on_topic()
+        .returning(move |_, _, topic, _, _| Ok(if topic == "name" { vec![ada.clone()] } else { vec![] }));
+    // Only the home is new: one call embeds it; the name, known in the same words, is not embedded.
+    m.embedder
+        .expect_embed()
+        .withf(|texts| texts == ["The user lives in Porto."])
+        .times(1)
+        .returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+    m.memories
+        .expect_learn()
+        .withf(|l| l.added.len() == 1 && l.invalidated.is_empty() && l.updated.is_empty())
+        .times(1)
+        .returning(|_| Ok(true));
+    let agent = AgentId::from_string("agt_1");
+    let learned = m
+        .service()
+        .learn_by_rules(&tenant(), &agent, &exchange("My name is Ada and I live in Porto."))
+        .await
+        .unwrap();
+    assert_eq!(learned, Some(1));
 }

@@ -1,0 +1,1 @@
+DROP INDEX memory_entries_topic_idx;
