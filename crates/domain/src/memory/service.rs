@@ -185,7 +185,11 @@ impl MemoryService {
         Ok(())
     }
 
+    /// The embeddings of `texts`, in order; none asked for costs no call.
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, MemoryError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
         let vectors = self.deps.embedder.embed(&texts).await?;
         if vectors.len() != texts.len() {
             return Err(

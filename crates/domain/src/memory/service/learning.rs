@@ -66,8 +66,7 @@ impl MemoryService {
         // and embedded only when it is stored (a fact stated again costs no embedding).
         let untopical: Vec<String> =
             candidates.iter().filter(|c| c.topic.is_none()).map(|c| c.text.clone()).collect();
-        let mut untopical_vectors =
-            if untopical.is_empty() { Vec::new() } else { self.embed(untopical).await? }.into_iter();
+        let mut untopical_vectors = self.embed(untopical).await?.into_iter();
         let now = self.deps.clock.now();
         let mut decided: Vec<RuleDecision> = Vec::new();
         for candidate in candidates {
@@ -97,8 +96,7 @@ impl MemoryService {
                 _ => None,
             })
             .collect();
-        let mut topical_vectors =
-            if unembedded.is_empty() { Vec::new() } else { self.embed(unembedded).await? }.into_iter();
+        let mut topical_vectors = self.embed(unembedded).await?.into_iter();
         let mut plan = Plan::default();
         for (d, topic, on_topic, vector) in decided {
             let vector = match (&d, vector) {
@@ -151,7 +149,7 @@ impl MemoryService {
                 Decision::Invalidate { .. } => None,
             })
             .collect();
-        let mut vectors = if texts.is_empty() { Vec::new() } else { self.embed(texts).await? }.into_iter();
+        let mut vectors = self.embed(texts).await?.into_iter();
         let mut plan = Plan::default();
         for d in decisions {
             let embedding = match d {
