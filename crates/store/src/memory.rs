@@ -472,7 +472,21 @@ impl MemoryRepository for MemoryStore {
     }
 
     async fn learn(&self, learned: &agentry_domain::memory::learning::Learned) -> anyhow::Result<bool> {
+        Ok(self.apply_learned(std::slice::from_ref(learned)).await?.into_iter().next().unwrap_or(false))
+    }
+
+    async fn learn_all(
+        &self,
+        learned: &[agentry_domain::memory::learning::Learned],
+    ) -> anyhow::Result<Vec<bool>> {
         self.apply_learned(learned).await
+    }
+
+    async fn learned_already(
+        &self,
+        exchanges: &[(TenantId, agentry_domain::ids::MessageId)],
+    ) -> anyhow::Result<Vec<agentry_domain::ids::MessageId>> {
+        self.receipts_of(exchanges).await
     }
 
     async fn on_topic(

@@ -14,7 +14,7 @@ use super::model::Agent;
 use super::ports::{AgentRepository, ConversationRepository, MemoryRecall, StoredExchange};
 use crate::events::consumers::EventConsumer;
 use crate::events::{Event, EventPayload, EventType};
-use crate::memory::{ExchangeText, MemoryService, MemoryType};
+use crate::memory::{ExchangeText, MemoryService, MemoryType, RuleExchange};
 
 /// Reads back the exchange an `agent.message.completed` event tells of, with its agent.
 #[derive(Clone)]
@@ -126,6 +126,75 @@ impl MemoryExtraction {
     }
 }
 
+/// What extraction does with one event.
+enum Work {
+    /// Nothing: no stored exchange of an agent that learns.
+    Nothing,
+    /// Ask the model extractor.
+    Model(Box<Agent>, ExchangeText),
+    /// Learn by the rules, with the pass's other such exchanges.
+    Rules(RuleExchange),
+}
+
+/// Events whose agent and exchange a pass reads at once.
+const READS_AT_ONCE: usize = 8;
+
+impl MemoryExtraction {
+    /// What `event` asks for: its agent and exchange read back, and the agent's extractor.
+    async fn work_of(&self, event: &Event) -> anyhow::Result<Work> {
+        let keeps = |a: &Agent| a.memory_types.contains(&MemoryType::Semantic);
+        let Some(agent) = self.reader.agent_of(event, keeps).await? else { return Ok(Work::Nothing) };
+        let Some(StoredExchange { message, reply }) = self.reader.exchange_of(event).await? else {
+            return Ok(Work::Nothing);
+        };
+        let exchange = ExchangeText {
+            message_id: message.id,
+            reply_id: reply.id,
+            message: message.content,
+            reply: reply.content,
+            at: reply.created_at,
+        };
+        Ok(match agent.config.memory_extraction.extractor(self.model_by_default) {
+            None => Work::Nothing,
+            Some(Extractor::Model) if self.model.is_some() => Work::Model(Box::new(agent), exchange),
+            Some(_) => Work::Rules(RuleExchange { tenant: agent.tenant_id, agent: agent.id, exchange }),
+        })
+    }
+
+    /// Learns by the rules from `exchanges` at once: one result each (all failing together).
+    async fn by_rules(&self, exchanges: &[RuleExchange]) -> Vec<anyhow::Result<()>> {
+        match self.memory.learn_by_rules_all(exchanges).await {
+            Ok(outcomes) => exchanges
+                .iter()
+                .zip(outcomes)
+                .map(|(x, outcome)| {
+                    match outcome {
+                        Some(changed) if changed > 0 => {
+                            tracing::debug!(agent_id = %x.agent, changed, "memory learned from an exchange");
+                        }
+                        Some(_) => {}
+                        None => tracing::debug!(agent_id = %x.agent, "exchange learned from already"),
+                    }
+                    Ok(())
+                })
+                .collect(),
+            Err(e) => {
+                let error = format!("{e:#}");
+                exchanges.iter().map(|_| Err(anyhow::anyhow!(error.clone()))).collect()
+            }
+        }
+    }
+
+    /// Asks the model extractor about one exchange.
+    async fn by_model(&self, agent: &Agent, exchange: &ExchangeText) -> anyhow::Result<()> {
+        if let Some(model) = &self.model {
+            let extracted = model.learn(agent, exchange).await?;
+            tracing::debug!(agent_id = %agent.id, ?extracted, "memory extraction by the model");
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl EventConsumer for MemoryExtraction {
     fn name(&self) -> &'static str {
@@ -141,34 +210,41 @@ impl EventConsumer for MemoryExtraction {
     }
 
     async fn handle(&self, event: &Event) -> anyhow::Result<()> {
-        let keeps = |a: &Agent| a.memory_types.contains(&MemoryType::Semantic);
-        let Some(agent) = self.reader.agent_of(event, keeps).await? else { return Ok(()) };
-        let Some(StoredExchange { message, reply }) = self.reader.exchange_of(event).await? else {
-            return Ok(());
-        };
-        let exchange = ExchangeText {
-            message_id: message.id,
-            reply_id: reply.id,
-            message: message.content,
-            reply: reply.content,
-            at: reply.created_at,
-        };
-        let Some(extractor) = agent.config.memory_extraction.extractor(self.model_by_default) else {
-            return Ok(());
-        };
-        if let (Extractor::Model, Some(model)) = (extractor, &self.model) {
-            let extracted = model.learn(&agent, &exchange).await?;
-            tracing::debug!(agent_id = %agent.id, ?extracted, "memory extraction by the model");
-            return Ok(());
-        }
-        match self.memory.learn_by_rules(&agent.tenant_id, &agent.id, &exchange).await? {
-            Some(changed) if changed > 0 => {
-                tracing::debug!(agent_id = %agent.id, changed, "memory learned from an exchange");
+        match self.work_of(event).await? {
+            Work::Nothing => Ok(()),
+            Work::Model(agent, exchange) => self.by_model(&agent, &exchange).await,
+            Work::Rules(exchange) => {
+                self.by_rules(std::slice::from_ref(&exchange)).await.pop().unwrap_or(Ok(()))
             }
-            Some(_) => {}
-            None => tracing::debug!(agent_id = %agent.id, "exchange learned from already"),
         }
-        Ok(())
+    }
+
+    /// A pass reads its events' agents and exchanges a few at a time, asks the model about
+    /// each exchange that needs it, and learns from all the others by the rules at once: one
+    /// embedding call for what they store and one transaction, not one of each per exchange.
+    async fn handle_batch(&self, events: &[Event]) -> Vec<anyhow::Result<()>> {
+        let mut works: Vec<anyhow::Result<Work>> = Vec::with_capacity(events.len());
+        for some in events.chunks(READS_AT_ONCE) {
+            works.extend(futures_util::future::join_all(some.iter().map(|e| self.work_of(e))).await);
+        }
+        let mut results: Vec<anyhow::Result<()>> = Vec::with_capacity(events.len());
+        let (mut by_rules, mut rule_positions) = (Vec::new(), Vec::new());
+        for work in works {
+            results.push(match work {
+                Err(e) => Err(e),
+                Ok(Work::Nothing) => Ok(()),
+                Ok(Work::Model(agent, exchange)) => self.by_model(&agent, &exchange).await,
+                Ok(Work::Rules(exchange)) => {
+                    rule_positions.push(results.len());
+                    by_rules.push(exchange);
+                    Ok(())
+                }
+            });
+        }
+        for (position, result) in rule_positions.into_iter().zip(self.by_rules(&by_rules).await) {
+            results[position] = result;
+        }
+        results
     }
 }
 

@@ -35,6 +35,6 @@ pub use ports::{AgentDirectory, Embedder, MemoryRepository, Merge};
 pub use ports::{MockAgentDirectory, MockEmbedder, MockMemoryRepository};
 pub use service::{
     ConsolidationReport, DocumentSummary, ExchangeText, Expiry, MemoryError, MemoryService,
-    MemoryServiceDeps, MemorySettings, NewDocument, NewMemory, SearchHit, SearchMode, SearchQuery,
-    SearchResults, enough_terms, identifiers, lexical_coverage, lexical_terms, matched_terms,
+    MemoryServiceDeps, MemorySettings, NewDocument, NewMemory, RuleExchange, SearchHit, SearchMode,
+    SearchQuery, SearchResults, enough_terms, identifiers, lexical_coverage, lexical_terms, matched_terms,
 };

@@ -8,7 +8,7 @@ use super::embedding::{EmbedError, EmbeddingModel};
 use super::learning::{Learned, MemoryVersion};
 use super::model::{EmbeddedEntry, MemoryDocument, MemoryEntry, MemoryFilter, MemoryType, Validity};
 use crate::events::Event;
-use crate::ids::{AgentId, DocumentId, MemoryId, TenantId};
+use crate::ids::{AgentId, DocumentId, MemoryId, MessageId, TenantId};
 use crate::pagination::Page;
 
 /// One merge of consolidation: `kept` absorbs `absorbed`, which are deleted.
@@ -126,6 +126,13 @@ pub trait MemoryRepository: Send + Sync {
     /// when that exchange was applied already. A reworded or invalidated fact changes only
     /// while it still holds and is the agent's.
     async fn learn(&self, learned: &Learned) -> anyhow::Result<bool>;
+
+    /// Applies what learning from several exchanges decided, in order and in one transaction,
+    /// each as [`MemoryRepository::learn`] applies one: whether each was applied.
+    async fn learn_all(&self, learned: &[Learned]) -> anyhow::Result<Vec<bool>>;
+
+    /// Of these exchanges (a tenant's user message each), the ones learned from already.
+    async fn learned_already(&self, exchanges: &[(TenantId, MessageId)]) -> anyhow::Result<Vec<MessageId>>;
 
     /// The recorded versions of the tenant's entry, oldest first; none when nothing was
     /// recorded (the entry is as it was written).

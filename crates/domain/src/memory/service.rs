@@ -27,11 +27,13 @@ use crate::validation::{FieldError, FieldErrorKind, ValidationErrors};
 mod consolidation;
 mod documents;
 mod learning;
+mod rule_learning;
 mod search;
 
 pub use consolidation::ConsolidationReport;
 pub use documents::{DocumentSummary, NewDocument};
 pub use learning::ExchangeText;
+pub use rule_learning::RuleExchange;
 pub use search::{
     SearchHit, SearchMode, SearchQuery, SearchResults, enough_terms, identifiers, lexical_coverage,
     lexical_terms, matched_terms,

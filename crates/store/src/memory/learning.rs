@@ -4,8 +4,9 @@
 //! calls that decided it, so that the same exchange handed over twice changes (and costs)
 //! nothing the second time.
 
+use agentry_domain::billing::Settlement;
 use agentry_domain::ids::{AgentId, MemoryId, MessageId, TenantId};
-use agentry_domain::memory::learning::{Learned, MemoryChange, MemoryVersion};
+use agentry_domain::memory::learning::{Invalidation, Learned, MemoryChange, MemoryVersion, Reworded};
 use agentry_domain::memory::{MemoryEntry, MemoryType};
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -81,151 +82,172 @@ impl MemoryStore {
         rows.into_iter().map(EntryRow::into_domain).collect()
     }
 
-    /// See [`agentry_domain::memory::MemoryRepository::learn`].
-    pub(super) async fn apply_learned(&self, learned: &Learned) -> anyhow::Result<bool> {
-        let tenant = learned.tenant_id.to_string();
-        let agent = learned.agent_id.to_string();
-        let receipt = learned.exchange.to_string();
-        let at = DbTime(learned.at);
-        let sources = ids(&learned.source_message_ids);
-        let mut added: Vec<NewEntryRow> = learned.added.iter().map(NewEntryRow::from_domain).collect();
-        let (updated, invalidated) = (learned.updated.clone(), learned.invalidated.clone());
-        let added_texts: Vec<(String, String)> =
-            learned.added.iter().map(|e| (e.entry.id.to_string(), e.entry.content.clone())).collect();
-        let events = EventRow::all(&learned.events)?;
-        let changes = i32::try_from(learned.changes()).unwrap_or(i32::MAX);
+    /// See [`agentry_domain::memory::MemoryRepository::learned_already`].
+    pub(super) async fn receipts_of(
+        &self,
+        exchanges: &[(TenantId, MessageId)],
+    ) -> anyhow::Result<Vec<MessageId>> {
+        if exchanges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let messages: Vec<&str> = exchanges.iter().map(|(_, m)| m.as_str()).collect();
+        let found: Vec<(String, String)> = with_conn!(self.db, conn => memory_extractions::table
+            .filter(memory_extractions::message_id.eq_any(&messages))
+            .select((memory_extractions::tenant_id, memory_extractions::message_id))
+            .load(conn)
+            .await)?;
+        // A receipt counts only for its own tenant.
+        Ok(exchanges
+            .iter()
+            .filter(|(t, m)| found.iter().any(|(ft, fm)| ft == t.as_str() && fm == m.as_str()))
+            .map(|(_, m)| m.clone())
+            .collect())
+    }
+
+    /// See [`agentry_domain::memory::MemoryRepository::learn_all`].
+    pub(super) async fn apply_learned(&self, learned: &[Learned]) -> anyhow::Result<Vec<bool>> {
+        if learned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let prepared = learned.iter().map(Prepared::of).collect::<anyhow::Result<Vec<_>>>()?;
         let first_version = first_version_sql(self.db.backend());
-        let charge = learned.charge.clone();
         let applied = transaction!(self.db, conn => {
             use memory_entries as m;
-            let fresh = diesel::insert_into(memory_extractions::table)
-                .values((
-                    memory_extractions::tenant_id.eq(&tenant),
-                    memory_extractions::message_id.eq(&receipt),
-                    memory_extractions::agent_id.eq(&agent),
-                    memory_extractions::changes.eq(changes),
-                    memory_extractions::extracted_at.eq(at),
-                ))
-                .on_conflict_do_nothing()
-                .execute(conn)
-                .await?;
-            if fresh == 0 {
-                return Ok::<_, StoreError>(false);
-            }
-            if let Some(s) = &charge {
-                // The hold goes, and what it set aside beyond the calls' cost goes back to the
-                // balance; a hold the stale-hold sweeper released already is charged all the same.
-                let held = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
-                    .returning(credit_holds::amount)
-                    .get_result::<i64>(conn)
-                    .await
-                    .optional()?
-                    .unwrap_or(0);
-                let cost = -s.entry.delta;
-                let (_, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
-                if let Some(low) = s.low_credit_event(settled, s.entry.created_at) {
-                    let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;
-                    diesel::insert_into(events::table).values(&row).execute(conn).await?;
+            let mut applied = Vec::with_capacity(prepared.len());
+            for p in &prepared {
+                let (tenant, agent, sources, at) = (&p.tenant, &p.agent, &p.sources, p.at);
+                let fresh = diesel::insert_into(memory_extractions::table)
+                    .values((
+                        memory_extractions::tenant_id.eq(tenant),
+                        memory_extractions::message_id.eq(&p.receipt),
+                        memory_extractions::agent_id.eq(agent),
+                        memory_extractions::changes.eq(p.changes),
+                        memory_extractions::extracted_at.eq(at),
+                    ))
+                    .on_conflict_do_nothing()
+                    .execute(conn)
+                    .await?;
+                applied.push(fresh != 0);
+                if fresh == 0 {
+                    continue;
                 }
-            }
-            if changes == 0 {
-                return Ok(true);
-            }
-            let version = bump_memory_version!(conn, tenant.as_str())?;
-            // The next version of an entry's history, its first recorded from the entry if none is.
-            macro_rules! next_version {
-                ($id:expr) => {{
-                    use diesel::sql_types::Text;
-                    diesel::sql_query(first_version.as_str())
-                        .bind::<Text, _>($id)
-                        .bind::<Text, _>(&tenant)
-                        .execute(conn)
-                        .await?;
-                    let last: Option<i32> = memory_history::table
-                        .filter(memory_history::memory_id.eq($id))
-                        .select(diesel::dsl::max(memory_history::version))
-                        .first(conn)
-                        .await?;
-                    last.unwrap_or(0) + 1
-                }};
-            }
-            macro_rules! record {
-                ($id:expr, $version:expr, $content:expr, $change:expr, $reason:expr) => {
-                    diesel::insert_into(memory_history::table)
-                        .values((
-                            memory_history::memory_id.eq($id),
-                            memory_history::tenant_id.eq(&tenant),
-                            memory_history::version.eq($version),
-                            memory_history::content.eq($content),
-                            memory_history::change.eq($change.as_str()),
-                            memory_history::reason.eq($reason),
-                            memory_history::source_message_ids.eq(&sources),
-                            memory_history::at.eq(at),
+                if let Some(s) = &p.charge {
+                    // The hold goes, and what it set aside beyond the calls' cost goes back to
+                    // the balance; a hold the stale-hold sweeper released already is charged
+                    // all the same.
+                    let held = diesel::delete(credit_holds::table.filter(credit_holds::id.eq(s.hold.id.as_str())))
+                        .returning(credit_holds::amount)
+                        .get_result::<i64>(conn)
+                        .await
+                        .optional()?
+                        .unwrap_or(0);
+                    let cost = -s.entry.delta;
+                    let (_, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
+                    if let Some(low) = s.low_credit_event(settled, s.entry.created_at) {
+                        let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;
+                        diesel::insert_into(events::table).values(&row).execute(conn).await?;
+                    }
+                }
+                if p.changes == 0 {
+                    continue;
+                }
+                let version = bump_memory_version!(conn, tenant.as_str())?;
+                // The next version of an entry's history, its first recorded from the entry if
+                // none is.
+                macro_rules! next_version {
+                    ($id:expr) => {{
+                        use diesel::sql_types::Text;
+                        diesel::sql_query(first_version.as_str())
+                            .bind::<Text, _>($id)
+                            .bind::<Text, _>(tenant)
+                            .execute(conn)
+                            .await?;
+                        let last: Option<i32> = memory_history::table
+                            .filter(memory_history::memory_id.eq($id))
+                            .select(diesel::dsl::max(memory_history::version))
+                            .first(conn)
+                            .await?;
+                        last.unwrap_or(0) + 1
+                    }};
+                }
+                macro_rules! record {
+                    ($id:expr, $version:expr, $content:expr, $change:expr, $reason:expr) => {
+                        diesel::insert_into(memory_history::table)
+                            .values((
+                                memory_history::memory_id.eq($id),
+                                memory_history::tenant_id.eq(tenant),
+                                memory_history::version.eq($version),
+                                memory_history::content.eq($content),
+                                memory_history::change.eq($change.as_str()),
+                                memory_history::reason.eq($reason),
+                                memory_history::source_message_ids.eq(sources),
+                                memory_history::at.eq(at),
+                            ))
+                            .execute(conn)
+                            .await?
+                    };
+                }
+                for row in &p.added {
+                    let row = NewEntryRow { seq: version, ..row.clone() };
+                    diesel::insert_into(m::table).values(&row).execute(conn).await?;
+                }
+                for (id, content) in &p.added_texts {
+                    record!(id, 1, content, MemoryChange::Added, None::<String>);
+                }
+                // A fact changes only while it holds and is the agent's: one another exchange
+                // invalidated meanwhile is left as it is.
+                macro_rules! current {
+                    ($id:expr) => {
+                        m::table
+                            .filter(m::tenant_id.eq(tenant))
+                            .filter(m::id.eq($id))
+                            .filter(m::agent_id.eq(agent))
+                            .filter(m::invalid_at.is_null())
+                    };
+                }
+                for u in &p.updated {
+                    let id = u.id.to_string();
+                    // Before the change: the first version recorded from the entry is its old text.
+                    let next = next_version!(&id);
+                    let n = diesel::update(current!(&id))
+                        .set((
+                            m::content.eq(&u.content),
+                            m::embedding.eq(vector_bytes(&u.embedding.vector)),
+                            m::embedding_dim.eq(i32::try_from(u.embedding.vector.len()).unwrap_or(i32::MAX)),
+                            m::embedding_model.eq(&u.embedding.model_id),
+                            m::source_message_ids.eq(ids(&u.source_message_ids)),
+                            m::updated_at.eq(at),
+                            m::seq.eq(version),
                         ))
                         .execute(conn)
-                        .await?
-                };
-            }
-            for row in &mut added {
-                row.seq = version;
-                diesel::insert_into(m::table).values(&*row).execute(conn).await?;
-            }
-            for (id, content) in &added_texts {
-                record!(id, 1, content, MemoryChange::Added, None::<String>);
-            }
-            // A fact changes only while it holds and is the agent's: one another exchange
-            // invalidated meanwhile is left as it is.
-            macro_rules! current {
-                ($id:expr) => {
-                    m::table
-                        .filter(m::tenant_id.eq(&tenant))
-                        .filter(m::id.eq($id))
-                        .filter(m::agent_id.eq(&agent))
-                        .filter(m::invalid_at.is_null())
-                };
-            }
-            for u in &updated {
-                let id = u.id.to_string();
-                // Before the change: the first version recorded from the entry is its old text.
-                let next = next_version!(&id);
-                let n = diesel::update(current!(&id))
-                .set((
-                    m::content.eq(&u.content),
-                    m::embedding.eq(vector_bytes(&u.embedding.vector)),
-                    m::embedding_dim.eq(i32::try_from(u.embedding.vector.len()).unwrap_or(i32::MAX)),
-                    m::embedding_model.eq(&u.embedding.model_id),
-                    m::source_message_ids.eq(ids(&u.source_message_ids)),
-                    m::updated_at.eq(at),
-                    m::seq.eq(version),
-                ))
-                .execute(conn)
-                .await?;
-                if n == 1 {
-                    record!(&id, next, &u.content, MemoryChange::Updated, None::<String>);
+                        .await?;
+                    if n == 1 {
+                        record!(&id, next, &u.content, MemoryChange::Updated, None::<String>);
+                    }
+                }
+                for i in &p.invalidated {
+                    let id = i.id.to_string();
+                    let next = next_version!(&id);
+                    let n = diesel::update(current!(&id))
+                        .set((
+                            m::invalid_at.eq(Some(at)),
+                            m::superseded_by.eq(i.superseded_by.as_ref().map(ToString::to_string)),
+                            m::seq.eq(version),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    if n == 1 {
+                        let content: String = m::table.filter(m::id.eq(&id)).select(m::content).first(conn).await?;
+                        record!(&id, next, &content, MemoryChange::Invalidated, Some(i.reason.clone()));
+                    }
+                }
+                for event in &p.events {
+                    diesel::insert_into(events::table).values(event).execute(conn).await?;
                 }
             }
-            for i in &invalidated {
-                let id = i.id.to_string();
-                let next = next_version!(&id);
-                let n = diesel::update(current!(&id))
-                .set((
-                    m::invalid_at.eq(Some(at)),
-                    m::superseded_by.eq(i.superseded_by.as_ref().map(ToString::to_string)),
-                    m::seq.eq(version),
-                ))
-                .execute(conn)
-                .await?;
-                if n == 1 {
-                    let content: String = m::table.filter(m::id.eq(&id)).select(m::content).first(conn).await?;
-                    record!(&id, next, &content, MemoryChange::Invalidated, Some(i.reason.clone()));
-                }
-            }
-            for event in &events {
-                diesel::insert_into(events::table).values(event).execute(conn).await?;
-            }
-            Ok(true)
+            Ok::<_, StoreError>(applied)
         })?;
-        if applied {
+        if applied.iter().any(|a| *a) {
             self.db.stored(WorkQueue::Outbox);
         }
         Ok(applied)
@@ -261,5 +283,44 @@ impl MemoryStore {
                 })
             })
             .collect()
+    }
+}
+
+/// One exchange's [`Learned`], as its rows.
+struct Prepared {
+    tenant: String,
+    agent: String,
+    receipt: String,
+    at: DbTime,
+    sources: DbJsonAs<Vec<String>>,
+    added: Vec<NewEntryRow>,
+    added_texts: Vec<(String, String)>,
+    updated: Vec<Reworded>,
+    invalidated: Vec<Invalidation>,
+    events: Vec<EventRow>,
+    changes: i32,
+    charge: Option<Settlement>,
+}
+
+impl Prepared {
+    fn of(learned: &Learned) -> anyhow::Result<Self> {
+        Ok(Self {
+            tenant: learned.tenant_id.to_string(),
+            agent: learned.agent_id.to_string(),
+            receipt: learned.exchange.to_string(),
+            at: DbTime(learned.at),
+            sources: ids(&learned.source_message_ids),
+            added: learned.added.iter().map(NewEntryRow::from_domain).collect(),
+            added_texts: learned
+                .added
+                .iter()
+                .map(|e| (e.entry.id.to_string(), e.entry.content.clone()))
+                .collect(),
+            updated: learned.updated.clone(),
+            invalidated: learned.invalidated.clone(),
+            events: EventRow::all(&learned.events)?,
+            changes: i32::try_from(learned.changes()).unwrap_or(i32::MAX),
+            charge: learned.charge.clone(),
+        })
     }
 }

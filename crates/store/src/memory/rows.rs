@@ -64,7 +64,7 @@ impl EntryRow {
 }
 
 /// An entry as written, with its embedding and the memory version of the write.
-#[derive(Insertable, AsChangeset)]
+#[derive(Clone, Insertable, AsChangeset)]
 #[diesel(table_name = memory_entries, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(crate) struct NewEntryRow {
     pub(crate) id: String,

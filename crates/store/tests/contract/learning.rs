@@ -18,6 +18,7 @@ crate::contract!(
     a_model_extractions_charge_is_settled_with_what_it_learned_once,
     a_reworded_fact_keeps_its_earlier_text_in_its_history,
     an_agents_current_fact_on_a_topic_is_found_by_the_topic,
+    a_pass_of_exchanges_is_stored_in_order_in_one_go_and_each_once,
 );
 
 const MODEL: &str = "test:2";
@@ -300,4 +301,61 @@ async fn an_agents_current_fact_on_a_topic_is_found_by_the_topic(db: Database) {
     // Once Porto replaces Lyon, the invalidated fact is no longer current on the topic.
     repo.learn(&moved()).await.unwrap();
     assert_eq!(found("home").await, ["mem_porto"]);
+}
+
+/// Berlin replaces Porto, learned from the exchange `msg_3` → `msg_4` two hours after t0.
+fn moved_again() -> Learned {
+    let mut learned = moved();
+    let at = t0() + Duration::hours(2);
+    let sources = vec![MessageId::from_string("msg_3"), MessageId::from_string("msg_4")];
+    let berlin = &mut learned.added[0].entry;
+    (berlin.id, berlin.content) = (MemoryId::from_string("mem_berlin"), "The user lives in Berlin.".into());
+    (berlin.created_at, berlin.updated_at, berlin.valid_from) = (at, at, at);
+    berlin.source_message_ids.clone_from(&sources);
+    learned.invalidated = vec![Invalidation {
+        id: MemoryId::from_string("mem_porto"),
+        superseded_by: Some(MemoryId::from_string("mem_berlin")),
+        reason: "replaced by a later statement: The user lives in Berlin.".into(),
+    }];
+    learned.events[0].id = EventId::from_string("evt_berlin");
+    (learned.exchange, learned.source_message_ids, learned.at) = (sources[0].clone(), sources, at);
+    learned
+}
+
+async fn a_pass_of_exchanges_is_stored_in_order_in_one_go_and_each_once(db: Database) {
+    let repo = setup(&db).await;
+    repo.insert(&[embedded(lyon(), [1.0, 0.0])], &[]).await.unwrap();
+    let tenant = TenantId::from_string("ten_1");
+    let (msg_1, msg_3) = (MessageId::from_string("msg_1"), MessageId::from_string("msg_3"));
+    let asked = [
+        (tenant.clone(), msg_1.clone()),
+        (tenant.clone(), msg_3.clone()),
+        (TenantId::from_string("ten_2"), MessageId::from_string("msg_1")),
+    ];
+    assert!(repo.learned_already(&asked).await.unwrap().is_empty());
+
+    // The second exchange invalidates the fact the first adds, in the same transaction.
+    assert_eq!(repo.learn_all(&[moved(), moved_again()]).await.unwrap(), [true, true]);
+    let now = t0() + Duration::hours(3);
+    let current = repo.on_topic(&tenant, &AgentId::from_string("agt_1"), "home", now, 10).await.unwrap();
+    assert_eq!(current.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["mem_berlin"]);
+    let porto = repo.get(&tenant, &MemoryId::from_string("mem_porto")).await.unwrap().unwrap();
+    assert_eq!(porto.superseded_by, Some(MemoryId::from_string("mem_berlin")));
+    let history = repo.history(&tenant, &MemoryId::from_string("mem_porto")).await.unwrap();
+    assert_eq!(
+        history.iter().map(|v| v.change).collect::<Vec<_>>(),
+        [MemoryChange::Added, MemoryChange::Invalidated]
+    );
+
+    // Receipts count for their own tenant only; the same pass again changes nothing.
+    assert_eq!(repo.learned_already(&asked).await.unwrap(), [msg_1, msg_3]);
+    assert_eq!(repo.learn_all(&[moved(), moved_again()]).await.unwrap(), [false, false]);
+    let events = EventStore::new(db.clone()).recent(&tenant, 10).await.unwrap();
+    let learned: Vec<&str> = events
+        .iter()
+        .map(|e| e.id.as_str())
+        .filter(|id| ["evt_learned", "evt_berlin"].contains(id))
+        .collect();
+    assert_eq!(learned.len(), 2, "each exchange's events once");
+    assert!(repo.learn_all(&[]).await.unwrap().is_empty());
 }

@@ -1,8 +1,7 @@
 //! Learning from conversations: the facts a stored exchange states, compared with what the
-//! agent knows and applied with their history, decided by rules
-//! ([`MemoryService::learn_by_rules`]) or by a model shown the agent's nearest facts
-//! ([`MemoryService::facts_near`], [`MemoryService::learn_decided`]); and an entry's history
-//! ([`MemoryService::history`]).
+//! agent knows and applied with their history, decided by rules (`rule_learning`) or by a
+//! model shown the agent's nearest facts ([`MemoryService::facts_near`],
+//! [`MemoryService::learn_decided`]); and an entry's history ([`MemoryService::history`]).
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -11,17 +10,11 @@ use super::{MemoryError, MemoryService, NewMemory};
 use crate::billing::Settlement;
 use crate::events::{Event, EventPayload, MemoryChangedData};
 use crate::ids::{AgentId, MemoryId, MessageId, TenantId};
-use crate::memory::learning::decision::{self, Decision};
-use crate::memory::learning::{
-    Candidate, Invalidation, Learned, MemoryChange, MemoryVersion, Reworded, rules,
-};
+use crate::memory::EmbedError;
+use crate::memory::learning::decision::Decision;
+use crate::memory::learning::{Candidate, Invalidation, Learned, MemoryChange, MemoryVersion, Reworded};
 use crate::memory::model::{EmbeddedEntry, Embedding, MemoryEntry, MemoryFilter, MemoryOrigin, MemoryType};
 use crate::tenancy::{Permission, Principal};
-
-/// Known facts a candidate is compared with.
-const SIMILAR_FACTS: usize = 5;
-/// Most facts on one topic read back (there is one while they replace each other).
-const TOPIC_FACTS: usize = 20;
 
 /// A stored exchange, as learning reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,75 +32,6 @@ pub struct ExchangeText {
 }
 
 impl MemoryService {
-    /// Learns from one stored exchange of `agent` with the rule extractor: each fact its user
-    /// message states is compared with the agent's current facts and added, or replaces what
-    /// was known on its topic (which is invalidated, never deleted), or changes nothing. How
-    /// many facts changed; `None` when this exchange was learned from already.
-    ///
-    /// # Errors
-    /// [`MemoryError::Embedding`], or storage failing.
-    pub async fn learn_by_rules(
-        &self,
-        tenant: &TenantId,
-        agent: &AgentId,
-        exchange: &ExchangeText,
-    ) -> Result<Option<usize>, MemoryError> {
-        let mut candidates = rules::extract(&exchange.message);
-        // A later statement on a topic wins over an earlier one in the same message.
-        let mut seen_topics = std::collections::HashSet::new();
-        candidates.reverse();
-        candidates.retain(|c| c.topic.as_ref().is_none_or(|t| seen_topics.insert(t.clone())));
-        candidates.reverse();
-        if candidates.is_empty() {
-            return Ok(Some(0));
-        }
-        // A fact without a topic is compared with the nearest known facts, so its vector comes
-        // first; a fact on a topic is compared with the current fact on it, found by its topic,
-        // and embedded only when it is stored (a fact stated again costs no embedding).
-        let untopical: Vec<String> =
-            candidates.iter().filter(|c| c.topic.is_none()).map(|c| c.text.clone()).collect();
-        let mut untopical_vectors = self.embed(untopical).await?.into_iter();
-        let now = self.deps.clock.now();
-        let mut decided: Vec<RuleDecision> = Vec::new();
-        for candidate in candidates {
-            let (on_topic, similar, vector) = match &candidate.topic {
-                Some(topic) => (
-                    self.deps.memories.on_topic(tenant, agent, topic, now, TOPIC_FACTS).await?,
-                    Vec::new(),
-                    None,
-                ),
-                None => {
-                    // As many vectors as texts: `embed` checks it.
-                    let Some(vector) = untopical_vectors.next() else { continue };
-                    let similar =
-                        self.nearest_facts(tenant, agent, &vector.vector, Map::new(), SIMILAR_FACTS).await?;
-                    (Vec::new(), similar, Some(vector))
-                }
-            };
-            for d in decision::by_rules(&candidate, &on_topic, &similar) {
-                decided.push((d, candidate.topic.clone(), on_topic.clone(), vector.clone()));
-            }
-        }
-        // What is stored on a topic is embedded now, in one call.
-        let unembedded: Vec<String> = decided
-            .iter()
-            .filter_map(|(d, _, _, vector)| match d {
-                Decision::Add { text, .. } if vector.is_none() => Some(text.clone()),
-                _ => None,
-            })
-            .collect();
-        let mut topical_vectors = self.embed(unembedded).await?.into_iter();
-        let mut plan = Plan::default();
-        for (d, topic, on_topic, vector) in decided {
-            let vector = match (&d, vector) {
-                (Decision::Add { .. }, None) => topical_vectors.next(),
-                (_, vector) => vector,
-            };
-            plan.push(d, topic.as_ref(), &on_topic, vector);
-        }
-        self.apply(tenant, agent, exchange, plan, None).await
-    }
-
     /// The agent's current semantic facts nearest to `text`, best first: what a model deciding
     /// on an exchange is shown (and the only facts its answer may name).
     ///
@@ -170,7 +94,11 @@ impl MemoryService {
         plan: Plan,
         charge: Option<Settlement>,
     ) -> Result<Option<usize>, MemoryError> {
-        let mut learned = self.learned(tenant, agent, exchange, plan);
+        let (mut learned, unembedded) = self.learned(tenant, agent, exchange, plan);
+        if !unembedded.is_empty() {
+            // Every fact a model decided on was embedded above.
+            return Err(EmbedError::Model("a decided fact has no vector".into()).into());
+        }
         learned.charge = charge;
         let changes = learned.changes();
         Ok(self.deps.memories.learn(&learned).await?.then_some(changes))
@@ -178,7 +106,7 @@ impl MemoryService {
 
     /// The agent's current semantic facts nearest to `vector` (passing `metadata`), best first,
     /// with their similarity.
-    async fn nearest_facts(
+    pub(super) async fn nearest_facts(
         &self,
         tenant: &TenantId,
         agent: &AgentId,
@@ -205,8 +133,16 @@ impl MemoryService {
             .collect())
     }
 
-    /// The changes of `plan`, as entries, history and events.
-    fn learned(&self, tenant: &TenantId, agent: &AgentId, exchange: &ExchangeText, plan: Plan) -> Learned {
+    /// The changes of `plan`, as entries, history and events; with the positions in
+    /// `added` of the facts planned without a vector (theirs is empty until it is filled in).
+    pub(super) fn learned(
+        &self,
+        tenant: &TenantId,
+        agent: &AgentId,
+        exchange: &ExchangeText,
+        plan: Plan,
+    ) -> (Learned, Vec<usize>) {
+        let mut unembedded = Vec::new();
         let sources = vec![exchange.message_id.clone(), exchange.reply_id.clone()];
         let at = exchange.at;
         let mut learned = Learned {
@@ -248,6 +184,10 @@ impl MemoryService {
                     }
                     let data = changed(&entry, None, None, &sources);
                     learned.events.push(self.memory_event(tenant, EventPayload::MemoryCreated(data)));
+                    let embedding = embedding.unwrap_or_else(|| {
+                        unembedded.push(learned.added.len());
+                        Embedding { model_id: self.deps.embedder.model().id.clone(), vector: Vec::new() }
+                    });
                     learned.added.push(EmbeddedEntry { entry, embedding });
                 }
                 Step::Update { old, text, embedding } => {
@@ -272,7 +212,7 @@ impl MemoryService {
             learned.events.push(self.memory_event(tenant, EventPayload::MemoryInvalidated(data)));
             learned.invalidated.push(Invalidation { id: old.id, superseded_by, reason });
         }
-        learned
+        (learned, unembedded)
     }
 
     fn memory_event(&self, tenant: &TenantId, payload: EventPayload) -> Event {
@@ -324,14 +264,11 @@ fn changed(
     }
 }
 
-/// A rule's decision about one candidate: with the candidate's topic, the facts it was decided
-/// on and the candidate's vector when it was needed to decide.
-type RuleDecision = (Decision, Option<String>, Vec<MemoryEntry>, Option<Embedding>);
-
 /// One change learning decided, in order.
-enum Step {
-    /// A new fact, replacing these (with the reason each is invalidated).
-    Add { candidate: Candidate, embedding: Embedding, replaces: Vec<(MemoryEntry, String)> },
+pub(super) enum Step {
+    /// A new fact, replacing these (with the reason each is invalidated); its vector, unless
+    /// it is embedded later with the others of its pass.
+    Add { candidate: Candidate, embedding: Option<Embedding>, replaces: Vec<(MemoryEntry, String)> },
     /// A known fact, reworded.
     Update { old: Box<MemoryEntry>, text: String, embedding: Embedding },
     /// A fact that no longer holds, replaced by nothing.
@@ -340,12 +277,13 @@ enum Step {
 
 /// The steps of one exchange.
 #[derive(Default)]
-struct Plan(Vec<Step>);
+pub(super) struct Plan(Vec<Step>);
 
 impl Plan {
     /// Adds `decision` (on `topic`, if its candidate has one; `known`: the facts it was decided
-    /// on, the only ones it may change; `embedding`: its text's, for an add or an update).
-    fn push(
+    /// on, the only ones it may change; `embedding`: its text's, for an update, and for an add
+    /// unless it is embedded later).
+    pub(super) fn push(
         &mut self,
         decision: Decision,
         topic: Option<&String>,
@@ -355,7 +293,6 @@ impl Plan {
         let known_entry = |id| known.iter().find(|e| &e.id == id).map(|e| Box::new(e.clone()));
         match decision {
             Decision::Add { text, topic: own } => {
-                let Some(embedding) = embedding else { return };
                 // The invalidations decided just before it are replaced by this fact.
                 let mut replaces = Vec::new();
                 while let Some(Step::Invalidate { .. }) = self.0.last() {

@@ -458,9 +458,11 @@ async fn a_new_statement_replaces_the_fact_on_its_topic_in_one_learned_change() 
         .withf(|_, agent, topic, _, _| agent.as_str() == "agt_1" && topic == "home")
         .times(1)
         .returning(move |_, _, _, _, _| Ok(vec![lyon.clone()]));
+    m.memories.expect_learned_already().times(1).returning(|_| Ok(vec![]));
     m.memories
-        .expect_learn()
-        .withf(|l| {
+        .expect_learn_all()
+        .withf(|all| {
+            let [l] = all else { return false };
             let added = &l.added[0].entry;
             l.exchange.as_str() == "msg_1"
                 && l.added.len() == 1
@@ -475,7 +477,7 @@ async fn a_new_statement_replaces_the_fact_on_its_topic_in_one_learned_change() 
                     == ["memory.created", "memory.invalidated"]
         })
         .times(1)
-        .returning(|_| Ok(true));
+        .returning(|all| Ok(vec![true; all.len()]));
     let learned = m
         .service()
         .learn_by_rules(&tenant(), &AgentId::from_string("agt_1"), &exchange("I moved to Porto."))
@@ -494,9 +496,19 @@ async fn small_talk_stores_nothing_and_a_replayed_exchange_reports_so() {
         Some(0)
     );
 
+    // Known as learned from before anything is decided: nothing is read or stored.
     let mut m = Mocks::new().embeds();
+    m.memories.expect_learned_already().times(1).returning(|x| Ok(vec![x[0].1.clone()]));
+    m.memories.expect_on_topic().never();
+    m.memories.expect_learn_all().never();
+    let replayed = m.service().learn_by_rules(&tenant(), &agent, &exchange("My name is Ada.")).await.unwrap();
+    assert_eq!(replayed, None);
+
+    // Learned from meanwhile (the store's receipt decides): the same answer.
+    let mut m = Mocks::new().embeds();
+    m.memories.expect_learned_already().returning(|_| Ok(vec![]));
     m.memories.expect_on_topic().returning(|_, _, _, _, _| Ok(vec![]));
-    m.memories.expect_learn().times(1).returning(|_| Ok(false));
+    m.memories.expect_learn_all().times(1).returning(|all| Ok(vec![false; all.len()]));
     let replayed = m.service().learn_by_rules(&tenant(), &agent, &exchange("My name is Ada.")).await.unwrap();
     assert_eq!(replayed, None);
 }
@@ -516,11 +528,15 @@ async fn a_fact_stated_again_costs_no_embedding_and_a_new_one_on_a_topic_one_cal
         .withf(|texts| texts == ["The user lives in Porto."])
         .times(1)
         .returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+    m.memories.expect_learned_already().returning(|_| Ok(vec![]));
     m.memories
-        .expect_learn()
-        .withf(|l| l.added.len() == 1 && l.invalidated.is_empty() && l.updated.is_empty())
+        .expect_learn_all()
+        .withf(|all| {
+            let [l] = all else { return false };
+            l.added.len() == 1 && l.invalidated.is_empty() && l.updated.is_empty()
+        })
         .times(1)
-        .returning(|_| Ok(true));
+        .returning(|all| Ok(vec![true; all.len()]));
     let agent = AgentId::from_string("agt_1");
     let learned = m
         .service()
@@ -528,4 +544,86 @@ async fn a_fact_stated_again_costs_no_embedding_and_a_new_one_on_a_topic_one_cal
         .await
         .unwrap();
     assert_eq!(learned, Some(1));
+}
+
+fn exchange_of(id: &str, message: &str) -> RuleExchange {
+    let mut exchange = exchange(message);
+    exchange.message_id = crate::ids::MessageId::from_string(id);
+    RuleExchange { tenant: tenant(), agent: AgentId::from_string("agt_1"), exchange }
+}
+
+#[tokio::test]
+async fn a_pass_decides_each_exchange_on_the_ones_before_it_and_stores_them_in_one_go() {
+    let mut m = Mocks::new();
+    // Each topic is read from the store once; the pass's own facts are known after that.
+    m.memories.expect_learned_already().times(1).returning(|_| Ok(vec![]));
+    m.memories
+        .expect_on_topic()
+        .withf(|_, _, t, _, _| t == "home")
+        .times(1)
+        .returning(|_, _, _, _, _| Ok(vec![]));
+    m.memories
+        .expect_on_topic()
+        .withf(|_, _, t, _, _| t == "name")
+        .times(1)
+        .returning(|_, _, _, _, _| Ok(vec![]));
+    m.memories.expect_nearest().never();
+    // One call embeds every fact the pass stores; the name stated again is not among them.
+    m.embedder
+        .expect_embed()
+        .withf(|texts| {
+            texts == ["The user lives in Lyon.", "The user lives in Porto.", "The user's name is Ada."]
+        })
+        .times(1)
+        .returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+    m.memories
+        .expect_learn_all()
+        .withf(|all| {
+            let [lyon, porto, ada, again] = all else { return false };
+            let lyon_id = &lyon.added[0].entry.id;
+            lyon.added.len() == 1
+                && lyon.invalidated.is_empty()
+                && porto.added.len() == 1
+                && porto.invalidated.len() == 1
+                && &porto.invalidated[0].id == lyon_id
+                && porto.invalidated[0].superseded_by.as_ref() == Some(&porto.added[0].entry.id)
+                && ada.added.len() == 1
+                && ada.invalidated.is_empty()
+                && again.changes() == 0
+                && all.iter().flat_map(|l| &l.added).all(|a| a.embedding.vector == [1.0, 0.0])
+        })
+        .times(1)
+        .returning(|all| Ok(vec![true; all.len()]));
+    let pass = [
+        exchange_of("msg_a", "I live in Lyon."),
+        exchange_of("msg_b", "What's the weather like?"),
+        exchange_of("msg_c", "I moved to Porto."),
+        exchange_of("msg_d", "My name is Ada."),
+        exchange_of("msg_e", "My name is Ada."),
+    ];
+    let learned = m.service().learn_by_rules_all(&pass).await.unwrap();
+    assert_eq!(learned, [Some(1), Some(0), Some(2), Some(1), Some(0)]);
+}
+
+#[tokio::test]
+async fn a_pass_done_again_leaves_out_what_was_learned_and_decides_the_rest_on_the_store() {
+    let mut m = Mocks::new().embeds();
+    let mut porto = entry("mem_porto", "The user lives in Porto.");
+    porto.metadata.insert("topic".into(), json!("home"));
+    m.memories
+        .expect_learned_already()
+        .withf(|x| x.len() == 2)
+        .times(1)
+        .returning(|x| Ok(vec![x[0].1.clone()]));
+    m.memories.expect_on_topic().times(1).returning(move |_, _, _, _, _| Ok(vec![porto.clone()]));
+    m.memories
+        .expect_learn_all()
+        .withf(|all| {
+            let [berlin] = all else { return false };
+            berlin.exchange.as_str() == "msg_b" && berlin.invalidated[0].id.as_str() == "mem_porto"
+        })
+        .times(1)
+        .returning(|all| Ok(vec![true; all.len()]));
+    let pass = [exchange_of("msg_a", "I moved to Porto."), exchange_of("msg_b", "I moved to Berlin.")];
+    assert_eq!(m.service().learn_by_rules_all(&pass).await.unwrap(), [None, Some(2)]);
 }
