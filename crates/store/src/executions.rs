@@ -5,15 +5,13 @@
 //! change a worker makes afterwards is applied only while the row carries its lease token, and
 //! a step's result and the execution's end (with its event) are one transaction.
 
-use agentry_domain::ids::{ExecutionId, TenantId, UserId, WorkflowId};
+use agentry_domain::ids::{ExecutionId, TenantId, WorkflowId};
 use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::pagination::Page;
-use agentry_domain::tenancy::{CallChain, Role};
 use agentry_domain::work::{Lease, LeaseQueue};
 use agentry_domain::workflows::{
-    ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionOrigin, ExecutionRecord, ExecutionRepository,
-    ExecutionRun, ExecutionStatus, Finish, NewExecution, RunAs, Started, StepRecord, StepResult, StepStatus,
-    steps_to_json, validate_steps,
+    ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionRepository, ExecutionRun, ExecutionStatus, Finish,
+    NewExecution, Started, StepResult, StepStatus, steps_to_json,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -22,10 +20,10 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Backend, Database, StoreError, split_page};
 use crate::events::EventRow;
-use crate::leases::{QueueTable, claimed, prepare_claim};
+use crate::leases::{QueueTable, prepare_claim};
 use crate::schema::{events, workflow_executions, workflow_step_results};
 use crate::signals::WorkQueue;
-use crate::types::{DbJson, DbJsonAs, DbTime, parse_named};
+use crate::types::{DbJsonAs, DbTime};
 
 /// Executions in the database.
 #[derive(Debug, Clone)]
@@ -66,128 +64,11 @@ impl ExecutionStore {
 
 const RUNNING: &str = "running";
 
-#[derive(Queryable, Selectable, Insertable)]
-#[diesel(table_name = workflow_executions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-struct ExecutionRow {
-    id: String,
-    tenant_id: String,
-    workflow_id: String,
-    status: String,
-    input: DbJson,
-    output: Option<DbJson>,
-    error: Option<String>,
-    origin_kind: String,
-    origin_id: Option<String>,
-    trigger_details: Option<DbJson>,
-    started_at: DbTime,
-    finished_at: Option<DbTime>,
-}
+mod rows;
 
-impl ExecutionRow {
-    fn into_domain(self, steps: Vec<StepRow>) -> anyhow::Result<Execution> {
-        Ok(Execution::restore(ExecutionRecord {
-            status: parse_named(&self.status, "execution status")?,
-            origin: ExecutionOrigin::parse(&self.origin_kind, self.origin_id)
-                .ok_or_else(|| anyhow::anyhow!("execution {} has an unknown origin", self.id))?,
-            id: ExecutionId::from_string(self.id),
-            tenant_id: TenantId::from_string(self.tenant_id),
-            workflow_id: WorkflowId::from_string(self.workflow_id),
-            input: self.input.0,
-            trigger: self.trigger_details.map_or(serde_json::Value::Null, |t| t.0),
-            output: self.output.map(|o| o.0),
-            error: self.error,
-            started_at: self.started_at.0,
-            finished_at: self.finished_at.map(|t| t.0),
-            steps: steps.into_iter().map(StepRow::into_record).collect::<anyhow::Result<_>>()?,
-        })?)
-    }
-}
-
-/// What a worker needs beside the execution: its steps and whose authority they act with.
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = workflow_executions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-struct RunRow {
-    id: String,
-    steps: DbJson,
-    run_as_user_id: String,
-    run_as_role: String,
-    claims: i64,
-    call_chain: DbJsonAs<Vec<String>>,
-}
-
-#[derive(Queryable, Selectable, Insertable)]
-#[diesel(table_name = workflow_step_results, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-struct StepRow {
-    execution_id: String,
-    position: i32,
-    step_id: String,
-    step_type: String,
-    status: String,
-    output: Option<DbJson>,
-    error: Option<String>,
-    started_at: Option<DbTime>,
-    finished_at: Option<DbTime>,
-}
-
-impl StepRow {
-    fn new(execution: &ExecutionId, position: usize, r: &StepResult) -> Self {
-        Self {
-            execution_id: execution.to_string(),
-            position: i32::try_from(position).unwrap_or(i32::MAX),
-            step_id: r.step_id.clone(),
-            step_type: r.step_type.as_str().to_owned(),
-            status: r.status().as_str().to_owned(),
-            output: r.output().cloned().map(DbJsonAs),
-            error: r.error().map(str::to_owned),
-            started_at: r.started_at().map(DbTime),
-            finished_at: r.finished_at().map(DbTime),
-        }
-    }
-
-    fn into_record(self) -> anyhow::Result<StepRecord> {
-        Ok(StepRecord {
-            step_type: parse_named(&self.step_type, "step type")?,
-            status: parse_named(&self.status, "step status")?,
-            step_id: self.step_id,
-            output: self.output.map(|o| o.0),
-            error: self.error,
-            started_at: self.started_at.map(|t| t.0),
-            finished_at: self.finished_at.map(|t| t.0),
-        })
-    }
-}
-
-/// The row of a new execution.
-#[derive(Insertable)]
-#[diesel(table_name = workflow_executions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-struct NewExecutionRow {
-    id: String,
-    tenant_id: String,
-    workflow_id: String,
-    status: String,
-    input: DbJson,
-    steps: DbJson,
-    origin_kind: &'static str,
-    origin_id: Option<String>,
-    trigger_details: Option<DbJson>,
-    dedup_key: Option<String>,
-    run_as_user_id: String,
-    run_as_role: &'static str,
-    started_at: DbTime,
-    updated_at: DbTime,
-    call_chain: DbJsonAs<Vec<String>>,
-    lease_token: Option<String>,
-    lease_until: Option<DbTime>,
-    lease_owner: Option<String>,
-    claims: i64,
-}
-
-/// A claimed execution's id.
-#[derive(QueryableByName)]
-struct ClaimedIdRow {
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    id: String,
-}
+use rows::{
+    ClaimedIdRow, ExecutionRow, NewExecutionRow, RunRow, StepRow, assemble, assemble_each, claimed_run,
+};
 
 /// Executions as a lease queue: running ones that no live lease holds, oldest first, within
 /// each tenant's share when there is one; a claim counts a claim (see
@@ -263,55 +144,6 @@ macro_rules! load_execution_rows {
         .await;
         found
     }};
-}
-
-/// Executions with their step results, in the order of `ids`.
-fn assemble(ids: &[String], rows: Vec<ExecutionRow>, steps: Vec<StepRow>) -> anyhow::Result<Vec<Execution>> {
-    assemble_each(ids, rows, steps).into_iter().map(|(_, execution)| execution).collect()
-}
-
-/// Each execution of `ids` that was found, with its step results, in the order of `ids`: read
-/// one by one, so one that cannot be read does not hide the others.
-fn assemble_each(
-    ids: &[String],
-    rows: Vec<ExecutionRow>,
-    steps: Vec<StepRow>,
-) -> Vec<(String, anyhow::Result<Execution>)> {
-    let mut by_execution: std::collections::HashMap<String, Vec<StepRow>> = std::collections::HashMap::new();
-    for step in steps {
-        by_execution.entry(step.execution_id.clone()).or_default().push(step);
-    }
-    let mut by_id: std::collections::HashMap<String, ExecutionRow> =
-        rows.into_iter().map(|r| (r.id.clone(), r)).collect();
-    ids.iter()
-        .filter_map(|id| by_id.remove(id))
-        .map(|row| {
-            let steps = by_execution.remove(&row.id).unwrap_or_default();
-            (row.id.clone(), row.into_domain(steps))
-        })
-        .collect()
-}
-
-/// A claimed execution with what its run needs.
-fn claimed_run(execution: Execution, run: Option<RunRow>, lease: &Lease) -> anyhow::Result<ClaimedExecution> {
-    let run = run.ok_or_else(|| anyhow::anyhow!("claimed execution {} vanished", execution.id))?;
-    let claims = run.claims;
-    let (steps, run_as, call_chain) = run.into_parts()?;
-    Ok(claimed(ExecutionRun { execution, steps, run_as, call_chain }, claims, lease))
-}
-
-impl RunRow {
-    fn into_parts(self) -> anyhow::Result<(Vec<agentry_domain::workflows::Step>, RunAs, CallChain)> {
-        let steps = validate_steps(&self.steps.0).map_err(|errors| {
-            let first = <[_]>::first(&errors).map(ToString::to_string).unwrap_or_default();
-            anyhow::anyhow!("execution {} has invalid stored steps: {first}", self.id)
-        })?;
-        let role: Role = self.run_as_role.parse().map_err(|_| {
-            anyhow::anyhow!("execution {} has an unknown role {:?}", self.id, self.run_as_role)
-        })?;
-        let chain = CallChain::new(self.call_chain.0.into_iter().map(WorkflowId::from_string).collect());
-        Ok((steps, RunAs { user_id: UserId::from_string(self.run_as_user_id), role }, chain))
-    }
 }
 
 #[async_trait]
