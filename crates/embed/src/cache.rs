@@ -141,6 +141,10 @@ impl<E: Embedder + ?Sized> Embedder for CachedEmbedder<E> {
         self.inner.embed(texts).await
     }
 
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed_background(texts).await
+    }
+
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let Some(cache) = self.cache.as_ref().filter(|_| text.len() <= MAX_CACHED_QUERY_BYTES) else {
             return self.inner.embed_query(text).await;

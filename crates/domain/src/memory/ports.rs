@@ -170,6 +170,16 @@ pub trait Embedder: Send + Sync {
     /// See [`EmbedError`].
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
+    /// [`Embedder::embed`] for work nobody waits on (facts learned from a conversation, after
+    /// it): an implementation may let it wait while calls somebody waits on are served, so
+    /// that under load it takes the model's spare time.
+    ///
+    /// # Errors
+    /// See [`EmbedError`].
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts).await
+    }
+
     /// The vector of a search query: what [`Embedder::embed`] makes of `text` alone. Search
     /// asks through this method rather than `embed` so that an implementation may treat
     /// queries apart from stored texts: the same question comes back again and again and is

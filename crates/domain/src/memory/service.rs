@@ -189,10 +189,24 @@ impl MemoryService {
 
     /// The embeddings of `texts`, in order; none asked for costs no call.
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, MemoryError> {
+        self.embed_as(texts, false).await
+    }
+
+    /// [`Self::embed`] for work nobody waits on ([`Embedder::embed_background`]).
+    async fn embed_in_background(&self, texts: Vec<String>) -> Result<Vec<Embedding>, MemoryError> {
+        self.embed_as(texts, true).await
+    }
+
+    async fn embed_as(&self, texts: Vec<String>, background: bool) -> Result<Vec<Embedding>, MemoryError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let vectors = self.deps.embedder.embed(&texts).await?;
+        let embedder = &self.deps.embedder;
+        let vectors = if background {
+            embedder.embed_background(&texts).await?
+        } else {
+            embedder.embed(&texts).await?
+        };
         if vectors.len() != texts.len() {
             return Err(
                 EmbedError::Model(format!("{} vectors for {} texts", vectors.len(), texts.len())).into()

@@ -113,7 +113,10 @@ fn extraction(
         id: "test".into(),
         dimension: 2,
     });
-    embedder.expect_embed().times(..=1).returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+    embedder
+        .expect_embed_background()
+        .times(..=1)
+        .returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
     let mut ids = crate::ids::MockIdGenerator::new();
     let n = std::sync::atomic::AtomicU64::new(0);
     ids.expect_generate()

@@ -70,7 +70,7 @@ fn memory(learn: impl Fn(&Learned) -> bool + Send + Sync + 'static, times: usize
         id: "test:2".into(),
         dimension: 2,
     });
-    embedder.expect_embed().returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+    embedder.expect_embed_background().returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
     MemoryService::new(
         MemoryServiceDeps {
             memories: Arc::new(memories),

@@ -44,7 +44,11 @@ impl MemoryService {
         text: &str,
         limit: usize,
     ) -> Result<Vec<MemoryEntry>, MemoryError> {
-        let vector = self.embed_one(text).await?;
+        let vector = self
+            .embed_in_background(vec![text.to_owned()])
+            .await?
+            .pop()
+            .ok_or(MemoryError::Embedding(EmbedError::Model("no vector".into())))?;
         let near = self.nearest_facts(tenant, agent, &vector.vector, Map::new(), limit).await?;
         Ok(near.into_iter().map(|(e, _)| e).collect())
     }
@@ -73,7 +77,7 @@ impl MemoryService {
                 Decision::Invalidate { .. } => None,
             })
             .collect();
-        let mut vectors = self.embed(texts).await?.into_iter();
+        let mut vectors = self.embed_in_background(texts).await?.into_iter();
         let mut plan = Plan::default();
         for d in decisions {
             let embedding = match d {

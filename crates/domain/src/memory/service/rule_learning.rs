@@ -92,7 +92,7 @@ impl MemoryService {
             .iter()
             .flat_map(|&i| candidates[i].iter().filter(|c| c.topic.is_none()).map(|c| c.text.clone()))
             .collect();
-        let mut vectors = self.embed(untopical).await?.into_iter();
+        let mut vectors = self.embed_in_background(untopical).await?.into_iter();
         let now = self.deps.clock.now();
         let mut known = Known::default();
         let mut learned: Vec<(usize, Learned)> = Vec::new();
@@ -122,7 +122,7 @@ impl MemoryService {
         }
         // What is stored on a topic is embedded now, in one call.
         let texts = unembedded.iter().map(|&(l, a)| learned[l].1.added[a].entry.content.clone()).collect();
-        for ((l, a), embedding) in unembedded.into_iter().zip(self.embed(texts).await?) {
+        for ((l, a), embedding) in unembedded.into_iter().zip(self.embed_in_background(texts).await?) {
             learned[l].1.added[a].embedding = embedding;
         }
         if learned.is_empty() {

@@ -66,6 +66,9 @@ impl Mocks {
 
     fn embeds(mut self) -> Self {
         self.embedder.expect_embed().returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
+        self.embedder
+            .expect_embed_background()
+            .returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
         self.embedder.expect_embed_query().returning(|_| Ok(vec![1.0, 0.0]));
         self
     }
@@ -524,7 +527,7 @@ async fn a_fact_stated_again_costs_no_embedding_and_a_new_one_on_a_topic_one_cal
         .returning(move |_, _, topic, _, _| Ok(if topic == "name" { vec![ada.clone()] } else { vec![] }));
     // Only the home is new: one call embeds it; the name, known in the same words, is not embedded.
     m.embedder
-        .expect_embed()
+        .expect_embed_background()
         .withf(|texts| texts == ["The user lives in Porto."])
         .times(1)
         .returning(|texts| Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect()));
@@ -570,7 +573,7 @@ async fn a_pass_decides_each_exchange_on_the_ones_before_it_and_stores_them_in_o
     m.memories.expect_nearest().never();
     // One call embeds every fact the pass stores; the name stated again is not among them.
     m.embedder
-        .expect_embed()
+        .expect_embed_background()
         .withf(|texts| {
             texts == ["The user lives in Lyon.", "The user lives in Porto.", "The user's name is Ada."]
         })
