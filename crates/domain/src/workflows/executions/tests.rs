@@ -2,16 +2,20 @@
 
 use std::sync::Mutex;
 
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
 
 use super::*;
 use crate::ids::{MockIdGenerator, TenantId, TriggerId, UserId};
-use crate::tenancy::{Role, Scope};
+use crate::tenancy::{Credential, Plan, Role, Scope};
 use crate::time::MockClock;
+use crate::work::Ran;
 use crate::workflows::MockStepPerformer;
+use crate::workflows::execution_state::StepStatus;
 use crate::workflows::execution_state::{StepEvent, step_transition};
+use crate::workflows::ports::ExecutionRun;
 use crate::workflows::ports::{MockExecutionRepository, MockWorkflowRepository};
+use crate::workflows::steps::Step;
 use crate::workflows::steps::validate_steps;
 
 fn t0() -> DateTime<Utc> {
