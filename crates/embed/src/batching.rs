@@ -130,9 +130,9 @@ impl<E: Embedder + ?Sized + 'static> Embedder for BatchingEmbedder<E> {
         ask(&self.queue, texts).await
     }
 
-    /// Queued apart: a batch of these forms only while the model is idle (no batch in flight,
-    /// nobody waiting), one at a time, so that under load work nobody waits on takes the
-    /// model's spare time and not the time of the calls somebody waits on.
+    /// Queued apart: a batch of these forms only while a slot is free and no caller's text
+    /// waits, one at a time, so that under load work nobody waits on takes the model's spare
+    /// time and never a caller's turn.
     async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -159,8 +159,8 @@ struct Queues {
 }
 
 /// The loop of the batching task: takes the first waiting request (a background one only
-/// while no batch is in flight and none waits), waits for a free slot among `max_in_flight`
-/// (a background batch has one slot of its own), gathers more requests of the same queue until
+/// while a slot is free and no caller's request waits, one background batch at a time), waits
+/// for a free slot among `max_in_flight`, gathers more requests of the same queue until
 /// the batch is full or `max_wait` after that request arrived, starts embedding the batch
 /// (answering its callers when done), and again. Requests arriving while every slot is busy
 /// wait in the queue, so under load the next batch is full at once.
@@ -171,7 +171,7 @@ async fn form_batches<E: Embedder + ?Sized + 'static>(
 ) {
     let slots = Arc::new(Semaphore::new(settings.max_in_flight));
     let background_slot = Arc::new(Semaphore::new(1));
-    // Told when a batch ends: the model may have become idle, which a background request waits for.
+    // Told when a batch ends: a slot is free, which a background request waits for.
     let ended = Arc::new(tokio::sync::Notify::new());
     // The batches being embedded, owned by this task: when it ends (the embedder was dropped),
     // they are aborted with it rather than left running.
@@ -184,23 +184,28 @@ async fn form_batches<E: Embedder + ?Sized + 'static>(
         let (first, background) = match carried.take() {
             Some(carried) => carried,
             None => {
-                let idle = slots.available_permits() == settings.max_in_flight
-                    && background_slot.available_permits() == 1;
+                // A background batch takes a free slot only when no caller's text waits (the
+                // biased select serves those first), and one at a time.
+                let spare = slots.available_permits() > 0 && background_slot.available_permits() == 1;
                 tokio::select! {
                     biased;
                     request = queues.foreground.recv() => match request {
                         Some(request) => (request, false),
                         None => return,
                     },
-                    Some(request) = queues.background.recv(), if idle => (request, true),
+                    Some(request) = queues.background.recv(), if spare => (request, true),
                     () = ended.notified() => continue,
                 }
             }
         };
-        let Ok(slot) = Arc::clone(if background { &background_slot } else { &slots }).acquire_owned().await
-        else {
-            return;
+        // A background batch holds a slot of the callers' too: it never adds to what runs at once.
+        let own = if background {
+            let Ok(own) = Arc::clone(&background_slot).acquire_owned().await else { return };
+            Some(own)
+        } else {
+            None
         };
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { return };
         if first.reply.is_closed() {
             continue;
         }
@@ -232,7 +237,7 @@ async fn form_batches<E: Embedder + ?Sized + 'static>(
         let (inner, ended) = (Arc::clone(&inner), Arc::clone(&ended));
         running.spawn(async move {
             embed_batch(&inner, batch).await;
-            drop(slot);
+            drop((slot, own));
             ended.notify_one();
         });
     }

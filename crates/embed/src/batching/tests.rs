@@ -253,11 +253,11 @@ async fn callers_that_went_away_are_left_out_of_the_batch() {
 }
 
 #[tokio::test]
-async fn background_texts_wait_for_an_idle_model_and_never_take_a_callers_turn() {
+async fn background_texts_take_a_free_slot_but_never_a_callers_turn() {
     let gate = Arc::new(Semaphore::new(0));
     let (model, mut started) = Counting::new(Some(gate.clone()));
-    let settings = BatchSettings { max_texts: 1, max_wait: Duration::ZERO, max_in_flight: 2 };
-    let batcher = BatchingEmbedder::new(model.clone(), settings);
+    let one_slot = BatchSettings { max_texts: 1, max_wait: Duration::ZERO, max_in_flight: 1 };
+    let batcher = BatchingEmbedder::new(model.clone(), one_slot);
     let ask = |text: &'static str, background: bool| {
         let batcher = batcher.clone();
         tokio::spawn(async move {
@@ -267,19 +267,34 @@ async fn background_texts_wait_for_an_idle_model_and_never_take_a_callers_turn()
     };
     let a = ask("a", false);
     assert_eq!(started.recv().await, Some(1), "a caller's text finds the model idle");
-    // Queued while `a` is in the model: the background text first, then a caller's.
+    // Queued while `a` holds the one slot: the background text first, then a caller's.
     let learned = ask("learned", true);
     tokio::task::yield_now().await;
     let c = ask("c", false);
-    assert_eq!(started.recv().await, Some(1), "the caller's text takes the free slot");
     tokio::task::yield_now().await;
-    assert_eq!(model.calls().len(), 2, "the background text waits while a batch runs");
-    gate.add_permits(2);
+    gate.add_permits(3);
     assert_eq!(a.await.unwrap().unwrap(), vec![vector_of("a")]);
     assert_eq!(c.await.unwrap().unwrap(), vec![vector_of("c")]);
-    gate.add_permits(1);
     assert_eq!(learned.await.unwrap().unwrap(), vec![vector_of("learned")]);
     let order: Vec<String> = model.calls().into_iter().flatten().collect();
-    assert_eq!(order, ["a", "c", "learned"]);
+    assert_eq!(order, ["a", "c", "learned"], "the caller's text went first");
+
+    // With a slot free and no caller waiting, a background text goes at once, beside a batch.
+    let two_slots = BatchSettings { max_in_flight: 2, ..one_slot };
+    let (model, mut started) = Counting::new(Some(gate.clone()));
+    let batcher = BatchingEmbedder::new(model.clone(), two_slots);
+    let held = {
+        let batcher = batcher.clone();
+        tokio::spawn(async move { batcher.embed(&["held".to_owned()]).await })
+    };
+    assert_eq!(started.recv().await, Some(1));
+    let beside = {
+        let batcher = batcher.clone();
+        tokio::spawn(async move { batcher.embed_background(&["beside".to_owned()]).await })
+    };
+    assert_eq!(started.recv().await, Some(1), "the background text took the free slot");
+    gate.add_permits(2);
+    assert_eq!(beside.await.unwrap().unwrap(), vec![vector_of("beside")]);
+    assert_eq!(held.await.unwrap().unwrap(), vec![vector_of("held")]);
     assert!(batcher.embed_background(&[]).await.unwrap().is_empty());
 }
