@@ -387,11 +387,11 @@ impl ExecutionRepository for ExecutionStore {
         &self,
         id: &ExecutionId,
         lease: &Lease,
-        position: usize,
+        step_id: &str,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool> {
         let (id, token, until, at) = (id.to_string(), lease.token.clone(), DbTime(lease.until), DbTime(now));
-        let position = i32::try_from(position)?;
+        let step_id = step_id.to_owned();
         let held = transaction!(self.db, conn => {
             let n = diesel::update(workflow_executions::table
                 .filter(workflow_executions::id.eq(&id))
@@ -405,7 +405,7 @@ impl ExecutionRepository for ExecutionStore {
             }
             diesel::update(workflow_step_results::table
                 .filter(workflow_step_results::execution_id.eq(&id))
-                .filter(workflow_step_results::position.eq(position)))
+                .filter(workflow_step_results::step_id.eq(&step_id)))
                 .set((
                     workflow_step_results::status.eq(StepStatus::Running.as_str()),
                     workflow_step_results::started_at.eq(Some(at)),
@@ -443,11 +443,12 @@ impl ExecutionRepository for ExecutionStore {
         &self,
         id: &ExecutionId,
         lease: &Lease,
-        position: usize,
         result: &StepResult,
         finish: Option<Finish>,
     ) -> anyhow::Result<bool> {
-        let step = StepRow::new(id, position, result);
+        // The position is the step's place in the list as shown, set when the execution was
+        // stored; a result is addressed by its step's id.
+        let step = StepRow::new(id, 0, result);
         let (id, token) = (id.to_string(), lease.token.clone());
         let at = DbTime(result.finished_at().unwrap_or_else(Utc::now));
         let ends = finish.is_some();
@@ -474,7 +475,7 @@ impl ExecutionRepository for ExecutionStore {
             }
             diesel::update(workflow_step_results::table
                 .filter(workflow_step_results::execution_id.eq(&id))
-                .filter(workflow_step_results::position.eq(step.position)))
+                .filter(workflow_step_results::step_id.eq(&step.step_id)))
                 .set((
                     workflow_step_results::status.eq(&step.status),
                     workflow_step_results::output.eq(&step.output),

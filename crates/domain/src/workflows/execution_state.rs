@@ -393,51 +393,56 @@ impl Execution {
         &self.steps
     }
 
-    /// Starts step `position` at `at`. A step found running was left so by a worker that died:
+    /// The result of the step with id `step_id`.
+    pub fn step(&self, step_id: &str) -> Option<&StepResult> {
+        self.steps.iter().find(|s| s.step_id == step_id)
+    }
+
+    /// Starts step `step_id` at `at`. A step found running was left so by a worker that died:
     /// it starts over.
     ///
     /// # Errors
     /// [`InvalidTransition`] when the execution has ended (no further step starts) or the step
     /// has finished.
-    pub fn start_step(&mut self, position: usize, at: DateTime<Utc>) -> Result<(), InvalidTransition> {
+    pub fn start_step(&mut self, step_id: &str, at: DateTime<Utc>) -> Result<(), InvalidTransition> {
         if self.status.is_terminal() {
             return Err(self.refusal("start a step of"));
         }
-        let step = self.step_mut(position, StepEvent::Start)?;
+        let step = self.step_mut(step_id, StepEvent::Start)?;
         if step.status == StepStatus::Running {
             *step = StepResult { status: StepStatus::Pending, started_at: None, ..step.clone() };
         }
         step.apply(StepEvent::Start, at)
     }
 
-    /// Completes running step `position` with `output` at `at` (also when the execution was
+    /// Completes running step `step_id` with `output` at `at` (also when the execution was
     /// cancelled while it ran: a running step may finish).
     ///
     /// # Errors
     /// [`InvalidTransition`] when the step is not running.
     pub fn complete_step(
         &mut self,
-        position: usize,
+        step_id: &str,
         output: Value,
         at: DateTime<Utc>,
     ) -> Result<(), InvalidTransition> {
-        let step = self.step_mut(position, StepEvent::Complete)?;
+        let step = self.step_mut(step_id, StepEvent::Complete)?;
         step.apply(StepEvent::Complete, at)?;
         step.output = Some(output);
         Ok(())
     }
 
-    /// Fails running step `position` at `at`, saying why.
+    /// Fails running step `step_id` at `at`, saying why.
     ///
     /// # Errors
     /// [`InvalidTransition`] when the step is not running.
     pub fn fail_step(
         &mut self,
-        position: usize,
+        step_id: &str,
         error: String,
         at: DateTime<Utc>,
     ) -> Result<(), InvalidTransition> {
-        let step = self.step_mut(position, StepEvent::Fail)?;
+        let step = self.step_mut(step_id, StepEvent::Fail)?;
         step.apply(StepEvent::Fail, at)?;
         step.error = Some(error);
         Ok(())
@@ -485,8 +490,8 @@ impl Execution {
         Ok(())
     }
 
-    fn step_mut(&mut self, position: usize, event: StepEvent) -> Result<&mut StepResult, InvalidTransition> {
-        self.steps.get_mut(position).ok_or(InvalidTransition {
+    fn step_mut(&mut self, step_id: &str, event: StepEvent) -> Result<&mut StepResult, InvalidTransition> {
+        self.steps.iter_mut().find(|s| s.step_id == step_id).ok_or(InvalidTransition {
             what: "a step",
             from: "absent",
             event: event.as_str(),

@@ -289,14 +289,14 @@ pub trait ExecutionRepository: Send + Sync {
     /// result); whether it was.
     async fn record_cancel(&self, execution: &Execution) -> anyhow::Result<bool>;
 
-    /// Marks step `position` running at `now` and extends the lease to `lease.until`, only if
+    /// Marks step `step_id` running at `now` and extends the lease to `lease.until`, only if
     /// the execution is still `running` and carries `lease.token`; `false` otherwise (it was
     /// cancelled, or another worker took it over).
     async fn start_step(
         &self,
         id: &ExecutionId,
         lease: &Lease,
-        position: usize,
+        step_id: &str,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool>;
 
@@ -305,7 +305,7 @@ pub trait ExecutionRepository: Send + Sync {
     /// back the claim's count: a claim given back is not one that crashed or stalled.
     async fn release(&self, id: &ExecutionId, lease: &Lease) -> anyhow::Result<()>;
 
-    /// Stores step `position`'s result and, with `finish`, the execution's end, its remaining
+    /// Stores a step's `result` (addressed by its step id) and, with `finish`, the execution's end, its remaining
     /// pending steps as `skipped` and the finish event, in one transaction and only if the
     /// execution carries `lease.token`; `false` when the lease was lost. The end is applied
     /// only to a `running` execution (a cancelled one keeps its status; its running step still
@@ -314,7 +314,6 @@ pub trait ExecutionRepository: Send + Sync {
         &self,
         id: &ExecutionId,
         lease: &Lease,
-        position: usize,
         result: &StepResult,
         finish: Option<Finish>,
     ) -> anyhow::Result<bool>;

@@ -72,12 +72,12 @@ fn new_execution(
     }
 }
 
-/// `execution` after its step `position` ran from `at` for a second and completed with `output`:
+/// `execution` after its step `step_id` ran from `at` for a second and completed with `output`:
 /// the result a worker records.
-fn completed(execution: &Execution, position: usize, output: Value, at: DateTime<Utc>) -> Execution {
+fn completed(execution: &Execution, step_id: &str, output: Value, at: DateTime<Utc>) -> Execution {
     let mut run = execution.clone();
-    run.start_step(position, at).unwrap();
-    run.complete_step(position, output, at + Duration::seconds(1)).unwrap();
+    run.start_step(step_id, at).unwrap();
+    run.complete_step(step_id, output, at + Duration::seconds(1)).unwrap();
     run
 }
 
@@ -169,9 +169,12 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     let tenant = &new.execution.tenant_id;
 
     let stranger = lease("other", t0() + Duration::seconds(30));
-    assert!(!store.start_step(id, &stranger, 0, t0()).await.unwrap(), "another lease cannot start a step");
+    assert!(
+        !store.start_step(id, &stranger, "find", t0()).await.unwrap(),
+        "another lease cannot start a step"
+    );
     let extended = lease("l1", t0() + Duration::seconds(300));
-    assert!(store.start_step(id, &extended, 0, t0()).await.unwrap());
+    assert!(store.start_step(id, &extended, "find", t0()).await.unwrap());
     let got = store.get(tenant, id).await.unwrap().unwrap();
     assert_eq!(got.steps()[0].status(), StepStatus::Running);
     assert_eq!(got.steps()[0].started_at(), Some(t0()));
@@ -179,13 +182,13 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     let late = t0() + Duration::seconds(60);
     assert!(store.claim(&lease("l2", late + Duration::seconds(30)), late, 10).await.unwrap().is_empty());
 
-    let done = |output| completed(&got, 0, output, t0()).steps()[0].clone();
-    assert!(!store.record_step(id, &stranger, 0, &done(json!("x")), None).await.unwrap(), "lost lease");
+    let done = |output| completed(&got, "find", output, t0()).steps()[0].clone();
+    assert!(!store.record_step(id, &stranger, &done(json!("x")), None).await.unwrap(), "lost lease");
     assert_eq!(store.get(tenant, id).await.unwrap().unwrap().steps()[0].status(), StepStatus::Running);
-    assert!(store.record_step(id, &extended, 0, &done(json!({"results": []})), None).await.unwrap());
+    assert!(store.record_step(id, &extended, &done(json!({"results": []})), None).await.unwrap());
 
-    assert!(store.start_step(id, &extended, 1, t0()).await.unwrap());
-    let last = completed(&got, 1, json!({"n": 3}), t0()).steps()[1].clone();
+    assert!(store.start_step(id, &extended, "answer", t0()).await.unwrap());
+    let last = completed(&got, "answer", json!({"n": 3}), t0()).steps()[1].clone();
     assert_eq!(last.step_id, "answer");
     let end = t0() + Duration::seconds(2);
     let finish = Finish {
@@ -205,7 +208,7 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
             created_at: end,
         },
     };
-    assert!(store.record_step(id, &extended, 1, &last, Some(finish)).await.unwrap());
+    assert!(store.record_step(id, &extended, &last, Some(finish)).await.unwrap());
     let finished = store.get(tenant, id).await.unwrap().unwrap();
     assert_eq!(finished.status(), ExecutionStatus::Completed);
     assert_eq!(finished.output(), Some(&json!({"n": 3})));
@@ -232,7 +235,7 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     store.claim(&held, t0(), 10).await.unwrap();
     // Read before step 0 started, as a cancelling request may: step 0 is pending in its copy.
     let mut cancelled = store.get(tenant, id).await.unwrap().unwrap();
-    assert!(store.start_step(id, &held, 0, t0()).await.unwrap());
+    assert!(store.start_step(id, &held, "find", t0()).await.unwrap());
     cancelled.cancel(t0()).unwrap();
     let mut foreign = cancelled.clone();
     foreign.tenant_id = TenantId::from_string("ten_2");
@@ -243,10 +246,10 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     assert_eq!(cancelled.error(), Some(agentry_domain::workflows::CANCELLED_ERROR));
     assert_eq!(cancelled.steps()[0].status(), StepStatus::Running, "a running step may finish");
     assert_eq!(cancelled.steps()[1].status(), StepStatus::Skipped);
-    assert!(!store.start_step(id, &held, 1, t0()).await.unwrap(), "no further step starts");
+    assert!(!store.start_step(id, &held, "answer", t0()).await.unwrap(), "no further step starts");
     let mut finishing = cancelled.clone();
-    finishing.complete_step(0, json!(1), t0()).unwrap();
-    assert!(store.record_step(id, &held, 0, &finishing.steps()[0], None).await.unwrap());
+    finishing.complete_step("find", json!(1), t0()).unwrap();
+    assert!(store.record_step(id, &held, &finishing.steps()[0], None).await.unwrap());
     let after = store.get(tenant, id).await.unwrap().unwrap();
     assert_eq!(
         (after.status(), after.steps()[0].status()),
@@ -306,11 +309,11 @@ async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) 
         let id = new.execution.id.clone();
         // Only this round's execution is free to claim: the earlier ones have ended or are gone.
         assert_eq!(store.claim(&held, t0(), 10).await.unwrap().len(), 1);
-        assert!(store.start_step(&id, &held, 0, t0()).await.unwrap());
-        let run = completed(&new.execution, 0, json!(1), t0());
-        assert!(store.record_step(&id, &held, 0, &run.steps()[0], None).await.unwrap());
-        assert!(store.start_step(&id, &held, 1, t0()).await.unwrap());
-        let last = completed(&run, 1, json!(2), t0()).steps()[1].clone();
+        assert!(store.start_step(&id, &held, "find", t0()).await.unwrap());
+        let run = completed(&new.execution, "find", json!(1), t0());
+        assert!(store.record_step(&id, &held, &run.steps()[0], None).await.unwrap());
+        assert!(store.start_step(&id, &held, "answer", t0()).await.unwrap());
+        let last = completed(&run, "answer", json!(2), t0()).steps()[1].clone();
         let finish = Finish {
             status: ExecutionStatus::Completed,
             output: Some(json!(2)),
@@ -329,7 +332,7 @@ async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) 
             },
         };
         let (ended, deleted) = tokio::join!(
-            store.record_step(&id, &held, 1, &last, Some(finish)),
+            store.record_step(&id, &held, &last, Some(finish)),
             workflows.delete(&tenant, &wf.id)
         );
         ended.unwrap();

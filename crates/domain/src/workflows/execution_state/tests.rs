@@ -103,55 +103,55 @@ fn an_execution_starts_running_with_every_step_pending() {
 #[test]
 fn steps_move_only_as_drawn_and_keep_their_times_and_results() {
     let mut e = execution();
-    e.start_step(0, t(1)).unwrap();
-    e.complete_step(0, json!({"n": 1}), t(2)).unwrap();
+    e.start_step("a", t(1)).unwrap();
+    e.complete_step("a", json!({"n": 1}), t(2)).unwrap();
     let done = &e.steps()[0];
     assert_eq!(
         (done.status(), done.output(), done.error()),
         (StepStatus::Completed, Some(&json!({"n": 1})), None)
     );
     assert_eq!((done.started_at(), done.finished_at()), (Some(t(1)), Some(t(2))));
-    let refused = e.start_step(0, t(3)).unwrap_err();
+    let refused = e.start_step("a", t(3)).unwrap_err();
     assert_eq!(refused.to_string(), "cannot start a step that is completed");
-    assert!(e.complete_step(0, json!(2), t(3)).is_err(), "a result is kept once");
-    assert!(e.complete_step(1, json!(2), t(3)).is_err(), "a pending step cannot complete");
-    assert!(e.fail_step(1, "x".into(), t(3)).is_err(), "nor fail");
-    e.start_step(1, t(3)).unwrap();
-    e.fail_step(1, "the receiver answered 500".into(), t(4)).unwrap();
+    assert!(e.complete_step("a", json!(2), t(3)).is_err(), "a result is kept once");
+    assert!(e.complete_step("b", json!(2), t(3)).is_err(), "a pending step cannot complete");
+    assert!(e.fail_step("b", "x".into(), t(3)).is_err(), "nor fail");
+    e.start_step("b", t(3)).unwrap();
+    e.fail_step("b", "the receiver answered 500".into(), t(4)).unwrap();
     let failed = &e.steps()[1];
     assert_eq!(
         (failed.status(), failed.error(), failed.output()),
         (StepStatus::Failed, Some("the receiver answered 500"), None)
     );
-    assert_eq!(e.start_step(9, t(5)).unwrap_err().from, "absent");
+    assert_eq!(e.start_step("z", t(5)).unwrap_err().from, "absent");
     assert_eq!(e.status(), ExecutionStatus::Running, "a step's end is not the execution's");
 }
 
 #[test]
 fn a_step_left_running_by_a_dead_worker_starts_over() {
     let mut e = execution();
-    e.start_step(0, t(1)).unwrap();
-    e.start_step(0, t(9)).unwrap();
+    e.start_step("a", t(1)).unwrap();
+    e.start_step("a", t(9)).unwrap();
     assert_eq!((e.steps()[0].status(), e.steps()[0].started_at()), (StepStatus::Running, Some(t(9))));
 }
 
 #[test]
 fn ending_skips_the_steps_not_started_and_lets_a_running_one_finish() {
     let mut e = execution();
-    e.start_step(0, t(1)).unwrap();
+    e.start_step("a", t(1)).unwrap();
     e.cancel(t(2)).unwrap();
     assert_eq!(
         (e.status(), e.error(), e.finished_at()),
         (ExecutionStatus::Cancelled, Some(CANCELLED_ERROR), Some(t(2)))
     );
     assert_eq!(statuses(&e), [StepStatus::Running, StepStatus::Skipped, StepStatus::Skipped]);
-    assert!(e.start_step(1, t(3)).is_err(), "no further step starts");
-    e.complete_step(0, json!(1), t(3)).unwrap();
+    assert!(e.start_step("b", t(3)).is_err(), "no further step starts");
+    e.complete_step("a", json!(1), t(3)).unwrap();
     assert_eq!(e.status(), ExecutionStatus::Cancelled, "and the execution stays cancelled");
 
     let mut e = execution();
-    e.start_step(0, t(1)).unwrap();
-    e.fail_step(0, "boom".into(), t(2)).unwrap();
+    e.start_step("a", t(1)).unwrap();
+    e.fail_step("a", "boom".into(), t(2)).unwrap();
     e.fail("step a failed: boom".into(), t(2)).unwrap();
     assert_eq!(
         (e.status(), e.error(), e.output()),
@@ -163,9 +163,9 @@ fn ending_skips_the_steps_not_started_and_lets_a_running_one_finish() {
 #[test]
 fn a_finished_execution_never_changes_again() {
     let mut e = execution();
-    for i in 0..3 {
-        e.start_step(i, t(1)).unwrap();
-        e.complete_step(i, json!(i), t(2)).unwrap();
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        e.start_step(id, t(1)).unwrap();
+        e.complete_step(id, json!(i), t(2)).unwrap();
     }
     e.complete(json!(2), t(2)).unwrap();
     assert_eq!((e.status(), e.output(), e.error()), (ExecutionStatus::Completed, Some(&json!(2)), None));
@@ -174,7 +174,7 @@ fn a_finished_execution_never_changes_again() {
     assert!(e.fail("late".into(), t(3)).is_err());
     assert!(e.complete(json!(3), t(3)).is_err());
     assert_eq!(
-        e.start_step(0, t(3)).unwrap_err().to_string(),
+        e.start_step("a", t(3)).unwrap_err().to_string(),
         "cannot start a step of an execution that is completed"
     );
     assert_eq!(e, before);
@@ -183,18 +183,18 @@ fn a_finished_execution_never_changes_again() {
 #[test]
 fn a_stored_execution_reads_back_only_in_a_state_the_transitions_reach() {
     let mut mid = execution();
-    mid.start_step(0, t(1)).unwrap();
-    mid.complete_step(0, json!(1), t(2)).unwrap();
-    mid.start_step(1, t(2)).unwrap();
+    mid.start_step("a", t(1)).unwrap();
+    mid.complete_step("a", json!(1), t(2)).unwrap();
+    mid.start_step("b", t(2)).unwrap();
     let mut failed = mid.clone();
-    failed.fail_step(1, "boom".into(), t(3)).unwrap();
+    failed.fail_step("b", "boom".into(), t(3)).unwrap();
     failed.fail("step b failed: boom".into(), t(3)).unwrap();
     let mut cancelled = mid.clone();
     cancelled.cancel(t(3)).unwrap();
     let mut completed = execution();
-    for i in 0..3 {
-        completed.start_step(i, t(1)).unwrap();
-        completed.complete_step(i, Value::Null, t(2)).unwrap();
+    for id in ["a", "b", "c"] {
+        completed.start_step(id, t(1)).unwrap();
+        completed.complete_step(id, Value::Null, t(2)).unwrap();
     }
     completed.complete(Value::Null, t(2)).unwrap();
     for e in [execution(), mid.clone(), failed, cancelled, completed] {

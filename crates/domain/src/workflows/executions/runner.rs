@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::super::execution_state::{Execution, ExecutionStatus, StepResult, StepStatus};
+use super::super::execution_state::{Execution, ExecutionStatus, InvalidTransition, StepResult, StepStatus};
 use super::super::outputs::output_size;
 use super::super::ports::{ClaimedExecution, ExecutionRun, Finish, StepFailure};
 use super::super::steps::{Step, StepAction};
@@ -17,6 +17,25 @@ use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailed
 use crate::storable;
 use crate::tenancy::{Credential, Permission, Plan, Principal, current_role};
 use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
+
+/// What happens after a step ran: decided by its run, applied by the executor
+/// ([`ExecutionService::apply`]) and stored with the step's result in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+enum Next {
+    /// The step produced its output: the execution goes on at the step after it, or completes
+    /// with this output after the last.
+    Done(Value),
+    /// The step failed: so does the execution.
+    Fail(StepFailure),
+}
+
+/// What applying a [`Next`] did.
+struct Applied {
+    /// The execution's end, when it ended: its event and how the run ended.
+    end: Option<(Event, RunOutcome)>,
+    /// The position of the step the execution goes on at.
+    then: Option<usize>,
+}
 
 impl ExecutionService {
     /// Runs a claimed execution's remaining steps (see [`Self::run_steps`]); how it ended.
@@ -31,8 +50,8 @@ impl ExecutionService {
         self.run_steps(claimed, keep_going, None).await
     }
 
-    /// Runs a claimed execution's remaining steps in order, storing each step's start and
-    /// result under the lease, until it ends, is cancelled, or the lease is lost. Before each
+    /// Runs a claimed execution's remaining steps, from the first, each leading to the next
+    /// ([`Next`]), storing each step's start and result under the lease, until it ends, is cancelled, or the lease is lost. Before each
     /// step it asks `keep_going`; when that says no (the service is stopping) it gives the
     /// execution back for another worker to resume. With `given_up`, the step it is at fails
     /// with that reason instead of running (it was claimed too often without finishing).
@@ -57,12 +76,18 @@ impl ExecutionService {
         };
         let mut context =
             TemplateContext::new(execution.input.clone()).with_trigger(execution.trigger.clone());
-        for (position, step) in steps.iter().enumerate() {
-            let status = execution.steps().get(position).map_or(StepStatus::Pending, StepResult::status);
-            match status {
+        // The step the execution is at: the first, then the one each step's run leads to.
+        let mut at = Some(0);
+        while let Some(index) = at {
+            let Some(step) = steps.get(index) else { break };
+            let following = (index + 1 < steps.len()).then_some(index + 1);
+            let result = execution.step(step.id());
+            match result.map_or(StepStatus::Pending, StepResult::status) {
                 StepStatus::Completed => {
-                    let output = execution.steps()[position].output().cloned().unwrap_or(Value::Null);
+                    // Done before this claim: its output is read back, not made again.
+                    let output = result.and_then(StepResult::output).cloned().unwrap_or(Value::Null);
                     context.add_output(step.id(), output);
+                    at = following;
                     continue;
                 }
                 // A finished execution is never claimed; these mean it ended meanwhile.
@@ -75,10 +100,10 @@ impl ExecutionService {
                 return Ok(RunOutcome::Released);
             }
             let started_at = d.clock.now();
-            execution.start_step(position, started_at)?;
+            execution.start_step(step.id(), started_at)?;
             let step_lease =
                 Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
-            if !d.executions.start_step(&execution.id, &step_lease, position, started_at).await? {
+            if !d.executions.start_step(&execution.id, &step_lease, step.id(), started_at).await? {
                 return Ok(self.why_stopped(&execution).await);
             }
             // Each step acts with its starter's role now, not the one they had when it started:
@@ -94,53 +119,68 @@ impl ExecutionService {
                 .await?
                 .map_err(|lost| StepFailure(format!("the execution stopped: {lost}"))),
             };
-            let produced = match entitled {
-                Err(failure) => Err(failure),
+            let next = match entitled {
+                Err(failure) => Next::Fail(failure),
                 Ok(role) => {
                     caller.role = role;
-                    self.perform(&caller, step, &context).await
-                }
-            };
-            let finished_at = d.clock.now();
-            let last = position + 1 == steps.len();
-            let (event, outcome) = match produced {
-                Ok(output) => {
-                    execution.complete_step(position, output.clone(), finished_at)?;
-                    if last {
-                        execution.complete(output.clone(), finished_at)?;
-                        (
-                            Some(self.completed_event(&execution, output, finished_at)),
-                            Some(RunOutcome::Completed),
-                        )
-                    } else {
-                        context.add_output(step.id(), output);
-                        (None, None)
+                    match self.perform(&caller, step, &context).await {
+                        Ok(output) => Next::Done(output),
+                        Err(failure) => Next::Fail(failure),
                     }
                 }
-                Err(failure) => {
-                    execution.fail_step(position, failure.0.clone(), finished_at)?;
-                    let error = format!("step {} failed: {}", step.id(), failure.0);
-                    execution.fail(error.clone(), finished_at)?;
-                    (Some(self.failed_event(&execution, step, error, finished_at)), Some(RunOutcome::Failed))
-                }
             };
-            let finish = event.map(|event| Finish::of(&execution, event));
-            let result = &execution.steps()[position];
-            if !d.executions.record_step(&execution.id, &step_lease, position, result, finish).await? {
+            let applied = self.apply(&mut execution, step, next, following, &mut context, d.clock.now())?;
+            let finish = applied.end.as_ref().map(|(event, _)| Finish::of(&execution, event.clone()));
+            let Some(result) = execution.step(step.id()) else { break };
+            if !d.executions.record_step(&execution.id, &step_lease, result, finish).await? {
                 tracing::warn!(execution_id = %execution.id, step = %step.id(), "execution was taken over by another worker; step result dropped");
                 return Ok(RunOutcome::LostLease);
             }
-            if let Some(outcome) = outcome {
+            if let Some((_, outcome)) = applied.end {
                 // A cancel that came while the last step ran keeps the execution cancelled.
                 return Ok(match self.status_of(&execution).await {
                     Some(ExecutionStatus::Cancelled) => RunOutcome::Cancelled,
                     _ => outcome,
                 });
             }
+            at = applied.then;
         }
         // Every step had completed before this claim (the result that ended it was stored but
         // its end was not: impossible, as both are one transaction).
         Ok(RunOutcome::Completed)
+    }
+
+    /// Applies `next`, what the run of `step` decided, to `execution` at `at`: the step's
+    /// result; its output for the later steps' templates; the execution's end, with its event,
+    /// when it ends. `following`: the step after `step` in the workflow's order.
+    fn apply(
+        &self,
+        execution: &mut Execution,
+        step: &Step,
+        next: Next,
+        following: Option<usize>,
+        context: &mut TemplateContext,
+        at: DateTime<Utc>,
+    ) -> Result<Applied, InvalidTransition> {
+        match next {
+            Next::Done(output) => {
+                execution.complete_step(step.id(), output.clone(), at)?;
+                if following.is_some() {
+                    context.add_output(step.id(), output);
+                    return Ok(Applied { end: None, then: following });
+                }
+                execution.complete(output.clone(), at)?;
+                let event = self.completed_event(execution, output, at);
+                Ok(Applied { end: Some((event, RunOutcome::Completed)), then: None })
+            }
+            Next::Fail(failure) => {
+                execution.fail_step(step.id(), failure.0.clone(), at)?;
+                let error = format!("step {} failed: {}", step.id(), failure.0);
+                execution.fail(error.clone(), at)?;
+                let event = self.failed_event(execution, step, error, at);
+                Ok(Applied { end: Some((event, RunOutcome::Failed)), then: None })
+            }
+        }
     }
 
     /// The event of an execution that completed with `output` at `at`.

@@ -106,9 +106,9 @@ fn claimed(done: usize) -> ClaimedExecution {
         t0(),
         &steps,
     );
-    for (i, output) in outputs.into_iter().enumerate().take(done) {
-        execution.start_step(i, t0()).unwrap();
-        execution.complete_step(i, output, t0()).unwrap();
+    for (step, output) in steps.iter().zip(outputs).take(done) {
+        execution.start_step(step.id(), t0()).unwrap();
+        execution.complete_step(step.id(), output, t0()).unwrap();
     }
     Claimed {
         item: ExecutionRun {
@@ -235,16 +235,16 @@ async fn a_run_resumes_at_the_first_unfinished_step_and_completes_with_its_event
     transforms(&mut m.performer, performed.clone());
     let started = Arc::new(Mutex::new(Vec::new()));
     let s = started.clone();
-    m.executions.expect_start_step().returning(move |_, lease, position, _| {
+    m.executions.expect_start_step().returning(move |_, lease, step_id, _| {
         assert_eq!(lease.token, "lease_1");
         assert!(lease.until > t0() + chrono::Duration::seconds(30), "the lease covers the step's timeout");
-        s.lock().unwrap().push(position);
+        s.lock().unwrap().push(step_id.to_owned());
         Ok(true)
     });
     let recorded = Arc::new(Mutex::new(Vec::new()));
     let r = recorded.clone();
-    m.executions.expect_record_step().returning(move |_, _, position, result, finish| {
-        r.lock().unwrap().push((position, result.clone(), finish));
+    m.executions.expect_record_step().returning(move |_, _, result, finish| {
+        r.lock().unwrap().push((result.step_id.clone(), result.clone(), finish));
         Ok(true)
     });
     m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).item.execution)));
@@ -253,11 +253,11 @@ async fn a_run_resumes_at_the_first_unfinished_step_and_completes_with_its_event
     // Steps 0 and 1 completed before a crash: only step 2 runs, reading their outputs.
     let outcome = service.run_execution(claimed(2), &always_go).await.unwrap();
     assert_eq!(outcome, RunOutcome::Completed);
-    assert_eq!(*started.lock().unwrap(), [2]);
+    assert_eq!(*started.lock().unwrap(), ["count"]);
     assert_eq!(*performed.lock().unwrap(), [json!({"n": 3, "said": "HELLO ADA"})]);
     let recorded = recorded.lock().unwrap();
-    let (position, result, finish) = &recorded[0];
-    assert_eq!(*position, 2);
+    let (step_id, result, finish) = &recorded[0];
+    assert_eq!(step_id, "count");
     assert_eq!(result.status(), StepStatus::Completed);
     assert_eq!(result.output(), Some(&json!({"n": 3, "said": "HELLO ADA"})));
     let finish = finish.as_ref().expect("the last step ends the execution");
@@ -277,8 +277,8 @@ async fn a_fresh_run_runs_every_step_in_order_and_ends_only_with_the_last() {
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
     let finishes = Arc::new(Mutex::new(Vec::new()));
     let f = finishes.clone();
-    m.executions.expect_record_step().times(3).returning(move |_, _, position, _, finish| {
-        f.lock().unwrap().push((position, finish.map(|f| f.status)));
+    m.executions.expect_record_step().times(3).returning(move |_, _, result, finish| {
+        f.lock().unwrap().push((result.step_id.clone(), finish.map(|f| f.status)));
         Ok(true)
     });
     m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).item.execution)));
@@ -288,7 +288,14 @@ async fn a_fresh_run_runs_every_step_in_order_and_ends_only_with_the_last() {
         *performed.lock().unwrap(),
         [json!("Hello ada"), json!("HELLO ADA"), json!({"n": 3, "said": "HELLO ADA"})]
     );
-    assert_eq!(*finishes.lock().unwrap(), [(0, None), (1, None), (2, Some(ExecutionStatus::Completed))]);
+    assert_eq!(
+        *finishes.lock().unwrap(),
+        [
+            ("greet".to_owned(), None),
+            ("shout".to_owned(), None),
+            ("count".to_owned(), Some(ExecutionStatus::Completed))
+        ]
+    );
 }
 
 #[tokio::test]
@@ -299,8 +306,8 @@ async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
         .times(1)
         .returning(|_, _, _, _| Err(StepFailure("the receiver answered 500".into())));
     m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
-    m.executions.expect_record_step().times(1).returning(|_, _, position, result, finish| {
-        assert_eq!(position, 0);
+    m.executions.expect_record_step().times(1).returning(|_, _, result, finish| {
+        assert_eq!(result.step_id, "greet");
         assert_eq!(result.status(), StepStatus::Failed);
         assert_eq!(result.error(), Some("the receiver answered 500"));
         let finish = finish.unwrap();
@@ -344,8 +351,8 @@ async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it()
     // Five workers before this one took it and never finished step 2: it is not run again.
     m.performer.expect_perform().never();
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
-    m.executions.expect_record_step().times(1).returning(|_, _, position, result, finish| {
-        assert_eq!(position, 1);
+    m.executions.expect_record_step().times(1).returning(|_, _, result, finish| {
+        assert_eq!(result.step_id, "shout");
         assert_eq!(result.status(), StepStatus::Failed);
         assert!(result.error().unwrap().contains("given up after 5 claims"), "{result:?}");
         assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
@@ -369,11 +376,11 @@ async fn remote_text_with_nul_is_stored_with_the_replacement_character() {
     let mut m = Mocks::new();
     m.performer.expect_perform().returning(|_, _, _, _| Ok(json!({"body": "a\u{0}b"})));
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
-    m.executions.expect_record_step().times(1).returning(|_, _, _, result, _| {
+    m.executions.expect_record_step().times(1).returning(|_, _, result, _| {
         assert_eq!(result.output(), Some(&json!({"body": "a\u{FFFD}b"})));
         Ok(true)
     });
-    m.executions.expect_record_step().returning(|_, _, _, _, _| Ok(true));
+    m.executions.expect_record_step().returning(|_, _, _, _| Ok(true));
     m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).item.execution)));
     m.service().run_execution(claimed(0), &always_go).await.unwrap();
 }
@@ -384,7 +391,7 @@ async fn an_output_over_the_limit_fails_its_step() {
     let huge = "x".repeat(crate::workflows::MAX_STEP_OUTPUT_BYTES + 1);
     m.performer.expect_perform().returning(move |_, _, _, _| Ok(json!(huge.clone())));
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
-    m.executions.expect_record_step().times(1).returning(|_, _, _, result, finish| {
+    m.executions.expect_record_step().times(1).returning(|_, _, result, finish| {
         assert_eq!(result.status(), StepStatus::Failed);
         assert!(result.error().unwrap().contains("larger than"), "{result:?}");
         assert_eq!(result.output(), None);
@@ -417,7 +424,7 @@ async fn a_lost_lease_drops_the_result_and_stops() {
         other => panic!("{other:?}"),
     });
     m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
-    m.executions.expect_record_step().times(1).returning(|_, _, _, _, _| Ok(false));
+    m.executions.expect_record_step().times(1).returning(|_, _, _, _| Ok(false));
     assert_eq!(m.service().run_execution(claimed(0), &always_go).await.unwrap(), RunOutcome::LostLease);
 }
 
@@ -492,7 +499,7 @@ async fn a_starter_removed_meanwhile_stops_the_execution_at_its_next_step() {
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
     let recorded = Arc::new(Mutex::new(Vec::new()));
     let seen = recorded.clone();
-    m.executions.expect_record_step().returning(move |_, _, _, result, finish| {
+    m.executions.expect_record_step().returning(move |_, _, result, finish| {
         seen.lock().unwrap().push((result.error().map(str::to_owned), finish.map(|f| f.status)));
         Ok(true)
     });
