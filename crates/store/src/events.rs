@@ -11,7 +11,7 @@ use crate::schema::events;
 use crate::types::{DbJson, DbJsonAs, DbTime};
 
 /// An event as stored: its type beside its data, so the outbox can be queried by type.
-#[derive(Queryable, QueryableByName, Selectable, Insertable)]
+#[derive(Clone, Queryable, QueryableByName, Selectable, Insertable)]
 #[diesel(table_name = events, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(crate) struct EventRow {
     pub(crate) id: String,

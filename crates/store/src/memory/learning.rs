@@ -114,15 +114,18 @@ impl MemoryStore {
         let applied = transaction!(self.db, conn => {
             use memory_entries as m;
             let mut applied = Vec::with_capacity(prepared.len());
+            // One memory version per tenant for the whole pass: its rows commit together.
+            let mut versions: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
+            // What the pass's exchanges add, written before any change.
+            let (mut entries, mut first_versions, mut events) = (Vec::new(), Vec::new(), Vec::new());
             for p in &prepared {
-                let (tenant, agent, sources, at) = (&p.tenant, &p.agent, &p.sources, p.at);
                 let fresh = diesel::insert_into(memory_extractions::table)
                     .values((
-                        memory_extractions::tenant_id.eq(tenant),
+                        memory_extractions::tenant_id.eq(&p.tenant),
                         memory_extractions::message_id.eq(&p.receipt),
-                        memory_extractions::agent_id.eq(agent),
+                        memory_extractions::agent_id.eq(&p.agent),
                         memory_extractions::changes.eq(p.changes),
-                        memory_extractions::extracted_at.eq(at),
+                        memory_extractions::extracted_at.eq(p.at),
                     ))
                     .on_conflict_do_nothing()
                     .execute(conn)
@@ -144,55 +147,91 @@ impl MemoryStore {
                     let cost = -s.entry.delta;
                     let (_, settled) = append_ledger!(conn, &s.entry, credits: held - cost, held: -held)?;
                     if let Some(low) = s.low_credit_event(settled, s.entry.created_at) {
-                        let row = EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?;
-                        diesel::insert_into(events::table).values(&row).execute(conn).await?;
+                        events.push(EventRow::from_domain(&low).map_err(|e| StoreError::Encode(e.to_string()))?);
                     }
                 }
                 if p.changes == 0 {
                     continue;
                 }
-                let version = bump_memory_version!(conn, tenant.as_str())?;
-                // The next version of an entry's history, its first recorded from the entry if
-                // none is.
+                let version = match versions.get(p.tenant.as_str()) {
+                    Some(version) => *version,
+                    None => {
+                        let version = bump_memory_version!(conn, p.tenant.as_str())?;
+                        versions.insert(p.tenant.as_str(), version);
+                        version
+                    }
+                };
+                for row in &p.added {
+                    entries.push(NewEntryRow { seq: version, ..row.clone() });
+                }
+                for (id, content) in &p.added_texts {
+                    first_versions.push(VersionOf {
+                        memory_id: id.clone(),
+                        tenant_id: p.tenant.clone(),
+                        version: 1,
+                        content: content.clone(),
+                        change: MemoryChange::Added.as_str(),
+                        reason: None,
+                        source_message_ids: p.sources.clone(),
+                        at: p.at,
+                    });
+                }
+                events.extend(p.events.iter().cloned());
+            }
+            // The pass's new entries and their first versions go in before any change, which
+            // may be to a fact an earlier exchange of the pass added.
+            // (One statement per row: diesel-async runs no multi-row INSERT on SQLite.)
+            for row in &entries {
+                diesel::insert_into(m::table).values(row).execute(conn).await?;
+            }
+            for row in &first_versions {
+                diesel::insert_into(memory_history::table).values(row).execute(conn).await?;
+            }
+            for (p, fresh) in prepared.iter().zip(&applied) {
+                if !*fresh || (p.updated.is_empty() && p.invalidated.is_empty()) {
+                    continue;
+                }
+                let (tenant, agent, at) = (&p.tenant, &p.agent, p.at);
+                let version = versions.get(tenant.as_str()).copied().unwrap_or_default();
+                // The next version of an entry's history; its first is recorded from the entry
+                // when it has none yet (it was written by a client).
                 macro_rules! next_version {
                     ($id:expr) => {{
                         use diesel::sql_types::Text;
-                        diesel::sql_query(first_version.as_str())
-                            .bind::<Text, _>($id)
-                            .bind::<Text, _>(tenant)
-                            .execute(conn)
-                            .await?;
                         let last: Option<i32> = memory_history::table
                             .filter(memory_history::memory_id.eq($id))
                             .select(diesel::dsl::max(memory_history::version))
                             .first(conn)
                             .await?;
-                        last.unwrap_or(0) + 1
+                        match last {
+                            Some(last) => last + 1,
+                            None => {
+                                diesel::sql_query(first_version.as_str())
+                                    .bind::<Text, _>($id)
+                                    .bind::<Text, _>(tenant)
+                                    .execute(conn)
+                                    .await?;
+                                2
+                            }
+                        }
                     }};
                 }
                 macro_rules! record {
                     ($id:expr, $version:expr, $content:expr, $change:expr, $reason:expr) => {
                         diesel::insert_into(memory_history::table)
-                            .values((
-                                memory_history::memory_id.eq($id),
-                                memory_history::tenant_id.eq(tenant),
-                                memory_history::version.eq($version),
-                                memory_history::content.eq($content),
-                                memory_history::change.eq($change.as_str()),
-                                memory_history::reason.eq($reason),
-                                memory_history::source_message_ids.eq(sources),
-                                memory_history::at.eq(at),
-                            ))
+                            .values(VersionOf {
+                                memory_id: $id.clone(),
+                                tenant_id: tenant.clone(),
+                                version: $version,
+                                content: $content,
+                                change: $change.as_str(),
+                                reason: $reason,
+                                source_message_ids: p.sources.clone(),
+                                at,
+                            })
                             .execute(conn)
                             .await?
                     };
-                }
-                for row in &p.added {
-                    let row = NewEntryRow { seq: version, ..row.clone() };
-                    diesel::insert_into(m::table).values(&row).execute(conn).await?;
-                }
-                for (id, content) in &p.added_texts {
-                    record!(id, 1, content, MemoryChange::Added, None::<String>);
                 }
                 // A fact changes only while it holds and is the agent's: one another exchange
                 // invalidated meanwhile is left as it is.
@@ -222,28 +261,29 @@ impl MemoryStore {
                         .execute(conn)
                         .await?;
                     if n == 1 {
-                        record!(&id, next, &u.content, MemoryChange::Updated, None::<String>);
+                        record!(&id, next, u.content.clone(), MemoryChange::Updated, None::<String>);
                     }
                 }
                 for i in &p.invalidated {
                     let id = i.id.to_string();
                     let next = next_version!(&id);
-                    let n = diesel::update(current!(&id))
+                    let content: Option<String> = diesel::update(current!(&id))
                         .set((
                             m::invalid_at.eq(Some(at)),
                             m::superseded_by.eq(i.superseded_by.as_ref().map(ToString::to_string)),
                             m::seq.eq(version),
                         ))
-                        .execute(conn)
-                        .await?;
-                    if n == 1 {
-                        let content: String = m::table.filter(m::id.eq(&id)).select(m::content).first(conn).await?;
-                        record!(&id, next, &content, MemoryChange::Invalidated, Some(i.reason.clone()));
+                        .returning(m::content)
+                        .get_result(conn)
+                        .await
+                        .optional()?;
+                    if let Some(content) = content {
+                        record!(&id, next, content, MemoryChange::Invalidated, Some(i.reason.clone()));
                     }
                 }
-                for event in &p.events {
-                    diesel::insert_into(events::table).values(event).execute(conn).await?;
-                }
+            }
+            for event in &events {
+                diesel::insert_into(events::table).values(event).execute(conn).await?;
             }
             Ok::<_, StoreError>(applied)
         })?;
@@ -284,6 +324,21 @@ impl MemoryStore {
             })
             .collect()
     }
+}
+
+/// A version of an entry's history, as written.
+#[derive(Insertable)]
+#[diesel(table_name = memory_history, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+struct VersionOf {
+    memory_id: String,
+    tenant_id: String,
+    version: i32,
+    content: String,
+    change: &'static str,
+    #[diesel(treat_none_as_null = true)]
+    reason: Option<String>,
+    source_message_ids: DbJsonAs<Vec<String>>,
+    at: DbTime,
 }
 
 /// One exchange's [`Learned`], as its rows.
