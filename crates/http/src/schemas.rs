@@ -258,7 +258,7 @@ fn workflow_step(step_type: StepType) -> ObjectBuilder {
         .fold(step, |step, name| step.property(*name, ObjectBuilder::new().schema_type(SchemaType::AnyValue)))
 }
 
-/// A workflow's steps in a request: 1–50 steps.
+/// A workflow's steps in a request: 1–100 steps.
 pub fn workflow_steps() -> impl Into<RefOr<Schema>> {
     let one_of_the_types =
         StepType::ALL.into_iter().fold(OneOfBuilder::new(), |any, t| any.item(workflow_step(t)));

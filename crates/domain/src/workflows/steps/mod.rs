@@ -41,7 +41,7 @@ use crate::memory::MemoryType;
 use crate::validation::{FieldError, FieldErrorKind};
 
 /// Most steps a workflow may have.
-pub const MAX_STEPS: usize = 50;
+pub const MAX_STEPS: usize = 100;
 /// Longest step id, in characters.
 pub const MAX_STEP_ID_CHARS: usize = 64;
 /// How long a step may run when it does not say.
