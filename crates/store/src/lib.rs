@@ -26,6 +26,7 @@ mod database;
 mod error;
 mod events;
 mod executions;
+mod insert_all;
 mod jobs;
 mod knowledge;
 mod leases;

@@ -31,6 +31,7 @@ mod learning;
 pub(crate) mod lexical;
 mod rows;
 
+pub(crate) use learning::{NewVersionRow, ReceiptRow};
 use rows::VectorRow;
 pub(crate) use rows::{EntryRow, NewEntryRow, vector_bytes, vector_from_bytes};
 

@@ -15,8 +15,9 @@ use diesel_async::RunQueryDsl;
 use super::{EntryRow, MemoryStore, NewEntryRow, vector_bytes};
 use crate::database::StoreError;
 use crate::events::EventRow;
+use crate::insert_all::{InsertAll, InsertReceipts};
 use crate::leases::param;
-use crate::schema::{credit_holds, events, memory_entries, memory_extractions, memory_history};
+use crate::schema::{credit_holds, memory_entries, memory_extractions, memory_history};
 use crate::signals::WorkQueue;
 use crate::types::{DbJsonAs, DbTime, parse_stored};
 
@@ -113,25 +114,14 @@ impl MemoryStore {
         let first_version = first_version_sql(self.db.backend());
         let applied = transaction!(self.db, conn => {
             use memory_entries as m;
-            let mut applied = Vec::with_capacity(prepared.len());
             // One memory version per tenant for the whole pass: its rows commit together.
             let mut versions: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
             // What the pass's exchanges add, written before any change.
             let (mut entries, mut first_versions, mut events) = (Vec::new(), Vec::new(), Vec::new());
-            for p in &prepared {
-                let fresh = diesel::insert_into(memory_extractions::table)
-                    .values((
-                        memory_extractions::tenant_id.eq(&p.tenant),
-                        memory_extractions::message_id.eq(&p.receipt),
-                        memory_extractions::agent_id.eq(&p.agent),
-                        memory_extractions::changes.eq(p.changes),
-                        memory_extractions::extracted_at.eq(p.at),
-                    ))
-                    .on_conflict_do_nothing()
-                    .execute(conn)
-                    .await?;
-                applied.push(fresh != 0);
-                if fresh == 0 {
+            let receipts: Vec<ReceiptRow> = prepared.iter().map(Prepared::receipt).collect();
+            let applied = conn.insert_receipts(&receipts).await?;
+            for (p, fresh) in prepared.iter().zip(&applied) {
+                if !*fresh {
                     continue;
                 }
                 if let Some(s) = &p.charge {
@@ -165,7 +155,7 @@ impl MemoryStore {
                     entries.push(NewEntryRow { seq: version, ..row.clone() });
                 }
                 for (id, content) in &p.added_texts {
-                    first_versions.push(VersionOf {
+                    first_versions.push(NewVersionRow {
                         memory_id: id.clone(),
                         tenant_id: p.tenant.clone(),
                         version: 1,
@@ -180,13 +170,8 @@ impl MemoryStore {
             }
             // The pass's new entries and their first versions go in before any change, which
             // may be to a fact an earlier exchange of the pass added.
-            // (One statement per row: diesel-async runs no multi-row INSERT on SQLite.)
-            for row in &entries {
-                diesel::insert_into(m::table).values(row).execute(conn).await?;
-            }
-            for row in &first_versions {
-                diesel::insert_into(memory_history::table).values(row).execute(conn).await?;
-            }
+            conn.insert_all(&entries).await?;
+            conn.insert_all(&first_versions).await?;
             for (p, fresh) in prepared.iter().zip(&applied) {
                 if !*fresh || (p.updated.is_empty() && p.invalidated.is_empty()) {
                     continue;
@@ -219,7 +204,7 @@ impl MemoryStore {
                 macro_rules! record {
                     ($id:expr, $version:expr, $content:expr, $change:expr, $reason:expr) => {
                         diesel::insert_into(memory_history::table)
-                            .values(VersionOf {
+                            .values(NewVersionRow {
                                 memory_id: $id.clone(),
                                 tenant_id: tenant.clone(),
                                 version: $version,
@@ -282,9 +267,7 @@ impl MemoryStore {
                     }
                 }
             }
-            for event in &events {
-                diesel::insert_into(events::table).values(event).execute(conn).await?;
-            }
+            conn.insert_all(&events).await?;
             Ok::<_, StoreError>(applied)
         })?;
         if applied.iter().any(|a| *a) {
@@ -329,7 +312,7 @@ impl MemoryStore {
 /// A version of an entry's history, as written.
 #[derive(Insertable)]
 #[diesel(table_name = memory_history, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
-struct VersionOf {
+pub(crate) struct NewVersionRow {
     memory_id: String,
     tenant_id: String,
     version: i32,
@@ -339,6 +322,17 @@ struct VersionOf {
     reason: Option<String>,
     source_message_ids: DbJsonAs<Vec<String>>,
     at: DbTime,
+}
+
+/// The receipt of an exchange learned from, as written.
+#[derive(Insertable)]
+#[diesel(table_name = memory_extractions, check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(crate) struct ReceiptRow {
+    pub(crate) tenant_id: String,
+    pub(crate) message_id: String,
+    agent_id: String,
+    changes: i32,
+    extracted_at: DbTime,
 }
 
 /// One exchange's [`Learned`], as its rows.
@@ -358,6 +352,16 @@ struct Prepared {
 }
 
 impl Prepared {
+    fn receipt(&self) -> ReceiptRow {
+        ReceiptRow {
+            tenant_id: self.tenant.clone(),
+            message_id: self.receipt.clone(),
+            agent_id: self.agent.clone(),
+            changes: self.changes,
+            extracted_at: self.at,
+        }
+    }
+
     fn of(learned: &Learned) -> anyhow::Result<Self> {
         Ok(Self {
             tenant: learned.tenant_id.to_string(),

@@ -19,6 +19,7 @@ crate::contract!(
     a_reworded_fact_keeps_its_earlier_text_in_its_history,
     an_agents_current_fact_on_a_topic_is_found_by_the_topic,
     a_pass_of_exchanges_is_stored_in_order_in_one_go_and_each_once,
+    an_exchange_given_twice_in_one_pass_is_learned_from_once,
 );
 
 const MODEL: &str = "test:2";
@@ -358,4 +359,18 @@ async fn a_pass_of_exchanges_is_stored_in_order_in_one_go_and_each_once(db: Data
         .collect();
     assert_eq!(learned.len(), 2, "each exchange's events once");
     assert!(repo.learn_all(&[]).await.unwrap().is_empty());
+}
+
+async fn an_exchange_given_twice_in_one_pass_is_learned_from_once(db: Database) {
+    let repo = setup(&db).await;
+    repo.insert(&[embedded(lyon(), [1.0, 0.0])], &[]).await.unwrap();
+    // Written in one statement on PostgreSQL: the receipt it returns is the first one's.
+    assert_eq!(repo.learn_all(&[moved(), moved(), moved_again()]).await.unwrap(), [true, false, true]);
+    let tenant = TenantId::from_string("ten_1");
+    let history = repo.history(&tenant, &MemoryId::from_string("mem_porto")).await.unwrap();
+    assert_eq!(
+        history.iter().map(|v| v.change).collect::<Vec<_>>(),
+        [MemoryChange::Added, MemoryChange::Invalidated],
+        "the fact was added once"
+    );
 }
