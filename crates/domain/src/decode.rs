@@ -43,6 +43,11 @@ impl Fault {
         Self { kind, message: message.into() }
     }
 
+    /// What is wrong with the value.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The fault as the error of whatever deserialiser reads the value.
     pub fn raise<E: de::Error>(self) -> E {
         E::custom(format_args!("{KIND_MARK}{}{KIND_MARK}{}", self.kind.code(), self.message))

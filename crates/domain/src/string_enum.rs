@@ -280,10 +280,13 @@ mod tests {
             ["chat", "code-host", "issue-tracker", "issue-tracker-2", "incident", "wiki"]
         );
         assert_eq!(names(&ExecutionEvent::ALL, ExecutionEvent::as_str), ["complete", "fail", "cancel"]);
-        assert_eq!(names(&StepEvent::ALL, StepEvent::as_str), ["start", "complete", "fail", "skip"]);
+        assert_eq!(
+            names(&StepEvent::ALL, StepEvent::as_str),
+            ["start", "complete", "fail", "skip", "retry", "rerun"]
+        );
         assert_eq!(
             names(&RunOutcome::ALL, RunOutcome::as_str),
-            ["done", "failed", "cancelled", "lost_lease", "released"]
+            ["done", "failed", "cancelled", "lost_lease", "released", "retry"]
         );
     }
 }

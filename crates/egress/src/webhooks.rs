@@ -36,9 +36,10 @@ impl WebhookClient {
     ///
     /// # Errors
     /// Why the URL was refused or the exchange failed, readably.
-    pub async fn request(&self, request: EgressRequest) -> Result<crate::EgressResponse, String> {
-        self.check_url(&request.url)?;
-        self.client.send(request).await.map_err(|e| e.message)
+    pub async fn request(&self, request: EgressRequest) -> Result<crate::EgressResponse, crate::EgressError> {
+        self.check_url(&request.url)
+            .map_err(|e| crate::EgressError::new(crate::EgressErrorKind::InvalidUrl, e))?;
+        self.client.send(request).await
     }
 
     /// Refuses a host outside the allow-list, when there is one.

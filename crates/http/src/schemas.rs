@@ -229,8 +229,8 @@ pub fn event_selector() -> impl Into<RefOr<Schema>> {
     string_enum(EventSelector::names(), false)
 }
 
-/// One step of a workflow of type `step_type`: `id`, `type`, `timeout_seconds` and the
-/// parameters that type takes (their names from the domain's step kinds, so the document cannot
+/// One step of a workflow of type `step_type`: `id`, `type`, `timeout_seconds`, how it leads on
+/// (`retry`, `on_error`, `next`) and the parameters that type takes (their names from the domain's step kinds, so the document cannot
 /// drift from what the service reads), nothing else. A parameter takes a template or a value
 /// (docs/workflows.md says which; the service checks each when the workflow is saved).
 fn workflow_step(step_type: StepType) -> ObjectBuilder {
@@ -249,6 +249,21 @@ fn workflow_step(step_type: StepType) -> ObjectBuilder {
                 .minimum(Some(1))
                 .maximum(Some(MAX_STEP_TIMEOUT_SECONDS)),
         )
+        .property("retry", retry_policy())
+        .property(
+            "on_error",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+                .pattern(Some(r"^[A-Za-z0-9_-]{1,64}$"))
+                .description(Some("`fail` (default), `continue`, or the id of the step to go on at")),
+        )
+        .property(
+            "next",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+                .pattern(Some(r"^[A-Za-z0-9_-]{1,64}$"))
+                .description(Some("The id of the step a completed step leads to (default: the next listed)")),
+        )
         .required("id")
         .required("type")
         .additional_properties(Some(AdditionalProperties::FreeForm(false)));
@@ -256,6 +271,36 @@ fn workflow_step(step_type: StepType) -> ObjectBuilder {
         .parameters()
         .iter()
         .fold(step, |step, name| step.property(*name, ObjectBuilder::new().schema_type(SchemaType::AnyValue)))
+}
+
+/// A step's `retry`: every field optional (docs/workflows.md gives the defaults), none other.
+fn retry_policy() -> ObjectBuilder {
+    use agentry_domain::workflows::steps::flow::{MAX_ATTEMPTS, MAX_BACKOFF_SECONDS};
+    let whole = |min: u32, max: u32| {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+            .minimum(Some(min))
+            .maximum(Some(max))
+    };
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .property("max_attempts", whole(1, MAX_ATTEMPTS))
+        .property("backoff_seconds", whole(0, MAX_BACKOFF_SECONDS))
+        .property(
+            "factor",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Number, Type::Null]))
+                .minimum(Some(1))
+                .maximum(Some(10)),
+        )
+        .property("max_backoff_seconds", whole(0, MAX_BACKOFF_SECONDS))
+        .property(
+            "on",
+            ArrayBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+                .items(string_enum(["timeout", "server_error", "network", "any"], false)),
+        )
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
 }
 
 /// A workflow's steps in a request: 1–100 steps.

@@ -10,7 +10,7 @@ use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::pagination::Page;
 use agentry_domain::work::{Lease, LeaseQueue};
 use agentry_domain::workflows::{
-    ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionRepository, ExecutionRun, ExecutionStatus, Finish,
+    After, ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionRepository, ExecutionRun, ExecutionStatus,
     NewExecution, Started, StepResult, StepStatus, steps_to_json,
 };
 use async_trait::async_trait;
@@ -20,7 +20,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::database::{Backend, Database, StoreError, split_page};
 use crate::events::EventRow;
-use crate::leases::{QueueTable, prepare_claim};
+use crate::leases::{QueueTable, param, prepare_claim};
 use crate::schema::{events, workflow_executions, workflow_step_results};
 use crate::signals::WorkQueue;
 use crate::types::{DbJsonAs, DbTime};
@@ -70,14 +70,14 @@ use rows::{
     ClaimedIdRow, ExecutionRow, NewExecutionRow, RunRow, StepRow, assemble, assemble_each, claimed_run,
 };
 
-/// Executions as a lease queue: running ones that no live lease holds, oldest first, within
-/// each tenant's share when there is one; a claim counts a claim (see
-/// [`agentry_domain::work`]).
-fn running_executions(tenant_share: Option<u32>) -> QueueTable {
+/// Executions as a lease queue: running ones that are due and that no live lease holds,
+/// earliest due first, within each tenant's share when there is one; a claim counts a claim
+/// (see [`agentry_domain::work`]). One backing off before a step's next attempt is not due.
+fn running_executions(backend: Backend, tenant_share: Option<u32>) -> QueueTable {
     QueueTable {
         table: "workflow_executions",
-        due: format!("status = '{RUNNING}'"),
-        order_by: "started_at",
+        due: format!("status = '{RUNNING}' AND due_at <= {now}", now = param(backend, 3)),
+        order_by: "due_at",
         counter: "claims",
         also_set: String::new(),
         returning: "id",
@@ -107,7 +107,10 @@ macro_rules! skip_pending {
                 .filter(workflow_step_results::execution_id.eq($execution))
                 .filter(workflow_step_results::status.eq(StepStatus::Pending.as_str())),
         )
-        .set(workflow_step_results::status.eq(StepStatus::Skipped.as_str()))
+        .set((
+            workflow_step_results::status.eq(StepStatus::Skipped.as_str()),
+            workflow_step_results::next_run_at.eq(None::<DbTime>),
+        ))
         .execute($conn)
     };
 }
@@ -155,7 +158,8 @@ impl LeaseQueue<ExecutionRun> for ExecutionStore {
         limit: u32,
     ) -> anyhow::Result<Vec<ClaimedExecution>> {
         let share = self.tenant_share;
-        let (sql, params) = prepare_claim(&self.db, |_| running_executions(share), lease, now, limit);
+        let (sql, params) =
+            prepare_claim(&self.db, |backend| running_executions(backend, share), lease, now, limit);
         let share_lock = match (share, self.db.backend()) {
             (Some(_), Backend::Postgres) => Some(SHARE_LOCK_SQL),
             _ => None,
@@ -236,6 +240,7 @@ impl ExecutionRepository for ExecutionStore {
             lease_until: new.held.as_ref().map(|l| DbTime(l.until)),
             lease_owner: new.held.as_ref().and_then(|_| self.db.lease_owner().0),
             claims: i64::from(new.held.is_some()),
+            due_at: DbTime(e.due_at()),
         };
         let steps: Vec<StepRow> =
             e.steps().iter().enumerate().map(|(i, r)| StepRow::new(&e.id, i, r)).collect();
@@ -374,7 +379,10 @@ impl ExecutionRepository for ExecutionStore {
                     .filter(workflow_step_results::execution_id.eq(&id))
                     .filter(workflow_step_results::position.eq_any(&skipped))
                     .filter(workflow_step_results::status.eq(StepStatus::Pending.as_str())))
-                    .set(workflow_step_results::status.eq(StepStatus::Skipped.as_str()))
+                    .set((
+            workflow_step_results::status.eq(StepStatus::Skipped.as_str()),
+            workflow_step_results::next_run_at.eq(None::<DbTime>),
+        ))
                     .execute(conn)
                     .await?;
             }
@@ -387,29 +395,32 @@ impl ExecutionRepository for ExecutionStore {
         &self,
         id: &ExecutionId,
         lease: &Lease,
-        step_id: &str,
+        step: &StepResult,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool> {
         let (id, token, until, at) = (id.to_string(), lease.token.clone(), DbTime(lease.until), DbTime(now));
-        let step_id = step_id.to_owned();
+        let step = StepRow::new(&ExecutionId::from_string(id.clone()), 0, step);
         let held = transaction!(self.db, conn => {
             let n = diesel::update(workflow_executions::table
                 .filter(workflow_executions::id.eq(&id))
                 .filter(workflow_executions::lease_token.eq(&token))
                 .filter(workflow_executions::status.eq(RUNNING)))
-                .set((workflow_executions::lease_until.eq(Some(until)), workflow_executions::updated_at.eq(at)))
+                .set((
+                    workflow_executions::lease_until.eq(Some(until)),
+                    workflow_executions::updated_at.eq(at),
+                    workflow_executions::at_step.eq(Some(&step.step_id)),
+                    workflow_executions::step_runs.eq(workflow_executions::step_runs + 1),
+                ))
                 .execute(conn)
                 .await?;
             if n == 0 {
                 return Ok(false);
             }
+            // The whole result: a step run again (a loop) starts from a fresh slate.
             diesel::update(workflow_step_results::table
                 .filter(workflow_step_results::execution_id.eq(&id))
-                .filter(workflow_step_results::step_id.eq(&step_id)))
-                .set((
-                    workflow_step_results::status.eq(StepStatus::Running.as_str()),
-                    workflow_step_results::started_at.eq(Some(at)),
-                ))
+                .filter(workflow_step_results::step_id.eq(&step.step_id)))
+                .set(step.changes())
                 .execute(conn)
                 .await?;
             Ok::<_, StoreError>(true)
@@ -444,16 +455,22 @@ impl ExecutionRepository for ExecutionStore {
         id: &ExecutionId,
         lease: &Lease,
         result: &StepResult,
-        finish: Option<Finish>,
+        after: After,
     ) -> anyhow::Result<bool> {
         // The position is the step's place in the list as shown, set when the execution was
         // stored; a result is addressed by its step's id.
         let step = StepRow::new(id, 0, result);
         let (id, token) = (id.to_string(), lease.token.clone());
         let at = DbTime(result.finished_at().unwrap_or_else(Utc::now));
-        let ends = finish.is_some();
-        let finish =
-            finish.map(|f| -> anyhow::Result<_> { Ok((EventRow::from_domain(&f.event)?, f)) }).transpose()?;
+        let (ends, due_at) = match &after {
+            After::GoOn => (false, None),
+            After::DueAt(due) => (false, Some(DbTime(*due))),
+            After::Finish(_) => (true, None),
+        };
+        let finish = after
+            .into_finish()
+            .map(|f| -> anyhow::Result<_> { Ok((EventRow::from_domain(&f.event)?, f)) })
+            .transpose()?;
         let held_sql = match self.db.backend() {
             Backend::Postgres => held_sql('$', "FOR UPDATE"),
             Backend::Sqlite => held_sql('?', ""),
@@ -465,24 +482,35 @@ impl ExecutionRepository for ExecutionStore {
             // makes PostgreSQL check its foreign key to the workflow again, and a concurrent
             // delete of that workflow (which holds the workflow row and waits for this one)
             // would deadlock with it.
-            let rows: Vec<ClaimedIdRow> = diesel::sql_query(held_sql)
-                .bind::<Text, _>(&id)
-                .bind::<Text, _>(&token)
-                .load(conn)
-                .await?;
-            if rows.is_empty() {
+            let held = match due_at {
+                // Due again later: the lease goes with this one UPDATE (not counted as a claim
+                // that failed: this one recorded its outcome).
+                Some(due_at) => diesel::update(workflow_executions::table
+                    .filter(workflow_executions::id.eq(&id))
+                    .filter(workflow_executions::lease_token.eq(&token)))
+                    .set((
+                        workflow_executions::due_at.eq(due_at),
+                        workflow_executions::updated_at.eq(at),
+                        workflow_executions::lease_token.eq(None::<String>),
+                        workflow_executions::lease_until.eq(None::<DbTime>),
+                        workflow_executions::claims.eq(workflow_executions::claims - 1),
+                    ))
+                    .execute(conn)
+                    .await? == 1,
+                None => !diesel::sql_query(held_sql)
+                    .bind::<Text, _>(&id)
+                    .bind::<Text, _>(&token)
+                    .load::<ClaimedIdRow>(conn)
+                    .await?
+                    .is_empty(),
+            };
+            if !held {
                 return Ok(false);
             }
             diesel::update(workflow_step_results::table
                 .filter(workflow_step_results::execution_id.eq(&id))
                 .filter(workflow_step_results::step_id.eq(&step.step_id)))
-                .set((
-                    workflow_step_results::status.eq(&step.status),
-                    workflow_step_results::output.eq(&step.output),
-                    workflow_step_results::error.eq(&step.error),
-                    workflow_step_results::started_at.eq(step.started_at),
-                    workflow_step_results::finished_at.eq(step.finished_at),
-                ))
+                .set(step.changes())
                 .execute(conn)
                 .await?;
             if let Some((event, f)) = finish {

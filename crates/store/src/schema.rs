@@ -516,6 +516,9 @@ diesel::table! {
         claims -> BigInt,
         trigger_details -> Nullable<Json>,
         call_chain -> Json,
+        due_at -> UtcTime,
+        at_step -> Nullable<Text>,
+        step_runs -> BigInt,
     }
 }
 
@@ -533,6 +536,10 @@ diesel::table! {
         error -> Nullable<Text>,
         started_at -> Nullable<UtcTime>,
         finished_at -> Nullable<UtcTime>,
+        attempts -> Integer,
+        next_run_at -> Nullable<UtcTime>,
+        branch -> Nullable<Text>,
+        attempt_errors -> Json,
     }
 }
 

@@ -7,10 +7,18 @@
 //!                 ├─────fail───────▶ Failed
 //!                 └─────cancel─────▶ Cancelled
 //!
-//!  step        Pending ──start──▶ Running ──complete──▶ Completed
-//!                 │                  └──────fail──────▶ Failed
-//!                 └──────skip──────▶ Skipped
+//!  step        Pending ──start──▶ Running ──complete──▶ Completed ─┐
+//!               ▲  │                 ├──────fail──────▶ Failed ────┤
+//!               │  │                 └──retry──▶ Pending (backing  │
+//!               │  └──────skip──────▶ Skipped      off till due)   │
+//!               └───────────────────rerun (a loop came back)───────┘
 //! ```
+//!
+//! The execution is *at* a step (the one it started last) and *due* at a time: a step that
+//! failed an attempt it may retry goes back to pending with the time of its next attempt, which
+//! becomes the execution's due time, so that it waits as a row in the queue rather than as a
+//! task. Each start counts as a step run; a loop through `next` or `on_error` may not take an
+//! execution past [`MAX_STEP_RUNS`].
 //!
 //! [`Execution`] and [`StepResult`] change state only through their transitions
 //! ([`Execution::start_step`], [`Execution::complete`], …), each refusing a move the machine does
@@ -23,7 +31,11 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::steps::{Step, StepType};
+mod step_result;
+
+pub use self::step_result::AttemptError;
+pub use self::step_result::{StepRecord, StepResult};
+use super::steps::Step;
 use crate::ids::{AgentId, ExecutionId, IntegrationId, ScheduleId, TenantId, TriggerId, WorkflowId};
 
 /// A move a state machine refused.
@@ -127,11 +139,16 @@ crate::string_enum! {
         Fail => "fail",
         /// The execution ended before its turn.
         Skip => "skip",
+        /// It failed an attempt and is tried again later.
+        Retry => "retry",
+        /// A loop came back to it after it finished: it runs again.
+        Rerun => "rerun",
     }
 }
 
 /// The status a step in `from` moves to on `event`: a pending step starts or is skipped, a
-/// running one completes or fails; a finished step never moves.
+/// running one completes, fails or waits to be retried, and a completed or failed one is made
+/// pending again when a loop comes back to it; a skipped step never moves.
 ///
 /// # Errors
 /// [`InvalidTransition`] for any other pair.
@@ -141,9 +158,15 @@ pub fn step_transition(from: StepStatus, event: StepEvent) -> Result<StepStatus,
         (StepStatus::Pending, StepEvent::Skip) => Ok(StepStatus::Skipped),
         (StepStatus::Running, StepEvent::Complete) => Ok(StepStatus::Completed),
         (StepStatus::Running, StepEvent::Fail) => Ok(StepStatus::Failed),
+        (StepStatus::Running, StepEvent::Retry)
+        | (StepStatus::Completed | StepStatus::Failed, StepEvent::Rerun) => Ok(StepStatus::Pending),
         _ => Err(InvalidTransition { what: "a step", from: from.as_str(), event: event.as_str() }),
     }
 }
+
+/// Most step runs one execution may make (each start of a step counts, a retry's and a
+/// loop's too).
+pub const MAX_STEP_RUNS: u32 = 10_000;
 
 /// The error a cancelled execution keeps.
 pub const CANCELLED_ERROR: &str = "cancelled on request";
@@ -187,6 +210,9 @@ pub struct Execution {
     error: Option<String>,
     finished_at: Option<DateTime<Utc>>,
     steps: Vec<StepResult>,
+    at_step: Option<String>,
+    due_at: DateTime<Utc>,
+    step_runs: u32,
 }
 
 /// An execution as stored and shown, every field plain: what [`Execution::restore`] reads back
@@ -217,6 +243,12 @@ pub struct ExecutionRecord {
     pub finished_at: Option<DateTime<Utc>>,
     /// One result per step, in the workflow's order (none in lists).
     pub steps: Vec<StepRecord>,
+    /// The step it started last (none before its first).
+    pub at_step: Option<String>,
+    /// When a worker is to take it up (its start, or when a step backing off is tried again).
+    pub due_at: DateTime<Utc>,
+    /// Step runs so far.
+    pub step_runs: u32,
 }
 
 /// What started an execution. Written by hand rather than with `string_enum!`: its variants
@@ -295,6 +327,9 @@ impl Execution {
             error: None,
             finished_at: None,
             steps: steps.iter().map(StepResult::pending).collect(),
+            at_step: None,
+            due_at: started_at,
+            step_runs: 0,
         }
     }
 
@@ -347,6 +382,9 @@ impl Execution {
             error: record.error,
             finished_at: record.finished_at,
             steps: record.steps.into_iter().map(StepResult::restore).collect::<Result<_, _>>()?,
+            at_step: record.at_step,
+            due_at: record.due_at,
+            step_runs: record.step_runs,
         })
     }
 
@@ -365,6 +403,9 @@ impl Execution {
             started_at: self.started_at,
             finished_at: self.finished_at,
             steps: self.steps.into_iter().map(StepResult::into_record).collect(),
+            at_step: self.at_step,
+            due_at: self.due_at,
+            step_runs: self.step_runs,
         }
     }
 
@@ -398,21 +439,87 @@ impl Execution {
         self.steps.iter().find(|s| s.step_id == step_id)
     }
 
-    /// Starts step `step_id` at `at`. A step found running was left so by a worker that died:
-    /// it starts over.
+    /// The step it started last (none before its first).
+    pub fn at_step(&self) -> Option<&str> {
+        self.at_step.as_deref()
+    }
+
+    /// When a worker is to take it up.
+    pub fn due_at(&self) -> DateTime<Utc> {
+        self.due_at
+    }
+
+    /// Step runs so far.
+    pub fn step_runs(&self) -> u32 {
+        self.step_runs
+    }
+
+    /// Starts step `step_id` at `at`, counting a step run; the execution is at it now. A step
+    /// found running was left so by a worker that died: the same attempt starts over. A step
+    /// that completed or failed before runs again (a loop came back to it).
     ///
     /// # Errors
     /// [`InvalidTransition`] when the execution has ended (no further step starts) or the step
-    /// has finished.
+    /// was skipped.
     pub fn start_step(&mut self, step_id: &str, at: DateTime<Utc>) -> Result<(), InvalidTransition> {
         if self.status.is_terminal() {
             return Err(self.refusal("start a step of"));
         }
         let step = self.step_mut(step_id, StepEvent::Start)?;
-        if step.status == StepStatus::Running {
-            *step = StepResult { status: StepStatus::Pending, started_at: None, ..step.clone() };
+        match step.status {
+            StepStatus::Running => {
+                step.status = StepStatus::Pending;
+                step.started_at = None;
+                step.attempts = step.attempts.saturating_sub(1);
+            }
+            StepStatus::Completed | StepStatus::Failed => step.apply(StepEvent::Rerun, at)?,
+            StepStatus::Pending | StepStatus::Skipped => {}
         }
-        step.apply(StepEvent::Start, at)
+        step.apply(StepEvent::Start, at)?;
+        self.step_runs = self.step_runs.saturating_add(1);
+        self.at_step = Some(step_id.to_owned());
+        Ok(())
+    }
+
+    /// Running step `step_id` failed its attempt at `at` with `error` and is tried again at
+    /// `next_run_at`, when the execution is due again.
+    ///
+    /// # Errors
+    /// [`InvalidTransition`] when the execution has ended or the step is not running.
+    pub fn retry_step(
+        &mut self,
+        step_id: &str,
+        error: String,
+        next_run_at: DateTime<Utc>,
+        at: DateTime<Utc>,
+    ) -> Result<(), InvalidTransition> {
+        if self.status.is_terminal() {
+            return Err(self.refusal("retry a step of"));
+        }
+        let step = self.step_mut(step_id, StepEvent::Retry)?;
+        step.apply(StepEvent::Retry, at)?;
+        step.attempt_errors.push(AttemptError { attempt: step.attempts, error, at });
+        step.next_run_at = Some(next_run_at);
+        self.due_at = next_run_at;
+        Ok(())
+    }
+
+    /// Records on finished step `step_id` that the execution goes on at step `to` rather than
+    /// the next in the list (a `next`, an `on_error` route).
+    ///
+    /// # Errors
+    /// [`InvalidTransition`] when the step has not finished.
+    pub fn branch_from(&mut self, step_id: &str, to: &str) -> Result<(), InvalidTransition> {
+        let step = self.step_mut(step_id, StepEvent::Complete)?;
+        if !matches!(step.status, StepStatus::Completed | StepStatus::Failed) {
+            return Err(InvalidTransition {
+                what: "a step",
+                from: step.status.as_str(),
+                event: "branch from",
+            });
+        }
+        step.branch = Some(to.to_owned());
+        Ok(())
     }
 
     /// Completes running step `step_id` with `output` at `at` (also when the execution was
@@ -500,136 +607,6 @@ impl Execution {
 
     fn refusal(&self, event: &'static str) -> InvalidTransition {
         InvalidTransition { what: "an execution", from: self.status.as_str(), event }
-    }
-}
-
-/// What one step of an execution did. Its id and type are public; its state changes only
-/// through its execution's transitions.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepResult {
-    /// The step's id.
-    pub step_id: String,
-    /// The step's type.
-    pub step_type: StepType,
-    status: StepStatus,
-    output: Option<Value>,
-    error: Option<String>,
-    started_at: Option<DateTime<Utc>>,
-    finished_at: Option<DateTime<Utc>>,
-}
-
-/// A step's result as stored and shown, every field plain.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepRecord {
-    /// The step's id.
-    pub step_id: String,
-    /// The step's type.
-    pub step_type: StepType,
-    /// Where it stands.
-    pub status: StepStatus,
-    /// Its output, once completed.
-    pub output: Option<Value>,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// When it started.
-    pub started_at: Option<DateTime<Utc>>,
-    /// When it finished.
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-impl StepResult {
-    /// The result of a step that has not started.
-    fn pending(step: &Step) -> Self {
-        Self {
-            step_id: step.id().to_owned(),
-            step_type: step.step_type(),
-            status: StepStatus::Pending,
-            output: None,
-            error: None,
-            started_at: None,
-            finished_at: None,
-        }
-    }
-
-    fn restore(record: StepRecord) -> Result<Self, InvalidState> {
-        let status = record.status;
-        let invalid = |problem| InvalidState {
-            what: "step",
-            id: record.step_id.clone(),
-            status: status.as_str(),
-            problem,
-        };
-        let ran = matches!(status, StepStatus::Running | StepStatus::Completed | StepStatus::Failed);
-        let ended = matches!(status, StepStatus::Completed | StepStatus::Failed);
-        if record.started_at.is_some() != ran {
-            return Err(invalid(if ran { "has no start time" } else { "has a start time" }));
-        }
-        if record.finished_at.is_some() != ended {
-            return Err(invalid(if ended { "has no end time" } else { "has an end time" }));
-        }
-        if record.output.is_some() && status != StepStatus::Completed {
-            return Err(invalid("has an output"));
-        }
-        if record.error.is_some() != (status == StepStatus::Failed) {
-            return Err(invalid(if status == StepStatus::Failed { "says not why" } else { "has an error" }));
-        }
-        Ok(Self {
-            step_id: record.step_id,
-            step_type: record.step_type,
-            status,
-            output: record.output,
-            error: record.error,
-            started_at: record.started_at,
-            finished_at: record.finished_at,
-        })
-    }
-
-    fn into_record(self) -> StepRecord {
-        StepRecord {
-            step_id: self.step_id,
-            step_type: self.step_type,
-            status: self.status,
-            output: self.output,
-            error: self.error,
-            started_at: self.started_at,
-            finished_at: self.finished_at,
-        }
-    }
-
-    /// Where it stands.
-    pub fn status(&self) -> StepStatus {
-        self.status
-    }
-
-    /// Its output, once completed.
-    pub fn output(&self) -> Option<&Value> {
-        self.output.as_ref()
-    }
-
-    /// Why it failed.
-    pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-
-    /// When it started.
-    pub fn started_at(&self) -> Option<DateTime<Utc>> {
-        self.started_at
-    }
-
-    /// When it finished.
-    pub fn finished_at(&self) -> Option<DateTime<Utc>> {
-        self.finished_at
-    }
-
-    /// Moves the step on `event` at `at`, keeping its times with its status.
-    fn apply(&mut self, event: StepEvent, at: DateTime<Utc>) -> Result<(), InvalidTransition> {
-        self.status = step_transition(self.status, event)?;
-        match event {
-            StepEvent::Start => self.started_at = Some(at),
-            StepEvent::Complete | StepEvent::Fail => self.finished_at = Some(at),
-            StepEvent::Skip => {}
-        }
-        Ok(())
     }
 }
 

@@ -162,6 +162,8 @@ crate::string_enum! {
         LostLease => "lost_lease",
         /// The worker is stopping: it gave the execution back between two steps.
         Released => "released",
+        /// A step failed an attempt and backs off: the execution is due again later.
+        Retrying => "retry",
     }
 }
 
@@ -173,6 +175,7 @@ impl From<RunOutcome> for crate::work::Outcome {
             RunOutcome::Cancelled => Self::Cancelled,
             RunOutcome::LostLease => Self::LostLease,
             RunOutcome::Released => Self::Released,
+            RunOutcome::Retrying => Self::Retry,
         }
     }
 }

@@ -27,6 +27,7 @@
 
 pub mod execution_state;
 pub mod executions;
+mod failure;
 pub mod inbound;
 pub mod integrations;
 pub mod model;
@@ -43,9 +44,9 @@ pub mod triggers;
 mod waiting;
 
 pub use execution_state::{
-    CANCELLED_ERROR, Execution, ExecutionEvent, ExecutionOrigin, ExecutionRecord, ExecutionStatus,
-    InvalidState, InvalidTransition, StepEvent, StepRecord, StepResult, StepStatus, step_transition,
-    transition,
+    AttemptError, CANCELLED_ERROR, Execution, ExecutionEvent, ExecutionOrigin, ExecutionRecord,
+    ExecutionStatus, InvalidState, InvalidTransition, MAX_STEP_RUNS, StepEvent, StepRecord, StepResult,
+    StepStatus, step_transition, transition,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use executions::MockStepPerformer;
@@ -64,9 +65,9 @@ pub use model::{
 };
 pub use outputs::{MAX_STEP_OUTPUT_BYTES, OutputTooLarge, output_size};
 pub use ports::{
-    Advance, ClaimedExecution, DueSchedule, ExecutionRepository, ExecutionRun, Finish, IntegrationRepository,
-    IntegrationTarget, NewExecution, ScheduleRepository, Started, StepFailure, TriggerRepository,
-    TriggerTarget, WorkflowRepository,
+    Advance, After, ClaimedExecution, DueSchedule, ExecutionRepository, ExecutionRun, FailureKind, Finish,
+    IntegrationRepository, IntegrationTarget, NewExecution, ScheduleRepository, Started, StepFailure,
+    TriggerRepository, TriggerTarget, WorkflowRepository,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use ports::{

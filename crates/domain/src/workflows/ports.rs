@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::execution_state::{Execution, ExecutionStatus, StepResult};
+pub use super::failure::{FailureKind, StepFailure};
 use super::model::{Integration, RunAs, Trigger, Workflow};
 use super::schedules::Schedule;
 use super::steps::Step;
@@ -244,6 +245,36 @@ pub struct Finish {
     pub event: Event,
 }
 
+/// What becomes of an execution after a step's result is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum After {
+    /// The worker goes on with the next step under its lease.
+    GoOn,
+    /// It is due again at this time (a step backs off before its next attempt): the lease is
+    /// given back, and the execution waits as a row, not as a task.
+    DueAt(DateTime<Utc>),
+    /// It ended.
+    Finish(Box<Finish>),
+}
+
+impl After {
+    /// The end it stores, if it ends the execution.
+    pub fn finish(&self) -> Option<&Finish> {
+        match self {
+            Self::Finish(finish) => Some(finish),
+            _ => None,
+        }
+    }
+
+    /// [`Self::finish`], by value.
+    pub fn into_finish(self) -> Option<Finish> {
+        match self {
+            Self::Finish(finish) => Some(*finish),
+            _ => None,
+        }
+    }
+}
+
 impl Finish {
     /// How `execution`, just ended by its last step, ends: its status, output, error and end
     /// time as its transition set them, with `event`.
@@ -289,14 +320,16 @@ pub trait ExecutionRepository: Send + Sync {
     /// result); whether it was.
     async fn record_cancel(&self, execution: &Execution) -> anyhow::Result<bool>;
 
-    /// Marks step `step_id` running at `now` and extends the lease to `lease.until`, only if
-    /// the execution is still `running` and carries `lease.token`; `false` otherwise (it was
+    /// Stores step `step` as it started at `now` ([`Execution::start_step`]: running, its
+    /// attempt counted, what an earlier run of it left cleared), makes it the step the
+    /// execution is at, counts a step run, and extends the lease to `lease.until`, only if the
+    /// execution is still `running` and carries `lease.token`; `false` otherwise (it was
     /// cancelled, or another worker took it over).
     async fn start_step(
         &self,
         id: &ExecutionId,
         lease: &Lease,
-        step_id: &str,
+        step: &StepResult,
         now: DateTime<Utc>,
     ) -> anyhow::Result<bool>;
 
@@ -305,21 +338,18 @@ pub trait ExecutionRepository: Send + Sync {
     /// back the claim's count: a claim given back is not one that crashed or stalled.
     async fn release(&self, id: &ExecutionId, lease: &Lease) -> anyhow::Result<()>;
 
-    /// Stores a step's `result` (addressed by its step id) and, with `finish`, the execution's end, its remaining
-    /// pending steps as `skipped` and the finish event, in one transaction and only if the
-    /// execution carries `lease.token`; `false` when the lease was lost. The end is applied
-    /// only to a `running` execution (a cancelled one keeps its status; its running step still
-    /// records its result).
+    /// Stores a step's `result` (addressed by its step id) and what becomes of the execution
+    /// `after` it, in one transaction and only if the execution carries `lease.token`; `false`
+    /// when the lease was lost. [`After::DueAt`] gives the lease back (not counted as a claim
+    /// that failed) with the execution's due time; [`After::Finish`] stores its end, its
+    /// remaining pending steps as `skipped` and the finish event, applied only to a `running`
+    /// execution (a cancelled one keeps its status; its running step still records its
+    /// result).
     async fn record_step(
         &self,
         id: &ExecutionId,
         lease: &Lease,
         result: &StepResult,
-        finish: Option<Finish>,
+        after: After,
     ) -> anyhow::Result<bool>;
 }
-
-/// A step that could not produce its output, with the reason the execution shows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct StepFailure(pub String);

@@ -470,6 +470,24 @@ pub struct StepRef {
 #[error("{0}")]
 pub struct TemplateSyntaxError(pub String);
 
+/// Checks that `source` is one MiniJinja expression (a `condition` case's `when`), not a
+/// template: `input.total > 100 and steps.check.output.ok`.
+///
+/// # Errors
+/// What is wrong with it.
+pub fn check_expression(source: &str) -> Result<(), TemplateSyntaxError> {
+    engine().compile_expression(source).map(|_| ()).map_err(|e| TemplateSyntaxError(describe(&e, source)))?;
+    // Parsed as the template it is rendered as, under a render's limits (a constant past the
+    // largest value is refused now, as for templates).
+    analyze(&expression_template(source)).map(|_| ())
+}
+
+/// The template a `when` expression is rendered as: `1` when it holds (Jinja's truth: not
+/// false, none, zero or empty), nothing otherwise.
+pub fn expression_template(source: &str) -> String {
+    format!("{{% if {source} %}}1{{% endif %}}")
+}
+
 /// Parses a template and finds what it refers to. Steps named through a computed key
 /// (`steps[input.which]`) cannot be found this way; at run time they only see the steps done.
 ///

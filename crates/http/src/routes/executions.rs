@@ -97,6 +97,31 @@ pub struct StepResultResponse {
     #[serde(serialize_with = "timestamp::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub finished_at: Option<DateTime<Utc>>,
+    /// Attempts of its current run (0 before the first; more than 1 when its `retry` tried
+    /// it again).
+    pub attempts: u32,
+    /// When it is tried again, while it backs off after a failed attempt.
+    #[serde(serialize_with = "timestamp::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_run_at: Option<DateTime<Utc>>,
+    /// The step the execution went on at after it, when not the next in the list (its
+    /// `next`, or its `on_error` route).
+    pub branch: Option<String>,
+    /// The error of each attempt that was tried again, oldest first.
+    pub attempt_errors: Vec<AttemptErrorResponse>,
+}
+
+/// A failed attempt of a step that was tried again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptErrorResponse {
+    /// Which attempt, from 1.
+    pub attempt: u32,
+    /// Why it failed.
+    pub error: String,
+    /// When it failed.
+    #[serde(serialize_with = "timestamp::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: DateTime<Utc>,
 }
 
 impl From<StepRecord> for StepResultResponse {
@@ -109,6 +134,14 @@ impl From<StepRecord> for StepResultResponse {
             error: r.error,
             started_at: r.started_at,
             finished_at: r.finished_at,
+            attempts: r.attempts,
+            next_run_at: r.next_run_at,
+            branch: r.branch,
+            attempt_errors: r
+                .attempt_errors
+                .into_iter()
+                .map(|e| AttemptErrorResponse { attempt: e.attempt, error: e.error, at: e.at })
+                .collect(),
         }
     }
 }

@@ -10,8 +10,8 @@ use agentry_domain::webhooks::model::check_url;
 use agentry_domain::workflows::outputs::{
     KnowledgeHitOutput, KnowledgeSearchOutput, MemoryEntryOutput, MemoryHit, MemorySearchOutput,
 };
-use agentry_domain::workflows::{HttpMethod, StepAction, StepFailure};
-use agentry_egress::{EgressRequest, Method, WebhookClient};
+use agentry_domain::workflows::{FailureKind, HttpMethod, StepAction, StepFailure};
+use agentry_egress::{EgressErrorKind, EgressRequest, EgressResponse, Method, WebhookClient};
 use serde_json::{Map, Value, json};
 
 /// Results a `memory_search` or `knowledge_search` step returns when it does not say.
@@ -50,12 +50,10 @@ impl BasicSteps {
     /// # Errors
     /// Why it failed.
     pub async fn run(&self, caller: &Principal, action: StepAction) -> Result<Value, StepFailure> {
-        let fail = |e: &dyn std::fmt::Display| StepFailure(e.to_string());
+        let fail = |e: &dyn std::fmt::Display| StepFailure::new(e.to_string());
         match action {
             StepAction::Transform { output } => Ok(output),
-            StepAction::AgentChat { .. } => {
-                Err(StepFailure("agent_chat steps are performed with chat".into()))
-            }
+            StepAction::AgentChat { .. } => Err(StepFailure::new("agent_chat steps are performed with chat")),
             StepAction::MemorySearch { query, agent_id, memory_type, top_k } => {
                 let text = content(&query, "query").map_err(|e| fail(&e))?;
                 let query = SearchQuery {
@@ -110,6 +108,9 @@ impl BasicSteps {
             StepAction::HttpRequest { method, url, headers, body } => {
                 self.http_request(method, url, headers, body).await
             }
+            StepAction::Condition { .. } => {
+                Err(StepFailure::new("condition steps are decided by the executor"))
+            }
         }
     }
 
@@ -123,7 +124,7 @@ impl BasicSteps {
         // The webhooks' rule for a URL the service sends to: absolute, https unless allowed,
         // a host, no credentials, no fragment. (Where it may point is the client's guard.)
         let url = check_url(url.trim(), self.allow_insecure)
-            .map_err(|e| StepFailure(format!("{url:?}: {}", e.message)))?
+            .map_err(|e| StepFailure::new(format!("{url:?}: {}", e.message)))?
             .to_string();
         let mut pairs: Vec<(String, String)> = headers.into_iter().collect();
         let has =
@@ -145,12 +146,15 @@ impl BasicSteps {
             }
         };
         let method = Method::from_bytes(method.as_str().as_bytes())
-            .map_err(|e| StepFailure(format!("method {method}: {e}")))?;
+            .map_err(|e| StepFailure::new(format!("method {method}: {e}")))?;
         let response = self
             .http
             .request(EgressRequest { method, url, headers: pairs, body })
             .await
-            .map_err(StepFailure)?;
+            .map_err(|e| StepFailure::of(failure_kind(e.kind), e.message))?;
+        if response.status >= 500 || response.status == 429 {
+            return Err(server_error(&response));
+        }
         let mut headers = Map::new();
         for (name, value) in response.headers {
             headers.insert(name.to_ascii_lowercase(), Value::String(value));
@@ -169,5 +173,85 @@ impl BasicSteps {
 
 /// A step's output as JSON.
 pub(crate) fn to_json<T: serde::Serialize>(value: T) -> Result<Value, StepFailure> {
-    serde_json::to_value(value).map_err(|e| StepFailure(format!("the output could not be written: {e}")))
+    serde_json::to_value(value).map_err(|e| StepFailure::new(format!("the output could not be written: {e}")))
+}
+
+/// What kind of step failure an outbound request's failure is: a `retry` policy's `network`
+/// covers every failure to get an answer, `timeout` one that took too long.
+fn failure_kind(kind: EgressErrorKind) -> FailureKind {
+    match kind {
+        EgressErrorKind::Dns | EgressErrorKind::Connect | EgressErrorKind::Tls | EgressErrorKind::Body => {
+            FailureKind::Network
+        }
+        EgressErrorKind::Timeout => FailureKind::Timeout,
+        EgressErrorKind::InvalidUrl | EgressErrorKind::RefusedAddress | EgressErrorKind::Other => {
+            FailureKind::Other
+        }
+    }
+}
+
+/// Most characters of an answer's body a server error quotes.
+const QUOTED_BODY_CHARS: usize = 200;
+
+/// The failure of a request the server answered with 5xx or 429 (it could not, or would not
+/// yet, serve it): the status and the start of the body, with the wait its `Retry-After` asks.
+fn server_error(response: &EgressResponse) -> StepFailure {
+    let body: String = String::from_utf8_lossy(&response.body).chars().take(QUOTED_BODY_CHARS).collect();
+    let message = if body.trim().is_empty() {
+        format!("the server answered {}", response.status)
+    } else {
+        format!("the server answered {}: {}", response.status, body.trim())
+    };
+    let failure = StepFailure::of(FailureKind::ServerError, message);
+    let asked = response
+        .headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
+        .and_then(|(_, value)| retry_after(value, chrono::Utc::now()));
+    match asked {
+        Some(wait) => failure.with_retry_after(wait),
+        None => failure,
+    }
+}
+
+/// The wait a `Retry-After` value asks for at `now`: seconds, or an HTTP date (RFC 9110 §10.2.3).
+fn retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<std::time::Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(std::time::Duration::from_secs(seconds));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    Some((at.with_timezone(&chrono::Utc) - now).to_std().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_after_is_read_as_seconds_or_as_a_date() {
+        let now =
+            chrono::DateTime::parse_from_rfc3339("2015-10-21T07:27:30Z").unwrap().with_timezone(&chrono::Utc);
+        assert_eq!(retry_after("120", now), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(retry_after(" 0 ", now), Some(std::time::Duration::ZERO));
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
+            Some(std::time::Duration::ZERO),
+            "a date past"
+        );
+        assert_eq!(retry_after("soon", now), None);
+        assert_eq!(retry_after("-5", now), None);
+    }
+
+    #[test]
+    fn failures_to_get_an_answer_are_network_failures_and_refusals_are_not() {
+        assert_eq!(failure_kind(EgressErrorKind::Connect), FailureKind::Network);
+        assert_eq!(failure_kind(EgressErrorKind::Dns), FailureKind::Network);
+        assert_eq!(failure_kind(EgressErrorKind::Timeout), FailureKind::Timeout);
+        assert_eq!(failure_kind(EgressErrorKind::RefusedAddress), FailureKind::Other);
+    }
 }

@@ -15,7 +15,7 @@ use agentry_domain::agents::{ChatInput, ChatService, chat_message};
 use agentry_domain::ids::SessionId;
 use agentry_domain::tenancy::Principal;
 use agentry_domain::workflows::outputs::ChatOutput;
-use agentry_domain::workflows::{ExecutionService, StepAction, StepFailure, StepPerformer};
+use agentry_domain::workflows::{ExecutionService, FailureKind, StepAction, StepFailure, StepPerformer};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -50,7 +50,7 @@ impl ServiceSteps {
         action: StepAction,
         executions: &ExecutionService,
     ) -> Result<Value, StepFailure> {
-        let fail = |e: &dyn std::fmt::Display| StepFailure(e.to_string());
+        let fail = |e: &dyn std::fmt::Display| StepFailure::new(e.to_string());
         match action {
             StepAction::AgentChat { agent_id, message, session_id } => {
                 let message = chat_message(message).map_err(|e| fail(&e))?;
@@ -80,7 +80,10 @@ impl StepPerformer for ServiceSteps {
     ) -> Result<Value, StepFailure> {
         match tokio::time::timeout(timeout, self.run(caller, action, executions)).await {
             Ok(result) => result,
-            Err(_) => Err(StepFailure(format!("the step timed out after {} s", timeout.as_secs()))),
+            Err(_) => Err(StepFailure::of(
+                FailureKind::Timeout,
+                format!("the step timed out after {} s", timeout.as_secs()),
+            )),
         }
     }
 }

@@ -73,7 +73,7 @@ async fn run_step(
         return Err(ToolError::Unknown(tool.name.clone()));
     };
     within(context.timeout, async {
-        steps.run(context.caller, step).await.map_err(|e| ToolError::Failed(e.0))
+        steps.run(context.caller, step).await.map_err(|e| ToolError::Failed(e.message))
     })
     .await
 }

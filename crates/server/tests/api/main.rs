@@ -15,6 +15,7 @@ mod console_workflows;
 mod durability;
 mod errors;
 mod executions;
+mod flow;
 mod hardening;
 mod helpers;
 mod integrations;

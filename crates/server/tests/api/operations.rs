@@ -61,14 +61,22 @@ async fn a_workflow_steps_schema_takes_each_types_parameters_and_nothing_else() 
             let mut names: Vec<&str> =
                 kind["properties"].as_object().unwrap().keys().map(String::as_str).collect();
             names.sort_unstable();
-            let mut wanted = vec!["id", "type", "timeout_seconds"];
+            let mut wanted = vec!["id", "type", "timeout_seconds", "retry", "on_error", "next"];
             wanted.extend(agentry_domain::workflows::StepType::parse(step_type).unwrap().parameters());
             wanted.sort_unstable();
             assert_eq!(names, wanted, "{request}: {step_type}");
         }
         assert_eq!(
             seen,
-            ["transform", "agent_chat", "http_request", "memory_search", "memory_add", "knowledge_search"]
+            [
+                "transform",
+                "agent_chat",
+                "http_request",
+                "memory_search",
+                "memory_add",
+                "knowledge_search",
+                "condition"
+            ]
         );
     }
 }

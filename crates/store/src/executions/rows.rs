@@ -4,8 +4,8 @@ use agentry_domain::ids::{ExecutionId, TenantId, UserId, WorkflowId};
 use agentry_domain::tenancy::{CallChain, Role};
 use agentry_domain::work::Lease;
 use agentry_domain::workflows::{
-    ClaimedExecution, Execution, ExecutionOrigin, ExecutionRecord, ExecutionRun, RunAs, StepRecord,
-    StepResult, validate_steps,
+    AttemptError, ClaimedExecution, Execution, ExecutionOrigin, ExecutionRecord, ExecutionRun, RunAs,
+    StepRecord, StepResult, validate_steps,
 };
 use diesel::prelude::*;
 
@@ -28,6 +28,9 @@ pub(super) struct ExecutionRow {
     pub(super) trigger_details: Option<DbJson>,
     pub(super) started_at: DbTime,
     pub(super) finished_at: Option<DbTime>,
+    pub(super) at_step: Option<String>,
+    pub(super) due_at: DbTime,
+    pub(super) step_runs: i64,
 }
 
 impl ExecutionRow {
@@ -46,6 +49,9 @@ impl ExecutionRow {
             started_at: self.started_at.0,
             finished_at: self.finished_at.map(|t| t.0),
             steps: steps.into_iter().map(StepRow::into_record).collect::<anyhow::Result<_>>()?,
+            at_step: self.at_step,
+            due_at: self.due_at.0,
+            step_runs: u32::try_from(self.step_runs).unwrap_or(u32::MAX),
         })?)
     }
 }
@@ -74,6 +80,33 @@ pub(super) struct StepRow {
     pub(super) error: Option<String>,
     pub(super) started_at: Option<DbTime>,
     pub(super) finished_at: Option<DbTime>,
+    pub(super) attempts: i32,
+    pub(super) next_run_at: Option<DbTime>,
+    pub(super) branch: Option<String>,
+    pub(super) attempt_errors: DbJsonAs<Vec<StoredAttemptError>>,
+}
+
+/// What a step's start or result changes in its row: everything but where it is.
+#[derive(AsChangeset)]
+#[diesel(table_name = workflow_step_results, treat_none_as_null = true)]
+pub(super) struct StepChanges<'a> {
+    status: &'a str,
+    output: Option<&'a DbJson>,
+    error: Option<&'a str>,
+    started_at: Option<DbTime>,
+    finished_at: Option<DbTime>,
+    attempts: i32,
+    next_run_at: Option<DbTime>,
+    branch: Option<&'a str>,
+    attempt_errors: &'a DbJsonAs<Vec<StoredAttemptError>>,
+}
+
+/// A failed attempt of a step, as kept in its result's `attempt_errors`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct StoredAttemptError {
+    attempt: u32,
+    error: String,
+    at: chrono::DateTime<chrono::Utc>,
 }
 
 impl StepRow {
@@ -88,6 +121,30 @@ impl StepRow {
             error: r.error().map(str::to_owned),
             started_at: r.started_at().map(DbTime),
             finished_at: r.finished_at().map(DbTime),
+            attempts: i32::try_from(r.attempts()).unwrap_or(i32::MAX),
+            next_run_at: r.next_run_at().map(DbTime),
+            branch: r.branch().map(str::to_owned),
+            attempt_errors: DbJsonAs(
+                r.attempt_errors()
+                    .iter()
+                    .map(|e| StoredAttemptError { attempt: e.attempt, error: e.error.clone(), at: e.at })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The changes that store this row's state over the step's stored one.
+    pub(super) fn changes(&self) -> StepChanges<'_> {
+        StepChanges {
+            status: &self.status,
+            output: self.output.as_ref(),
+            error: self.error.as_deref(),
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            attempts: self.attempts,
+            next_run_at: self.next_run_at,
+            branch: self.branch.as_deref(),
+            attempt_errors: &self.attempt_errors,
         }
     }
 
@@ -100,6 +157,15 @@ impl StepRow {
             error: self.error,
             started_at: self.started_at.map(|t| t.0),
             finished_at: self.finished_at.map(|t| t.0),
+            attempts: u32::try_from(self.attempts).unwrap_or(0),
+            next_run_at: self.next_run_at.map(|t| t.0),
+            branch: self.branch,
+            attempt_errors: self
+                .attempt_errors
+                .0
+                .into_iter()
+                .map(|e| AttemptError { attempt: e.attempt, error: e.error, at: e.at })
+                .collect(),
         })
     }
 }
@@ -127,6 +193,7 @@ pub(super) struct NewExecutionRow {
     pub(super) lease_until: Option<DbTime>,
     pub(super) lease_owner: Option<String>,
     pub(super) claims: i64,
+    pub(super) due_at: DbTime,
 }
 
 /// A claimed execution's id.

@@ -4,8 +4,8 @@ use agentry_domain::pagination::Page;
 use agentry_domain::tenancy::{CallChain, Role};
 use agentry_domain::work::{Lease, LeaseQueue as _};
 use agentry_domain::workflows::{
-    Execution, ExecutionOrigin, ExecutionRepository, ExecutionStatus, Finish, NewExecution, RunAs,
-    StepStatus, WorkflowRepository,
+    After, Execution, ExecutionOrigin, ExecutionRepository, ExecutionStatus, Finish, NewExecution, RunAs,
+    StepResult, StepStatus, WorkflowRepository,
 };
 use agentry_store::{Database, EventStore, ExecutionStore};
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -25,15 +25,15 @@ crate::contract!(
     an_execution_stored_held_is_its_starters_with_its_chain,
 );
 
-fn t0() -> DateTime<Utc> {
+pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 26, 9, 0, 0).unwrap()
 }
 
-fn lease(token: &str, until: DateTime<Utc>) -> Lease {
+pub(super) fn lease(token: &str, until: DateTime<Utc>) -> Lease {
     Lease { token: token.into(), until }
 }
 
-fn new_execution(
+pub(super) fn new_execution(
     id: &str,
     tenant: &str,
     at: DateTime<Utc>,
@@ -74,14 +74,21 @@ fn new_execution(
 
 /// `execution` after its step `step_id` ran from `at` for a second and completed with `output`:
 /// the result a worker records.
-fn completed(execution: &Execution, step_id: &str, output: Value, at: DateTime<Utc>) -> Execution {
+pub(super) fn completed(execution: &Execution, step_id: &str, output: Value, at: DateTime<Utc>) -> Execution {
     let mut run = execution.clone();
     run.start_step(step_id, at).unwrap();
     run.complete_step(step_id, output, at + Duration::seconds(1)).unwrap();
     run
 }
 
-async fn setup(db: &Database) -> ExecutionStore {
+/// Step `step_id` of `execution` as it starts at t0.
+pub(super) fn started(execution: &Execution, step_id: &str) -> StepResult {
+    let mut run = execution.clone();
+    run.start_step(step_id, t0()).unwrap();
+    run.step(step_id).unwrap().clone()
+}
+
+pub(super) async fn setup(db: &Database) -> ExecutionStore {
     let workflows = super::workflows::setup(db).await;
     for tenant in ["ten_1", "ten_2"] {
         workflows.create(&super::workflows::workflow(&format!("wf_{tenant}"), tenant)).await.unwrap();
@@ -132,7 +139,8 @@ async fn a_repeated_key_from_one_origin_is_one_execution_also_when_raced(db: Dat
 async fn claims_never_hand_one_execution_to_two_live_leases(db: Database) {
     let store = setup(&db).await;
     for i in 0..6 {
-        let at = t0() + Duration::seconds(i);
+        // Started before the claims: an execution is due from its start.
+        let at = t0() - Duration::seconds(10 - i);
         store
             .create(&new_execution(&format!("exe_{i}"), "ten_1", at, ExecutionOrigin::Api, None))
             .await
@@ -170,11 +178,11 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
 
     let stranger = lease("other", t0() + Duration::seconds(30));
     assert!(
-        !store.start_step(id, &stranger, "find", t0()).await.unwrap(),
+        !store.start_step(id, &stranger, &started(&new.execution, "find"), t0()).await.unwrap(),
         "another lease cannot start a step"
     );
     let extended = lease("l1", t0() + Duration::seconds(300));
-    assert!(store.start_step(id, &extended, "find", t0()).await.unwrap());
+    assert!(store.start_step(id, &extended, &started(&new.execution, "find"), t0()).await.unwrap());
     let got = store.get(tenant, id).await.unwrap().unwrap();
     assert_eq!(got.steps()[0].status(), StepStatus::Running);
     assert_eq!(got.steps()[0].started_at(), Some(t0()));
@@ -183,11 +191,11 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
     assert!(store.claim(&lease("l2", late + Duration::seconds(30)), late, 10).await.unwrap().is_empty());
 
     let done = |output| completed(&got, "find", output, t0()).steps()[0].clone();
-    assert!(!store.record_step(id, &stranger, &done(json!("x")), None).await.unwrap(), "lost lease");
+    assert!(!store.record_step(id, &stranger, &done(json!("x")), After::GoOn).await.unwrap(), "lost lease");
     assert_eq!(store.get(tenant, id).await.unwrap().unwrap().steps()[0].status(), StepStatus::Running);
-    assert!(store.record_step(id, &extended, &done(json!({"results": []})), None).await.unwrap());
+    assert!(store.record_step(id, &extended, &done(json!({"results": []})), After::GoOn).await.unwrap());
 
-    assert!(store.start_step(id, &extended, "answer", t0()).await.unwrap());
+    assert!(store.start_step(id, &extended, &started(&new.execution, "answer"), t0()).await.unwrap());
     let last = completed(&got, "answer", json!({"n": 3}), t0()).steps()[1].clone();
     assert_eq!(last.step_id, "answer");
     let end = t0() + Duration::seconds(2);
@@ -208,7 +216,7 @@ async fn step_results_and_the_end_are_kept_only_under_the_lease(db: Database) {
             created_at: end,
         },
     };
-    assert!(store.record_step(id, &extended, &last, Some(finish)).await.unwrap());
+    assert!(store.record_step(id, &extended, &last, After::Finish(Box::new(finish))).await.unwrap());
     let finished = store.get(tenant, id).await.unwrap().unwrap();
     assert_eq!(finished.status(), ExecutionStatus::Completed);
     assert_eq!(finished.output(), Some(&json!({"n": 3})));
@@ -235,7 +243,7 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     store.claim(&held, t0(), 10).await.unwrap();
     // Read before step 0 started, as a cancelling request may: step 0 is pending in its copy.
     let mut cancelled = store.get(tenant, id).await.unwrap().unwrap();
-    assert!(store.start_step(id, &held, "find", t0()).await.unwrap());
+    assert!(store.start_step(id, &held, &started(&new.execution, "find"), t0()).await.unwrap());
     cancelled.cancel(t0()).unwrap();
     let mut foreign = cancelled.clone();
     foreign.tenant_id = TenantId::from_string("ten_2");
@@ -246,10 +254,13 @@ async fn cancelling_skips_pending_steps_and_keeps_a_finished_execution(db: Datab
     assert_eq!(cancelled.error(), Some(agentry_domain::workflows::CANCELLED_ERROR));
     assert_eq!(cancelled.steps()[0].status(), StepStatus::Running, "a running step may finish");
     assert_eq!(cancelled.steps()[1].status(), StepStatus::Skipped);
-    assert!(!store.start_step(id, &held, "answer", t0()).await.unwrap(), "no further step starts");
+    assert!(
+        !store.start_step(id, &held, &started(&new.execution, "answer"), t0()).await.unwrap(),
+        "no further step starts"
+    );
     let mut finishing = cancelled.clone();
     finishing.complete_step("find", json!(1), t0()).unwrap();
-    assert!(store.record_step(id, &held, &finishing.steps()[0], None).await.unwrap());
+    assert!(store.record_step(id, &held, &finishing.steps()[0], After::GoOn).await.unwrap());
     let after = store.get(tenant, id).await.unwrap().unwrap();
     assert_eq!(
         (after.status(), after.steps()[0].status()),
@@ -309,10 +320,10 @@ async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) 
         let id = new.execution.id.clone();
         // Only this round's execution is free to claim: the earlier ones have ended or are gone.
         assert_eq!(store.claim(&held, t0(), 10).await.unwrap().len(), 1);
-        assert!(store.start_step(&id, &held, "find", t0()).await.unwrap());
+        assert!(store.start_step(&id, &held, &started(&new.execution, "find"), t0()).await.unwrap());
         let run = completed(&new.execution, "find", json!(1), t0());
-        assert!(store.record_step(&id, &held, &run.steps()[0], None).await.unwrap());
-        assert!(store.start_step(&id, &held, "answer", t0()).await.unwrap());
+        assert!(store.record_step(&id, &held, &run.steps()[0], After::GoOn).await.unwrap());
+        assert!(store.start_step(&id, &held, &started(&new.execution, "answer"), t0()).await.unwrap());
         let last = completed(&run, "answer", json!(2), t0()).steps()[1].clone();
         let finish = Finish {
             status: ExecutionStatus::Completed,
@@ -332,7 +343,7 @@ async fn deleting_a_workflow_while_its_execution_ends_never_fails(db: Database) 
             },
         };
         let (ended, deleted) = tokio::join!(
-            store.record_step(&id, &held, &last, Some(finish)),
+            store.record_step(&id, &held, &last, After::Finish(Box::new(finish))),
             workflows.delete(&tenant, &wf.id)
         );
         ended.unwrap();
@@ -389,13 +400,13 @@ async fn an_execution_given_back_is_free_at_once_and_its_claim_not_counted(db: D
 async fn a_claim_keeps_each_tenant_within_its_share(db: Database) {
     let store = setup(&db).await.with_tenant_share(2);
     for i in 0..5 {
-        let at = t0() + Duration::seconds(i);
+        let at = t0() - Duration::seconds(20 - i);
         store
             .create(&new_execution(&format!("exe_a{i}"), "ten_1", at, ExecutionOrigin::Api, None))
             .await
             .unwrap();
     }
-    let late = t0() + Duration::seconds(10);
+    let late = t0() - Duration::seconds(5);
     store.create(&new_execution("exe_b0", "ten_2", late, ExecutionOrigin::Api, None)).await.unwrap();
     let until = t0() + Duration::seconds(30);
     let first = store.claim(&lease("l1", until), t0(), 10).await.unwrap();

@@ -11,6 +11,7 @@ mod blocks;
 mod chat;
 mod consumers;
 mod credits;
+mod execution_due_times;
 mod executions;
 mod harness;
 mod jobs;

@@ -4,6 +4,7 @@ use chrono::TimeZone;
 use serde_json::json;
 
 use super::*;
+use crate::workflows::steps::StepType;
 use crate::workflows::steps::validate_steps;
 
 fn t(seconds: i64) -> DateTime<Utc> {
@@ -66,10 +67,12 @@ fn every_step_transition_is_as_drawn() {
                 (StepStatus::Pending, StepEvent::Skip) => Some(StepStatus::Skipped),
                 (StepStatus::Running, StepEvent::Complete) => Some(StepStatus::Completed),
                 (StepStatus::Running, StepEvent::Fail) => Some(StepStatus::Failed),
+                (StepStatus::Running, StepEvent::Retry) => Some(StepStatus::Pending),
+                (StepStatus::Completed | StepStatus::Failed, StepEvent::Rerun) => Some(StepStatus::Pending),
                 _ => None,
             };
             assert_eq!(step_transition(from, event).ok(), expected, "{from} + {}", event.as_str());
-            if from.is_terminal() {
+            if from == StepStatus::Skipped {
                 assert!(step_transition(from, event).is_err());
             }
         }
@@ -111,8 +114,6 @@ fn steps_move_only_as_drawn_and_keep_their_times_and_results() {
         (StepStatus::Completed, Some(&json!({"n": 1})), None)
     );
     assert_eq!((done.started_at(), done.finished_at()), (Some(t(1)), Some(t(2))));
-    let refused = e.start_step("a", t(3)).unwrap_err();
-    assert_eq!(refused.to_string(), "cannot start a step that is completed");
     assert!(e.complete_step("a", json!(2), t(3)).is_err(), "a result is kept once");
     assert!(e.complete_step("b", json!(2), t(3)).is_err(), "a pending step cannot complete");
     assert!(e.fail_step("b", "x".into(), t(3)).is_err(), "nor fail");
@@ -224,4 +225,62 @@ fn a_stored_execution_reads_back_only_in_a_state_the_transitions_reach() {
         let e = Execution::restore(record).unwrap_err();
         assert_eq!(e.to_string(), format!("stored {problem}"));
     }
+}
+
+#[test]
+fn a_step_tried_again_waits_pending_with_its_attempts_and_errors_and_sets_the_due_time() {
+    let mut e = execution();
+    assert_eq!((e.at_step(), e.due_at(), e.step_runs()), (None, t(0), 0));
+    e.start_step("a", t(1)).unwrap();
+    assert_eq!((e.at_step(), e.step_runs(), e.steps()[0].attempts()), (Some("a"), 1, 1));
+    e.retry_step("a", "the server answered 503".into(), t(11), t(2)).unwrap();
+    let a = &e.steps()[0];
+    assert_eq!(
+        (a.status(), a.next_run_at(), a.started_at(), a.error()),
+        (StepStatus::Pending, Some(t(11)), None, None)
+    );
+    assert_eq!(
+        a.attempt_errors(),
+        [AttemptError { attempt: 1, error: "the server answered 503".into(), at: t(2) }]
+    );
+    assert_eq!(e.due_at(), t(11), "the execution is due when the step is tried again");
+    e.start_step("a", t(11)).unwrap();
+    let a = &e.steps()[0];
+    assert_eq!((a.attempts(), a.next_run_at(), e.step_runs()), (2, None, 2));
+    e.complete_step("a", json!(1), t(12)).unwrap();
+    assert_eq!(e.steps()[0].attempt_errors().len(), 1, "the errors of earlier attempts stay");
+    let record = e.clone().into_record();
+    assert_eq!(Execution::restore(record).unwrap(), e, "a retried step round-trips");
+    assert!(e.retry_step("a", "x".into(), t(20), t(13)).is_err(), "only a running step is tried again");
+}
+
+#[test]
+fn a_loop_runs_a_finished_step_again_from_a_fresh_slate_and_counts_every_run() {
+    let mut e = execution();
+    e.start_step("a", t(1)).unwrap();
+    e.complete_step("a", json!(1), t(2)).unwrap();
+    e.start_step("b", t(3)).unwrap();
+    e.fail_step("b", "no".into(), t(4)).unwrap();
+    e.branch_from("b", "a").unwrap();
+    assert_eq!(e.steps()[1].branch(), Some("a"));
+    e.start_step("a", t(5)).unwrap();
+    let a = &e.steps()[0];
+    assert_eq!((a.status(), a.output(), a.finished_at(), a.attempts()), (StepStatus::Running, None, None, 1));
+    assert_eq!((e.step_runs(), e.at_step()), (3, Some("a")));
+    assert!(e.branch_from("a", "c").is_err(), "a running step has not led anywhere yet");
+    e.cancel(t(6)).unwrap();
+    assert_eq!(e.steps()[2].status(), StepStatus::Skipped);
+    assert!(e.start_step("c", t(7)).is_err(), "a skipped step never runs");
+}
+
+#[test]
+fn a_stored_step_that_says_it_ran_without_an_attempt_or_waits_without_being_pending_is_refused() {
+    let mut e = execution();
+    e.start_step("a", t(1)).unwrap();
+    let mut record = e.clone().into_record();
+    record.steps[0].attempts = 0;
+    assert_eq!(Execution::restore(record).unwrap_err().problem, "counts no attempt");
+    let mut record = e.into_record();
+    record.steps[0].next_run_at = Some(t(5));
+    assert_eq!(Execution::restore(record).unwrap_err().problem, "has a next run");
 }

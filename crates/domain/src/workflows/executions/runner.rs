@@ -7,10 +7,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::super::execution_state::{Execution, ExecutionStatus, InvalidTransition, StepResult, StepStatus};
+use super::super::execution_state::{
+    Execution, ExecutionStatus, InvalidTransition, MAX_STEP_RUNS, StepStatus,
+};
 use super::super::outputs::output_size;
-use super::super::ports::{ClaimedExecution, ExecutionRun, Finish, StepFailure};
-use super::super::steps::{Step, StepAction};
+use super::super::ports::{After, ClaimedExecution, ExecutionRun, Finish, StepFailure};
+use super::super::steps::{OnError, Step, StepAction};
 use super::super::template::TemplateContext;
 use super::{EXECUTION_QUEUE, ExecutionService, ExecutionSettings, RunOutcome};
 use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailedData};
@@ -18,23 +20,68 @@ use crate::storable;
 use crate::tenancy::{Credential, Permission, Plan, Principal, current_role};
 use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
 
-/// What happens after a step ran: decided by its run, applied by the executor
-/// ([`ExecutionService::apply`]) and stored with the step's result in one transaction.
+/// What happens after a step ran: decided from its run and its `retry`, `on_error` and `next`
+/// ([`decide`]), applied by the executor ([`ExecutionService::apply`]) and stored with the
+/// step's result in one transaction.
 #[derive(Debug, Clone, PartialEq)]
 enum Next {
-    /// The step produced its output: the execution goes on at the step after it, or completes
-    /// with this output after the last.
-    Done(Value),
+    /// The step produced its output: the execution goes on at `to` (its `next`), or the step
+    /// after it, or completes with this output after the last.
+    Done { output: Value, to: Option<String> },
+    /// The attempt failed and the step is tried again at `at`.
+    Retry { failure: StepFailure, at: DateTime<Utc> },
+    /// The step failed and its `on_error` goes on: at `to`, or the step after it.
+    Recover { failure: StepFailure, to: Option<String> },
     /// The step failed: so does the execution.
     Fail(StepFailure),
 }
 
+/// What the run of `step`, at its attempt `attempt`, leads to at `now`.
+/// `run` is the step's output and the step it chose to lead to (a `condition`), or its failure.
+fn decide(step: &Step, run: Result<Produced, StepFailure>, attempt: u32, now: DateTime<Utc>) -> Next {
+    let failure = match run {
+        Ok(Produced { output, chose }) => {
+            return Next::Done { output, to: chose.or_else(|| step.next().map(str::to_owned)) };
+        }
+        Err(failure) => failure,
+    };
+    if let Some(wait) = step.retry().and_then(|policy| policy.wait_after(attempt, &failure)) {
+        let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+        return Next::Retry { failure, at };
+    }
+    match step.on_error() {
+        OnError::Fail => Next::Fail(failure),
+        OnError::Continue => Next::Recover { failure, to: None },
+        OnError::Goto(to) => Next::Recover { failure, to: Some(to.as_str().to_owned()) },
+    }
+}
+
+/// What a step's run produced: its output, and the step it chose to lead to (a `condition`).
+struct Produced {
+    output: Value,
+    chose: Option<String>,
+}
+
 /// What applying a [`Next`] did.
 struct Applied {
-    /// The execution's end, when it ended: its event and how the run ended.
-    end: Option<(Event, RunOutcome)>,
+    /// What becomes of the execution (stored with the step's result).
+    after: After,
+    /// How the run ends, when it does.
+    end: Option<RunOutcome>,
     /// The position of the step the execution goes on at.
     then: Option<usize>,
+}
+
+/// How a run of a claimed execution ended, and when it is due again if a step backs off.
+pub(super) struct RunEnd {
+    pub(super) outcome: RunOutcome,
+    pub(super) due_again: Option<DateTime<Utc>>,
+}
+
+impl From<RunOutcome> for RunEnd {
+    fn from(outcome: RunOutcome) -> Self {
+        Self { outcome, due_again: None }
+    }
 }
 
 impl ExecutionService {
@@ -47,20 +94,22 @@ impl ExecutionService {
         claimed: ClaimedExecution,
         keep_going: &(dyn Fn() -> bool + Send + Sync),
     ) -> anyhow::Result<RunOutcome> {
-        self.run_steps(claimed, keep_going, None).await
+        Ok(self.run_steps(claimed, keep_going, None).await?.outcome)
     }
 
-    /// Runs a claimed execution's remaining steps, from the first, each leading to the next
-    /// ([`Next`]), storing each step's start and result under the lease, until it ends, is cancelled, or the lease is lost. Before each
-    /// step it asks `keep_going`; when that says no (the service is stopping) it gives the
-    /// execution back for another worker to resume. With `given_up`, the step it is at fails
-    /// with that reason instead of running (it was claimed too often without finishing).
+    /// Runs a claimed execution from the step it is at, each step leading to the next
+    /// ([`Next`]), storing each step's start and result under the lease, until it ends, a step
+    /// backs off (the execution is then due again later), it is cancelled, or the lease is
+    /// lost. Before each step it asks `keep_going`; when that says no (the service is
+    /// stopping) it gives the execution back for another worker to resume. With `given_up`,
+    /// the step it is at fails with that reason instead of running (it was claimed too often
+    /// without finishing).
     async fn run_steps(
         &self,
         claimed: ClaimedExecution,
         keep_going: &(dyn Fn() -> bool + Send + Sync),
         given_up: Option<StepFailure>,
-    ) -> anyhow::Result<RunOutcome> {
+    ) -> anyhow::Result<RunEnd> {
         let d = &self.deps;
         let Claimed { item: ExecutionRun { mut execution, steps, run_as, call_chain }, lease, claims: _ } =
             claimed;
@@ -76,40 +125,39 @@ impl ExecutionService {
         };
         let mut context =
             TemplateContext::new(execution.input.clone()).with_trigger(execution.trigger.clone());
-        // The step the execution is at: the first, then the one each step's run leads to.
-        let mut at = Some(0);
+        for result in execution.steps() {
+            if let Some(output) = result.output().filter(|_| result.status() == StepStatus::Completed) {
+                context.add_output(&result.step_id, output.clone());
+            }
+        }
+        let mut at = match resume_at(&execution, &steps) {
+            Resume::At(at) => at,
+            Resume::Ended => return Ok(RunOutcome::Cancelled.into()),
+        };
         while let Some(index) = at {
             let Some(step) = steps.get(index) else { break };
             let following = (index + 1 < steps.len()).then_some(index + 1);
-            let result = execution.step(step.id());
-            match result.map_or(StepStatus::Pending, StepResult::status) {
-                StepStatus::Completed => {
-                    // Done before this claim: its output is read back, not made again.
-                    let output = result.and_then(StepResult::output).cloned().unwrap_or(Value::Null);
-                    context.add_output(step.id(), output);
-                    at = following;
-                    continue;
-                }
-                // A finished execution is never claimed; these mean it ended meanwhile.
-                StepStatus::Failed | StepStatus::Skipped => return Ok(RunOutcome::Cancelled),
-                // A step that was running when its worker died runs again.
-                StepStatus::Pending | StepStatus::Running => {}
-            }
             if !keep_going() {
                 d.executions.release(&execution.id, &lease).await?;
-                return Ok(RunOutcome::Released);
+                return Ok(RunOutcome::Released.into());
             }
+            let over_limit = execution.step_runs() >= MAX_STEP_RUNS;
             let started_at = d.clock.now();
             execution.start_step(step.id(), started_at)?;
             let step_lease =
                 Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
-            if !d.executions.start_step(&execution.id, &step_lease, step.id(), started_at).await? {
-                return Ok(self.why_stopped(&execution).await);
+            let Some(started) = execution.step(step.id()) else { break };
+            if !d.executions.start_step(&execution.id, &step_lease, started, started_at).await? {
+                return Ok(self.why_stopped(&execution).await.into());
             }
+            let attempt = started.attempts();
             // Each step acts with its starter's role now, not the one they had when it started:
             // a starter who was removed, or demoted below running workflows, stops it here.
             let entitled = match &given_up {
                 Some(failure) => Err(failure.clone()),
+                None if over_limit => Err(StepFailure::new(format!(
+                    "the execution stopped: it made {MAX_STEP_RUNS} step runs, the most one may (does a loop through next or on_error never end?)"
+                ))),
                 None => current_role(
                     d.members.as_ref(),
                     &caller.tenant_id,
@@ -117,70 +165,97 @@ impl ExecutionService {
                     Permission::WorkflowsExecute,
                 )
                 .await?
-                .map_err(|lost| StepFailure(format!("the execution stopped: {lost}"))),
+                .map_err(|lost| StepFailure::new(format!("the execution stopped: {lost}"))),
             };
             let next = match entitled {
+                // Not the step's own failure: no retry or route applies.
                 Err(failure) => Next::Fail(failure),
                 Ok(role) => {
                     caller.role = role;
-                    match self.perform(&caller, step, &context).await {
-                        Ok(output) => Next::Done(output),
-                        Err(failure) => Next::Fail(failure),
-                    }
+                    let run = self.perform(&caller, step, &context).await;
+                    decide(step, run, attempt, d.clock.now())
                 }
             };
-            let applied = self.apply(&mut execution, step, next, following, &mut context, d.clock.now())?;
-            let finish = applied.end.as_ref().map(|(event, _)| Finish::of(&execution, event.clone()));
+            let applied =
+                self.apply(&mut execution, &steps, step, next, following, &mut context, d.clock.now())?;
             let Some(result) = execution.step(step.id()) else { break };
-            if !d.executions.record_step(&execution.id, &step_lease, result, finish).await? {
+            let due_again = match &applied.after {
+                After::DueAt(due) => Some(*due),
+                _ => None,
+            };
+            if !d.executions.record_step(&execution.id, &step_lease, result, applied.after).await? {
                 tracing::warn!(execution_id = %execution.id, step = %step.id(), "execution was taken over by another worker; step result dropped");
-                return Ok(RunOutcome::LostLease);
+                return Ok(RunOutcome::LostLease.into());
             }
-            if let Some((_, outcome)) = applied.end {
+            if let Some(outcome) = applied.end {
                 // A cancel that came while the last step ran keeps the execution cancelled.
                 return Ok(match self.status_of(&execution).await {
-                    Some(ExecutionStatus::Cancelled) => RunOutcome::Cancelled,
-                    _ => outcome,
+                    Some(ExecutionStatus::Cancelled) => RunOutcome::Cancelled.into(),
+                    _ => RunEnd { outcome, due_again },
                 });
             }
             at = applied.then;
         }
         // Every step had completed before this claim (the result that ended it was stored but
         // its end was not: impossible, as both are one transaction).
-        Ok(RunOutcome::Completed)
+        Ok(RunOutcome::Completed.into())
     }
 
     /// Applies `next`, what the run of `step` decided, to `execution` at `at`: the step's
-    /// result; its output for the later steps' templates; the execution's end, with its event,
-    /// when it ends. `following`: the step after `step` in the workflow's order.
+    /// result; its output for the later steps' templates; the branch it took; the execution's
+    /// due time, or its end with its event. `following`: the step after `step` in the list.
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
         execution: &mut Execution,
+        steps: &[Step],
         step: &Step,
         next: Next,
         following: Option<usize>,
         context: &mut TemplateContext,
         at: DateTime<Utc>,
     ) -> Result<Applied, InvalidTransition> {
-        match next {
-            Next::Done(output) => {
-                execution.complete_step(step.id(), output.clone(), at)?;
-                if following.is_some() {
-                    context.add_output(step.id(), output);
-                    return Ok(Applied { end: None, then: following });
+        // Where the execution goes on: the step named, or the next in the list.
+        let go_on =
+            |execution: &mut Execution, to: Option<String>| -> Result<Option<usize>, InvalidTransition> {
+                match to {
+                    None => Ok(following),
+                    Some(to) => {
+                        execution.branch_from(step.id(), &to)?;
+                        Ok(steps.iter().position(|s| s.id() == to))
+                    }
                 }
-                execution.complete(output.clone(), at)?;
-                let event = self.completed_event(execution, output, at);
-                Ok(Applied { end: Some((event, RunOutcome::Completed)), then: None })
+            };
+        let (output, then) = match next {
+            Next::Done { output, to } => {
+                execution.complete_step(step.id(), output.clone(), at)?;
+                context.add_output(step.id(), output.clone());
+                (output, go_on(execution, to)?)
+            }
+            Next::Recover { failure, to } => {
+                execution.fail_step(step.id(), failure.message, at)?;
+                (Value::Null, go_on(execution, to)?)
+            }
+            Next::Retry { failure, at: due } => {
+                execution.retry_step(step.id(), failure.message, due, at)?;
+                return Ok(Applied { after: After::DueAt(due), end: Some(RunOutcome::Retrying), then: None });
             }
             Next::Fail(failure) => {
-                execution.fail_step(step.id(), failure.0.clone(), at)?;
-                let error = format!("step {} failed: {}", step.id(), failure.0);
+                execution.fail_step(step.id(), failure.message.clone(), at)?;
+                let error = format!("step {} failed: {}", step.id(), failure.message);
                 execution.fail(error.clone(), at)?;
                 let event = self.failed_event(execution, step, error, at);
-                Ok(Applied { end: Some((event, RunOutcome::Failed)), then: None })
+                let after = After::Finish(Box::new(Finish::of(execution, event)));
+                return Ok(Applied { after, end: Some(RunOutcome::Failed), then: None });
             }
+        };
+        if then.is_some() {
+            return Ok(Applied { after: After::GoOn, end: None, then });
         }
+        execution.complete(output.clone(), at)?;
+        let event = self.completed_event(execution, output, at);
+        let after = After::Finish(Box::new(Finish::of(execution, event)));
+        Ok(Applied { after, end: Some(RunOutcome::Completed), then: None })
     }
 
     /// The event of an execution that completed with `output` at `at`.
@@ -206,24 +281,28 @@ impl ExecutionService {
         Event::new(self.deps.ids.as_ref(), &execution.tenant_id, payload, at)
     }
 
-    /// Renders and performs one step within its timeout, checking its output's size.
+    /// Renders and performs one step within its timeout, checking its output's size. A
+    /// `condition` is decided here, not performed.
     async fn perform(
         &self,
         caller: &Principal,
         step: &Step,
         context: &TemplateContext,
-    ) -> Result<Value, StepFailure> {
+    ) -> Result<Produced, StepFailure> {
         let deadline = Instant::now() + step.timeout();
         let action = render_off_runtime(step, context, deadline).await?;
+        if let StepAction::Condition { case, next } = action {
+            return Ok(Produced { output: serde_json::json!({"case": case, "next": next}), chose: next });
+        }
         let remaining = deadline.saturating_duration_since(Instant::now());
         // Outputs and failures quote remote answers (an HTTP response, a model's reply): stored
         // alike on both databases.
         let output = match self.deps.performer.perform(caller, action, remaining, self).await {
             Ok(output) => storable::json(output),
-            Err(failure) => return Err(StepFailure(storable::text(failure.0))),
+            Err(failure) => return Err(StepFailure { message: storable::text(failure.message), ..failure }),
         };
-        output_size(&output).map_err(|e| StepFailure(e.to_string()))?;
-        Ok(output)
+        output_size(&output).map_err(|e| StepFailure::new(e.to_string()))?;
+        Ok(Produced { output, chose: None })
     }
 
     async fn status_of(&self, execution: &Execution) -> Option<ExecutionStatus> {
@@ -275,12 +354,15 @@ impl WorkKind for ExecutionService {
         claimed: ClaimedExecution,
         keep_going: &(dyn Fn() -> bool + Send + Sync),
     ) -> anyhow::Result<Ran> {
-        Ok(Ran::ended(self.run_execution(claimed, keep_going).await?.into()))
+        let end = self.run_steps(claimed, keep_going, None).await?;
+        Ok(Ran { outcome: end.outcome.into(), due_again: end.due_again })
     }
 
     /// The step the execution is at fails with the reason, and so does the execution.
     async fn give_up(&self, claimed: ClaimedExecution, reason: String) -> anyhow::Result<Ran> {
-        Ok(Ran::ended(self.run_steps(claimed, &|| true, Some(StepFailure(reason))).await?.into()))
+        Ok(Ran::ended(
+            self.run_steps(claimed, &|| true, Some(StepFailure::new(reason))).await?.outcome.into(),
+        ))
     }
 }
 
@@ -299,10 +381,38 @@ async fn render_off_runtime(
         .spawn(move || {
             let _ = sender.send(step.render(&context, Some(deadline)));
         })
-        .map_err(|e| StepFailure(format!("the step's templates could not be rendered: {e}")))?;
+        .map_err(|e| StepFailure::new(format!("the step's templates could not be rendered: {e}")))?;
     match receiver.await {
-        Ok(rendered) => rendered.map_err(|e| StepFailure(e.to_string())),
-        Err(_) => Err(StepFailure("rendering the step's templates failed unexpectedly".to_owned())),
+        Ok(rendered) => rendered.map_err(|e| StepFailure::new(e.to_string())),
+        Err(_) => Err(StepFailure::new("rendering the step's templates failed unexpectedly")),
+    }
+}
+
+/// Where a claimed execution resumes.
+enum Resume {
+    /// At this position (`None`: after its last step, which cannot be: see [`resume_at`]).
+    At(Option<usize>),
+    /// It ended meanwhile (a finished execution is never claimed).
+    Ended,
+}
+
+/// Where a claimed `execution` of `steps` resumes: at the step it is at, unless that step has
+/// finished (its result was stored, the next step's start was not), then where that step led:
+/// its branch, or the step after it. An execution stored before executions kept the step they
+/// are at resumes at its first step that has not completed.
+fn resume_at(execution: &Execution, steps: &[Step]) -> Resume {
+    let position = |id: &str| steps.iter().position(|s| s.id() == id);
+    let Some(at) = execution.at_step().and_then(position) else {
+        return match execution.steps().iter().position(|r| r.status() != StepStatus::Completed) {
+            Some(first) if execution.steps()[first].status() == StepStatus::Skipped => Resume::Ended,
+            first => Resume::At(first.or(Some(steps.len()))),
+        };
+    };
+    match execution.step(steps[at].id()).map(|r| (r.status(), r.branch())) {
+        Some((StepStatus::Skipped, _)) => Resume::Ended,
+        Some((StepStatus::Completed | StepStatus::Failed, Some(branch))) => Resume::At(position(branch)),
+        Some((StepStatus::Completed | StepStatus::Failed, None)) => Resume::At(Some(at + 1)),
+        _ => Resume::At(Some(at)),
     }
 }
 

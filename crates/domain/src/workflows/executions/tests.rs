@@ -235,10 +235,11 @@ async fn a_run_resumes_at_the_first_unfinished_step_and_completes_with_its_event
     transforms(&mut m.performer, performed.clone());
     let started = Arc::new(Mutex::new(Vec::new()));
     let s = started.clone();
-    m.executions.expect_start_step().returning(move |_, lease, step_id, _| {
+    m.executions.expect_start_step().returning(move |_, lease, step, _| {
         assert_eq!(lease.token, "lease_1");
         assert!(lease.until > t0() + chrono::Duration::seconds(30), "the lease covers the step's timeout");
-        s.lock().unwrap().push(step_id.to_owned());
+        assert_eq!((step.status(), step.attempts()), (StepStatus::Running, 1));
+        s.lock().unwrap().push(step.step_id.clone());
         Ok(true)
     });
     let recorded = Arc::new(Mutex::new(Vec::new()));
@@ -260,7 +261,7 @@ async fn a_run_resumes_at_the_first_unfinished_step_and_completes_with_its_event
     assert_eq!(step_id, "count");
     assert_eq!(result.status(), StepStatus::Completed);
     assert_eq!(result.output(), Some(&json!({"n": 3, "said": "HELLO ADA"})));
-    let finish = finish.as_ref().expect("the last step ends the execution");
+    let finish = finish.finish().expect("the last step ends the execution");
     assert_eq!(finish.status, ExecutionStatus::Completed);
     assert_eq!(finish.output.as_ref(), result.output(), "the execution's output is the last step's");
     match &finish.event.payload {
@@ -278,7 +279,7 @@ async fn a_fresh_run_runs_every_step_in_order_and_ends_only_with_the_last() {
     let finishes = Arc::new(Mutex::new(Vec::new()));
     let f = finishes.clone();
     m.executions.expect_record_step().times(3).returning(move |_, _, result, finish| {
-        f.lock().unwrap().push((result.step_id.clone(), finish.map(|f| f.status)));
+        f.lock().unwrap().push((result.step_id.clone(), finish.into_finish().map(|f| f.status)));
         Ok(true)
     });
     m.executions.expect_get().returning(|_, _| Ok(Some(claimed(3).item.execution)));
@@ -304,13 +305,13 @@ async fn a_failing_step_fails_the_execution_and_no_later_step_runs() {
     m.performer
         .expect_perform()
         .times(1)
-        .returning(|_, _, _, _| Err(StepFailure("the receiver answered 500".into())));
+        .returning(|_, _, _, _| Err(StepFailure::new("the receiver answered 500")));
     m.executions.expect_start_step().times(1).returning(|_, _, _, _| Ok(true));
     m.executions.expect_record_step().times(1).returning(|_, _, result, finish| {
         assert_eq!(result.step_id, "greet");
         assert_eq!(result.status(), StepStatus::Failed);
         assert_eq!(result.error(), Some("the receiver answered 500"));
-        let finish = finish.unwrap();
+        let finish = finish.into_finish().unwrap();
         assert_eq!(finish.status, ExecutionStatus::Failed);
         assert_eq!(finish.error.as_deref(), Some("step greet failed: the receiver answered 500"));
         match finish.event.payload {
@@ -355,7 +356,7 @@ async fn an_execution_claimed_past_the_limit_fails_its_step_without_running_it()
         assert_eq!(result.step_id, "shout");
         assert_eq!(result.status(), StepStatus::Failed);
         assert!(result.error().unwrap().contains("given up after 5 claims"), "{result:?}");
-        assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
+        assert_eq!(finish.into_finish().unwrap().status, ExecutionStatus::Failed);
         Ok(true)
     });
     m.executions.expect_get().returning(|_, _| Ok(Some(claimed(1).item.execution)));
@@ -395,7 +396,7 @@ async fn an_output_over_the_limit_fails_its_step() {
         assert_eq!(result.status(), StepStatus::Failed);
         assert!(result.error().unwrap().contains("larger than"), "{result:?}");
         assert_eq!(result.output(), None);
-        assert_eq!(finish.unwrap().status, ExecutionStatus::Failed);
+        assert_eq!(finish.into_finish().unwrap().status, ExecutionStatus::Failed);
         Ok(true)
     });
     m.executions.expect_get().returning(|_, _| Ok(Some(claimed(0).item.execution)));
@@ -500,7 +501,9 @@ async fn a_starter_removed_meanwhile_stops_the_execution_at_its_next_step() {
     let recorded = Arc::new(Mutex::new(Vec::new()));
     let seen = recorded.clone();
     m.executions.expect_record_step().returning(move |_, _, result, finish| {
-        seen.lock().unwrap().push((result.error().map(str::to_owned), finish.map(|f| f.status)));
+        seen.lock()
+            .unwrap()
+            .push((result.error().map(str::to_owned), finish.into_finish().map(|f| f.status)));
         Ok(true)
     });
     m.executions.expect_get().returning(|_, _| Ok(None));
@@ -537,3 +540,5 @@ async fn an_automation_starts_nothing_for_a_maker_who_lost_the_right() {
         }
     }
 }
+
+mod flow;

@@ -1,5 +1,5 @@
-//! Reading one step with the API's decoder ([`crate::decode`]): `id`, `type` and
-//! `timeout_seconds` first, then the parameters of the step's kind as that kind's struct (so
+//! Reading one step with the API's decoder ([`crate::decode`]): `id`, `type`,
+//! `timeout_seconds` and how it leads on (`retry`, `on_error`, `next`) first, then the parameters of the step's kind as that kind's struct (so
 //! that paths survive: serde loses them in an internally tagged enum), every refusal of the
 //! step at its path (`steps[2].url`), in the order of the step's fields.
 
@@ -8,6 +8,8 @@ use serde_json::{Map, Value};
 pub(super) use crate::decode::{Fault, fault, field_names, missing};
 use crate::decode::{Refusal, read, read_fields};
 
+use super::condition::ConditionStep;
+use super::flow::{OnError, RetryPolicy};
 use super::{
     AgentChatStep, HttpRequestStep, KnowledgeSearchStep, MemoryAddStep, MemorySearchStep, Step, StepId,
     StepKind, StepType, TimeoutSeconds, TransformStep, references,
@@ -15,7 +17,7 @@ use super::{
 use crate::validation::{FieldError, FieldErrorKind};
 
 /// The fields every step has besides its kind's parameters, in the order they are reported.
-const COMMON_FIELDS: [&str; 3] = ["id", "type", "timeout_seconds"];
+const COMMON_FIELDS: [&str; 6] = ["id", "type", "timeout_seconds", "retry", "on_error", "next"];
 
 /// Reads step `index` of a list whose ids (as written) are `ids`.
 ///
@@ -34,6 +36,7 @@ pub(super) fn step(index: usize, item: &Value, ids: &[Option<&str>]) -> Result<S
     let mut params = object.clone();
     let mut take = |name: &str| params.remove(name).unwrap_or(Value::Null);
     let (id, step_type, timeout) = (take("id"), take("type"), take("timeout_seconds"));
+    let (retry, on_error, next) = (take("retry"), take("on_error"), take("next"));
     let mut refused: Vec<Refusal> = Vec::new();
     let id = read::<StepId>(&id, &at, "id")
         .and_then(|id| {
@@ -52,6 +55,9 @@ pub(super) fn step(index: usize, item: &Value, ids: &[Option<&str>]) -> Result<S
     let step_type = read::<StepType>(&step_type, &at, "type").map_err(|r| refused.push(r)).ok();
     let timeout_seconds =
         read::<Option<TimeoutSeconds>>(&timeout, &at, "timeout_seconds").map_err(|r| refused.push(r)).ok();
+    let retry = read::<Option<RetryPolicy>>(&retry, &at, "retry").map_err(|r| refused.push(r)).ok();
+    let on_error = read::<Option<OnError>>(&on_error, &at, "on_error").map_err(|r| refused.push(r)).ok();
+    let next = read::<Option<StepId>>(&next, &at, "next").map_err(|r| refused.push(r)).ok();
     let kind = step_type.and_then(|step_type| {
         let (kind, passed) = kind(step_type, params, &at, &mut refused);
         for error in references::check(&at, &passed, index, ids) {
@@ -71,8 +77,10 @@ pub(super) fn step(index: usize, item: &Value, ids: &[Option<&str>]) -> Result<S
         refused.sort_by_key(rank);
         return Err(refused.into_iter().map(|r| r.error).collect());
     }
-    match (id, kind, timeout_seconds) {
-        (Some(id), Some(kind), Some(timeout_seconds)) => Ok(Step { id, timeout_seconds, kind }),
+    match (id, kind, timeout_seconds, retry, on_error, next) {
+        (Some(id), Some(kind), Some(timeout_seconds), Some(retry), Some(on_error), Some(next)) => {
+            Ok(Step { id, timeout_seconds, retry, on_error, next, kind })
+        }
         // Each is None only after a refusal; never a step left out without one.
         _ => Err(vec![FieldError::new(&at, FieldErrorKind::InvalidValue, format!("{at} could not be read"))]),
     }
@@ -94,7 +102,7 @@ fn kind(
     refused: &mut Vec<Refusal>,
 ) -> (Option<StepKind>, Map<String, Value>) {
     let takes = format!(
-        " for step type {step_type}; it takes: {} (and timeout_seconds)",
+        " for step type {step_type}; it takes: {} (and timeout_seconds, retry, on_error, next)",
         step_type.parameters().join(", ")
     );
     fn read_as<T: serde::de::DeserializeOwned>(
@@ -120,5 +128,6 @@ fn kind(
         StepType::KnowledgeSearch => {
             read_as::<KnowledgeSearchStep>(params, at, &takes, refused, StepKind::KnowledgeSearch)
         }
+        StepType::Condition => read_as::<ConditionStep>(params, at, &takes, refused, StepKind::Condition),
     }
 }

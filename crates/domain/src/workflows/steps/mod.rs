@@ -2,7 +2,8 @@
 //! it is saved (or loaded), and the typed [`StepAction`] a step becomes once its templates are
 //! rendered.
 //!
-//! A step is a JSON object `{id, type, timeout_seconds?, …parameters}`:
+//! A step is a JSON object `{id, type, timeout_seconds?, retry?, on_error?, next?, …parameters}`
+//! (how a step leads on: [`flow`]):
 //!
 //! | type | parameters | output |
 //! |---|---|---|
@@ -11,6 +12,7 @@
 //! | `http_request` | `method`, `url`, `headers?`, `body?` | `{status, headers, body}` |
 //! | `memory_search` | `query`, `agent_id?`, `memory_type?`, `top_k?` | `{results}` |
 //! | `memory_add` | `content`, `memory_type`, `agent_id?`, `metadata?` | the entry |
+//! | `condition` | `cases` (`[{when, next}]`), `default?` | `{case, next}` ([`condition`]) |
 //!
 //! Each kind is a struct of typed parameters ([`params`]): every string in them is a
 //! [`Template`], checked to parse when read; a parameter that takes an object or a number
@@ -24,7 +26,9 @@
 //! A step is stored and shown as the object it was read from (optional parameters given as
 //! `null` left out): [`Step`] serialises back to it.
 
+pub mod condition;
 mod decode;
+pub mod flow;
 pub mod params;
 mod references;
 mod render;
@@ -35,6 +39,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, de};
 use serde_json::Value;
 
+pub use self::condition::{ConditionCase, ConditionStep, Expression};
+pub use self::flow::{OnError, RetryOn, RetryPolicy};
 pub use self::params::{Headers, JsonTemplate, Metadata, Template, Text, TextValue, TopK};
 pub use self::render::StepAction;
 use crate::memory::MemoryType;
@@ -67,6 +73,8 @@ crate::string_enum! {
         MemoryAdd => "memory_add",
         /// Searches knowledge bases.
         KnowledgeSearch => "knowledge_search",
+        /// Chooses the step the execution goes on at.
+        Condition => "condition",
     }
 }
 
@@ -81,6 +89,7 @@ impl StepType {
             Self::MemorySearch => decode::field_names::<MemorySearchStep>(),
             Self::MemoryAdd => decode::field_names::<MemoryAddStep>(),
             Self::KnowledgeSearch => decode::field_names::<KnowledgeSearchStep>(),
+            Self::Condition => decode::field_names::<ConditionStep>(),
         }
     }
 }
@@ -247,6 +256,12 @@ pub struct Step {
     id: StepId,
     #[serde(skip_serializing_if = "Option::is_none")]
     timeout_seconds: Option<TimeoutSeconds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry: Option<RetryPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_error: Option<OnError>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<StepId>,
     #[serde(flatten)]
     kind: StepKind,
 }
@@ -277,7 +292,24 @@ impl Step {
         Duration::from_secs(u64::from(self.timeout_seconds().unwrap_or(DEFAULT_STEP_TIMEOUT_SECONDS)))
     }
 
-    /// The step as stored and shown: `{id, type, timeout_seconds?, …parameters}`.
+    /// Its `retry`, if any.
+    pub fn retry(&self) -> Option<&RetryPolicy> {
+        self.retry.as_ref()
+    }
+
+    /// What a failure does (after any retries): its `on_error`, or [`OnError::Fail`].
+    pub fn on_error(&self) -> &OnError {
+        self.on_error.as_ref().unwrap_or(&OnError::Fail)
+    }
+
+    /// The step it leads to when it completes, when it names one (`next`); otherwise the next
+    /// in the list.
+    pub fn next(&self) -> Option<&str> {
+        self.next.as_ref().map(StepId::as_str)
+    }
+
+    /// The step as stored and shown: `{id, type, timeout_seconds?, retry?, on_error?, next?,
+    /// …parameters}`.
     pub fn to_json(&self) -> Value {
         // Cannot fail: every map a step holds is keyed by strings.
         serde_json::to_value(self).unwrap_or(Value::Null)
@@ -300,6 +332,8 @@ pub enum StepKind {
     MemoryAdd(MemoryAddStep),
     /// `knowledge_search`.
     KnowledgeSearch(KnowledgeSearchStep),
+    /// `condition`.
+    Condition(ConditionStep),
 }
 
 impl StepKind {
@@ -312,6 +346,7 @@ impl StepKind {
             Self::MemorySearch(_) => StepType::MemorySearch,
             Self::MemoryAdd(_) => StepType::MemoryAdd,
             Self::KnowledgeSearch(_) => StepType::KnowledgeSearch,
+            Self::Condition(_) => StepType::Condition,
         }
     }
 }
@@ -458,7 +493,47 @@ pub fn validate_step_list(items: &[Value]) -> Result<Vec<Step>, Vec<FieldError>>
             Err(refused) => errors.extend(refused),
         }
     }
+    if errors.is_empty() {
+        errors.extend(unknown_targets(&steps));
+    }
     if errors.is_empty() { Ok(steps) } else { Err(errors) }
+}
+
+/// The refusals of `next` and `on_error` routes that name no step of the list.
+fn unknown_targets(steps: &[Step]) -> Vec<FieldError> {
+    let known = |id: &StepId| steps.iter().any(|s| s.id == *id);
+    let mut errors = Vec::new();
+    for (index, step) in steps.iter().enumerate() {
+        let routes = [
+            ("next", step.next.as_ref()),
+            (
+                "on_error",
+                match &step.on_error {
+                    Some(OnError::Goto(id)) => Some(id),
+                    _ => None,
+                },
+            ),
+        ];
+        let branches = match &step.kind {
+            StepKind::Condition(c) => c.targets().collect(),
+            _ => Vec::new(),
+        };
+        let routes = routes
+            .into_iter()
+            .map(|(f, t)| (f.to_owned(), t))
+            .chain(branches.into_iter().map(|(f, t)| (f, Some(t))));
+        for (field, target) in routes {
+            if let Some(id) = target.filter(|id| !known(id)) {
+                let path = format!("steps[{index}].{field}");
+                errors.push(FieldError::new(
+                    &path,
+                    FieldErrorKind::InvalidValue,
+                    format!("{path} names step {:?}, which the workflow does not have", id.as_str()),
+                ));
+            }
+        }
+    }
+    errors
 }
 
 #[cfg(test)]

@@ -61,6 +61,15 @@ pub enum StepAction {
         /// How many results, 1–[`MAX_KNOWLEDGE_TOP_K`] (default: knowledge search's).
         top_k: Option<u32>,
     },
+    /// Go on at another step: a `condition` decided, with the case that held (none: its
+    /// default) and the step it leads to (none: the next listed). Decided by the executor
+    /// itself, never performed.
+    Condition {
+        /// The index of the case that held.
+        case: Option<usize>,
+        /// The step it leads to.
+        next: Option<String>,
+    },
     /// Add a memory entry; output the entry.
     MemoryAdd {
         /// The text.
@@ -126,6 +135,10 @@ impl Step {
                     k => k,
                 },
             },
+            StepKind::Condition(c) => {
+                let (case, next) = c.decide(&r)?;
+                StepAction::Condition { case, next }
+            }
             StepKind::MemoryAdd(s) => StepAction::MemoryAdd {
                 content: s.content.render(&r, "content")?,
                 memory_type: s.memory_type.render(&r, "memory_type")?,

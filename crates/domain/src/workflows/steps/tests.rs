@@ -446,6 +446,7 @@ fn one_of_each() -> Vec<Value> {
         json!({"id": "a", "type": "memory_add", "content": "c", "memory_type": "episodic", "agent_id": "agt_1",
                "metadata": {"k": "v"}}),
         json!({"id": "k", "type": "knowledge_search", "knowledge_base_ids": ["kb_1"], "query": "q", "top_k": 2}),
+        json!({"id": "r", "type": "condition", "cases": [{"when": "input.a > 0", "next": "t"}], "default": "t"}),
     ]
 }
 
@@ -613,4 +614,35 @@ fn a_knowledge_search_names_its_bases_as_a_list_or_a_template() {
     assert!(refused.to_string().contains("knowledge_base_ids"), "{refused}");
     let missing = errors(json!([{"id": "d", "type": "knowledge_search", "query": "q"}]));
     assert_eq!(missing[0].field, "steps[0].knowledge_base_ids");
+}
+
+#[test]
+fn routes_and_conditions_name_steps_of_the_workflow_and_parse() {
+    let refused = |steps: Value| -> Vec<String> {
+        validate_steps(&steps).unwrap_err().into_iter().map(|e| e.field).collect()
+    };
+    let condition = |cases: Value| json!([{"id": "c", "type": "condition", "cases": cases}, {"id": "x", "type": "transform", "output": 1}]);
+    assert_eq!(
+        refused(condition(json!([{"when": "input.a", "next": "nowhere"}]))),
+        ["steps[0].cases[0].next"]
+    );
+    assert_eq!(refused(condition(json!([{"when": "input.a >", "next": "x"}]))), ["steps[0].cases[0].when"]);
+    assert_eq!(
+        refused(condition(json!([{"when": "true %}{{ input", "next": "x"}]))),
+        ["steps[0].cases[0].when"]
+    );
+    assert_eq!(refused(condition(json!([]))), ["steps[0].cases"]);
+    assert_eq!(
+        refused(condition(json!([{"when": "1", "next": "x", "then": "y"}]))),
+        ["steps[0].cases[0].then"]
+    );
+    let mut with_default = condition(json!([{"when": "input.a", "next": "x"}]));
+    with_default[0]["default"] = json!("gone");
+    assert_eq!(refused(with_default), ["steps[0].default"]);
+    let steps = validate_steps(&condition(json!([{"when": "input.a == 'b'", "next": "x"}]))).unwrap();
+    assert_eq!(steps[0].to_json()["cases"][0]["when"], "input.a == 'b'", "shown as written");
+    assert_eq!(
+        refused(json!([{"id": "a", "type": "transform", "output": 1, "next": "b", "on_error": "c"}])),
+        ["steps[0].next", "steps[0].on_error"]
+    );
 }
