@@ -59,6 +59,28 @@ pub fn fault<E: de::Error>(kind: FieldErrorKind, message: impl Display) -> E {
     Fault::new(kind, message.to_string()).raise()
 }
 
+/// A `T` read only from a JSON object: serde's derived `Deserialize` also reads a struct from an
+/// array of its fields in order (`[3, 2]` as `{max_attempts: 3, backoff_seconds: 2}`), which the
+/// API refuses as the wrong type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for Fields<T> {
+            type Value = Object<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Object<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Object)
+            }
+        }
+        deserializer.deserialize_map(Fields(std::marker::PhantomData))
+    }
+}
+
 /// The refusal of a required value given as `null`: it counts as absent.
 pub fn missing<E: de::Error>() -> E {
     fault(FieldErrorKind::MissingRequiredField, "is required")

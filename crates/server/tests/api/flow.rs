@@ -203,6 +203,7 @@ async fn routes_to_no_step_and_policies_out_of_range_are_refused_with_their_path
                 (json!({"retry": {"factor": 0.5}}), "steps[0].retry.factor"),
                 (json!({"retry": {"on": ["sometimes"]}}), "steps[0].retry.on[0]"),
                 (json!({"retry": {"tries": 2}}), "steps[0].retry.tries"),
+                (json!({"retry": [null, null]}), "steps[0].retry"),
                 (
                     json!({"type": "condition", "cases": [{"when": "input.a >", "next": "a"}]}),
                     "steps[0].cases[0].when",

@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, de};
 
 use super::StepId;
 use super::decode;
+use crate::decode::Object;
 use crate::validation::FieldErrorKind;
 use crate::workflows::template::{self, RenderError, Renderer};
 
@@ -90,7 +91,8 @@ pub struct ConditionStep {
 }
 
 fn cases<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ConditionCase>, D::Error> {
-    let cases = Vec::<ConditionCase>::deserialize(deserializer)?;
+    let cases: Vec<ConditionCase> =
+        Vec::<Object<ConditionCase>>::deserialize(deserializer)?.into_iter().map(|c| c.0).collect();
     if cases.is_empty() || cases.len() > MAX_CASES {
         return Err(decode::fault(FieldErrorKind::OutOfRange, format!("must list 1 to {MAX_CASES} cases")));
     }

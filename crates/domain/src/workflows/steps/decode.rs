@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 pub(super) use crate::decode::{Fault, fault, field_names, missing};
-use crate::decode::{Refusal, read, read_fields};
+use crate::decode::{Object, Refusal, read, read_fields};
 
 use super::condition::ConditionStep;
 use super::flow::{OnError, RetryPolicy};
@@ -55,7 +55,10 @@ pub(super) fn step(index: usize, item: &Value, ids: &[Option<&str>]) -> Result<S
     let step_type = read::<StepType>(&step_type, &at, "type").map_err(|r| refused.push(r)).ok();
     let timeout_seconds =
         read::<Option<TimeoutSeconds>>(&timeout, &at, "timeout_seconds").map_err(|r| refused.push(r)).ok();
-    let retry = read::<Option<RetryPolicy>>(&retry, &at, "retry").map_err(|r| refused.push(r)).ok();
+    let retry = read::<Option<Object<RetryPolicy>>>(&retry, &at, "retry")
+        .map(|r| r.map(|o| o.0))
+        .map_err(|r| refused.push(r))
+        .ok();
     let on_error = read::<Option<OnError>>(&on_error, &at, "on_error").map_err(|r| refused.push(r)).ok();
     let next = read::<Option<StepId>>(&next, &at, "next").map_err(|r| refused.push(r)).ok();
     let kind = step_type.and_then(|step_type| {

@@ -632,6 +632,12 @@ fn routes_and_conditions_name_steps_of_the_workflow_and_parse() {
         ["steps[0].cases[0].when"]
     );
     assert_eq!(refused(condition(json!([]))), ["steps[0].cases"]);
+    assert_eq!(refused(condition(json!([["input.a", "x"]]))), ["steps[0].cases[0]"], "a case is an object");
+    assert_eq!(
+        refused(json!([{"id": "a", "type": "transform", "output": 1, "retry": [3, 2]}])),
+        ["steps[0].retry"],
+        "a policy is an object, not its fields in order"
+    );
     assert_eq!(
         refused(condition(json!([{"when": "1", "next": "x", "then": "y"}]))),
         ["steps[0].cases[0].then"]
