@@ -83,7 +83,7 @@ pub(super) struct StepRow {
     pub(super) attempts: i32,
     pub(super) next_run_at: Option<DbTime>,
     pub(super) branch: Option<String>,
-    pub(super) attempt_errors: DbJsonAs<Vec<StoredAttemptError>>,
+    pub(super) attempt_errors: DbJsonAs<Vec<AttemptError>>,
 }
 
 /// What a step's start or result changes in its row: everything but where it is.
@@ -98,15 +98,7 @@ pub(super) struct StepChanges<'a> {
     attempts: i32,
     next_run_at: Option<DbTime>,
     branch: Option<&'a str>,
-    attempt_errors: &'a DbJsonAs<Vec<StoredAttemptError>>,
-}
-
-/// A failed attempt of a step, as kept in its result's `attempt_errors`.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub(super) struct StoredAttemptError {
-    attempt: u32,
-    error: String,
-    at: chrono::DateTime<chrono::Utc>,
+    attempt_errors: &'a DbJsonAs<Vec<AttemptError>>,
 }
 
 impl StepRow {
@@ -124,12 +116,7 @@ impl StepRow {
             attempts: i32::try_from(r.attempts()).unwrap_or(i32::MAX),
             next_run_at: r.next_run_at().map(DbTime),
             branch: r.branch().map(str::to_owned),
-            attempt_errors: DbJsonAs(
-                r.attempt_errors()
-                    .iter()
-                    .map(|e| StoredAttemptError { attempt: e.attempt, error: e.error.clone(), at: e.at })
-                    .collect(),
-            ),
+            attempt_errors: DbJsonAs(r.attempt_errors().to_vec()),
         }
     }
 
@@ -160,12 +147,7 @@ impl StepRow {
             attempts: u32::try_from(self.attempts).unwrap_or(0),
             next_run_at: self.next_run_at.map(|t| t.0),
             branch: self.branch,
-            attempt_errors: self
-                .attempt_errors
-                .0
-                .into_iter()
-                .map(|e| AttemptError { attempt: e.attempt, error: e.error, at: e.at })
-                .collect(),
+            attempt_errors: self.attempt_errors.0,
         })
     }
 }

@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::{InvalidState, InvalidTransition, StepEvent, StepStatus, step_transition};
 use crate::workflows::steps::{Step, StepType};
 
-/// A failed attempt of a step that was tried again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A failed attempt of a step that was tried again (stored as JSON with its step's result).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AttemptError {
     /// Which attempt (from 1).
     pub attempt: u32,
