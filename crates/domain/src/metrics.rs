@@ -53,6 +53,11 @@ pub const QUEUE_OLDEST_AGE: &str = "agentry_queue_oldest_age_seconds";
 /// Counter: items a background worker finished, by `queue` and `outcome` (`done`, `retry`,
 /// `failed`, `lost_lease`).
 pub const QUEUE_OUTCOMES: &str = "agentry_queue_outcomes_total";
+/// Counter: workflow step runs, by step `type` and what the run led to (`done`, `retry`,
+/// `recovered`, `failed`, `waiting`).
+pub const WORKFLOW_STEP_RUNS: &str = "agentry_workflow_step_runs_total";
+/// Counter: passes a yielding event consumer deferred while requests queued, by `consumer`.
+pub const CONSUMER_PASSES_DEFERRED: &str = "agentry_consumer_passes_deferred_total";
 
 /// Counts one item a background worker finished: the hook every worker calls.
 pub fn queue_outcome(queue: &'static str, outcome: &'static str) {

@@ -273,20 +273,24 @@ mod tests {
                 "tenant.member.role_changed",
                 "knowledge.file.indexed",
                 "knowledge.file.failed",
+                "workflow.execution.waiting",
             ]
         );
         assert_eq!(
             names(&IntegrationKind::ALL, IntegrationKind::as_str),
             ["chat", "code-host", "issue-tracker", "issue-tracker-2", "incident", "wiki"]
         );
-        assert_eq!(names(&ExecutionEvent::ALL, ExecutionEvent::as_str), ["complete", "fail", "cancel"]);
+        assert_eq!(
+            names(&ExecutionEvent::ALL, ExecutionEvent::as_str),
+            ["complete", "fail", "cancel", "wait", "resume", "retry"]
+        );
         assert_eq!(
             names(&StepEvent::ALL, StepEvent::as_str),
-            ["start", "complete", "fail", "skip", "retry", "rerun"]
+            ["start", "complete", "fail", "skip", "retry", "rerun", "wait"]
         );
         assert_eq!(
             names(&RunOutcome::ALL, RunOutcome::as_str),
-            ["done", "failed", "cancelled", "lost_lease", "released", "retry"]
+            ["done", "failed", "cancelled", "lost_lease", "released", "retry", "waiting"]
         );
     }
 }

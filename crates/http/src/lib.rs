@@ -136,6 +136,8 @@ pub struct AppState {
     pub limits: RateLimits,
     /// The readiness probe.
     pub readiness: Arc<dyn Readiness>,
+    /// The requests in flight, which background work yields to.
+    pub load: Arc<agentry_domain::work::RequestLoad>,
     /// The language model agents answer with, as `/readyz` reports it.
     pub chat_model: routes::health::ChatModelStatus,
     /// The metrics of `GET /metrics`.

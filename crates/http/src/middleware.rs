@@ -38,6 +38,9 @@ pub async fn request_context(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let started = Instant::now();
+    // Counted while it runs, also when its client goes away: background work yields while
+    // more requests run than there are cores.
+    let _in_request = req.app_data::<web::Data<crate::AppState>>().map(|state| state.load.enter());
     let request_id =
         incoming_request_id(&req).unwrap_or_else(|| ulid::Ulid::new().to_string().to_lowercase());
     req.extensions_mut().insert(RequestId(request_id.clone()));

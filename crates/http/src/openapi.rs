@@ -57,7 +57,7 @@ use crate::settings::{Envelope, HttpSettings};
         webhooks::secret, webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::attempts, webhooks::retry,
         webhooks::recover, webhooks::retry_all, webhooks::stats,
         workflows::list, workflows::create, workflows::get, workflows::update, workflows::delete,
-        executions::execute, executions::list, executions::get, executions::cancel,
+        executions::execute, executions::list, executions::get, executions::cancel, executions::retry,
         triggers::list, triggers::create, triggers::delete,
         schedules::list, schedules::create, schedules::update, schedules::delete,
         mcp_servers::list, mcp_servers::create, mcp_servers::get, mcp_servers::update, mcp_servers::delete,

@@ -87,6 +87,14 @@ fn describe() {
     describe_gauge!(names::QUEUE_DEPTH, "Items waiting or running in a background queue.");
     describe_gauge!(names::QUEUE_OLDEST_AGE, Unit::Seconds, "Age of the oldest due item of a queue.");
     describe_counter!(names::QUEUE_OUTCOMES, "Items background workers finished, by outcome.");
+    describe_counter!(
+        names::WORKFLOW_STEP_RUNS,
+        "Workflow step runs, by step type and what the run led to (done, retry, recovered, failed, waiting)."
+    );
+    describe_counter!(
+        names::CONSUMER_PASSES_DEFERRED,
+        "Passes a background event consumer (memory extraction) deferred while requests queued."
+    );
 }
 
 /// Installs the recorder (once per process). Call before anything records.

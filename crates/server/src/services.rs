@@ -25,7 +25,7 @@ use agentry_domain::ratelimit::{FailurePolicy, PlanTable, Quota, RateCounter, Ra
 use agentry_domain::team::{InvitationMail, TeamPolicy, TeamService, TeamServiceDeps};
 use agentry_domain::time::Clock;
 use agentry_domain::webhooks::WebhookService;
-use agentry_domain::work::Worker;
+use agentry_domain::work::{RequestLoad, Worker};
 use agentry_domain::workflows::{
     ExecutionService, ExecutionServiceDeps, ExecutionSettings, IntegrationService, IntegrationServiceDeps,
     ScheduleService, ScheduleServiceDeps, StepPerformer, TriggerService, TriggerServiceDeps, WorkflowRunner,
@@ -201,7 +201,10 @@ pub fn build_services(
     // `auto` extraction asks the model only when it is a remote OpenAI-compatible one: the
     // offline models learn by the rules.
     let extraction = (extractor, config.llm() == LlmProvider::Openai);
-    let consumers = event_consumers(db, &webhooks, &memory, extraction, (ids.clone(), clock.clone()));
+    // Requests in flight, counted by the HTTP layer: memory extraction yields to them.
+    let load = Arc::new(RequestLoad::of_this_machine());
+    let consumers = event_consumers(db, &webhooks, &memory, extraction, (ids.clone(), clock.clone()))
+        .yielding_to(load.clone());
     let executions_worker = Worker::new(Arc::new(executions.clone()), ids, clock.clone());
     let state = AppState {
         accounts,
@@ -231,6 +234,7 @@ pub fn build_services(
         },
         metrics,
         failed_auth: Arc::new(agentry_http::access::FailedAuthGate::default()),
+        load,
         clock: clock.clone(),
     };
     Ok(Services { state, jobs, deliveries, executions: executions_worker, ingestion, consumers, clock })

@@ -46,6 +46,12 @@ pub(crate) trait Source: Send + Sync + 'static {
     /// # Errors
     /// When the work cannot be taken (the database is down).
     async fn take(&self, limit: usize, keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>>;
+
+    /// When its earliest work that is not due yet comes due, if it knows: a loop that took
+    /// nothing looks again then (a restarted instance resumes a wait on time, not at its poll).
+    async fn next_due(&self) -> Option<DateTime<Utc>> {
+        None
+    }
 }
 
 /// A kind of durable work is a source: its units are the items it claims.
@@ -69,6 +75,13 @@ impl<K: WorkKind> Source for Worker<K> {
                     .boxed()
             })
             .collect())
+    }
+
+    async fn next_due(&self) -> Option<DateTime<Utc>> {
+        Worker::next_due(self).await.unwrap_or_else(|e| {
+            tracing::error!(source = self.kind().name(), error = ?e, "reading when work comes due failed; the loop polls");
+            None
+        })
     }
 }
 
@@ -94,10 +107,12 @@ impl Source for Consumers {
         let passed = self.0.run_all().await;
         Ok(if passed.handled > 0 {
             vec![async { None }.boxed()]
-        } else if passed.unsettled {
+        } else if passed.unsettled || passed.deferred {
             // Committed events wait behind a transaction that began before theirs (PostgreSQL):
-            // it ends in moments, so the loop looks again shortly, not at its next poll.
-            vec![tokio::time::sleep(UNSETTLED_RETRY).map(|()| None).boxed()]
+            // it ends in moments, so the loop looks again shortly, not at its next poll. So
+            // does a consumer that deferred its pass while requests queued.
+            let again = if passed.unsettled { UNSETTLED_RETRY } else { DEFERRED_RETRY };
+            vec![tokio::time::sleep(again).map(|()| None).boxed()]
         } else {
             Vec::new()
         })
@@ -106,6 +121,9 @@ impl Source for Consumers {
 
 /// How soon the consumers look again at events that wait to settle.
 const UNSETTLED_RETRY: Duration = Duration::from_millis(5);
+
+/// How soon the consumers look again whether the requests still queue, when one deferred.
+const DEFERRED_RETRY: Duration = Duration::from_millis(20);
 
 /// Starts the executions of due schedules: one pass per take. A pass that handled any comes
 /// back at once (more may be due, and the executions it started are work for the other loops,
@@ -231,6 +249,10 @@ fn spawn_tracked(
                 // could not see; released once the units it took are counted themselves.
                 let taking = InFlight::enter(&running);
                 match source.take(free, keep_going.clone()).await {
+                    Ok(taken) if taken.is_empty() && units.is_empty() => {
+                        // Idle: look again when the earliest waiting work comes due.
+                        next_due = earliest(next_due, source.next_due().await);
+                    }
                     Ok(taken) => {
                         for unit in taken {
                             let in_flight = InFlight::enter(&running);

@@ -10,8 +10,8 @@ use agentry_domain::metrics::{Backlog, QueueBacklog};
 use agentry_domain::pagination::Page;
 use agentry_domain::work::{Lease, LeaseQueue};
 use agentry_domain::workflows::{
-    After, ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionRepository, ExecutionRun, ExecutionStatus,
-    NewExecution, Started, StepResult, StepStatus, steps_to_json,
+    After, CANCELLED_WAIT_ERROR, ClaimedExecution, EXECUTION_QUEUE, Execution, ExecutionRepository,
+    ExecutionRun, ExecutionStatus, NewExecution, Started, StepResult, StepStatus, steps_to_json,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -63,6 +63,9 @@ impl ExecutionStore {
 }
 
 const RUNNING: &str = "running";
+const WAITING: &str = "waiting";
+/// Running or waiting: an execution that has not ended.
+const UNFINISHED: [&str; 2] = [RUNNING, WAITING];
 
 mod rows;
 
@@ -70,16 +73,19 @@ use rows::{
     ClaimedIdRow, ExecutionRow, NewExecutionRow, RunRow, StepRow, assemble, assemble_each, claimed_run,
 };
 
-/// Executions as a lease queue: running ones that are due and that no live lease holds,
-/// earliest due first, within each tenant's share when there is one; a claim counts a claim
-/// (see [`agentry_domain::work`]). One backing off before a step's next attempt is not due.
+/// Executions as a lease queue: running and waiting ones that are due and that no live lease
+/// holds, earliest due first, within each tenant's share when there is one; a claim counts a
+/// claim (see [`agentry_domain::work`]) and resumes a waiting one (it is running again:
+/// `Execution::resume`). One backing off before a step's next attempt, or waiting for a time,
+/// is not due. (The condition is written as the partial index `workflow_executions_due_idx`
+/// is, so both databases use it.)
 fn running_executions(backend: Backend, tenant_share: Option<u32>) -> QueueTable {
     QueueTable {
         table: "workflow_executions",
-        due: format!("status = '{RUNNING}' AND due_at <= {now}", now = param(backend, 3)),
+        due: format!("status IN ('{RUNNING}', '{WAITING}') AND due_at <= {now}", now = param(backend, 3)),
         order_by: "due_at",
         counter: "claims",
-        also_set: String::new(),
+        also_set: format!("status = '{RUNNING}'"),
         returning: "id",
         share: tenant_share.map(|share| ("tenant_id", share)),
     }
@@ -212,6 +218,24 @@ impl LeaseQueue<ExecutionRun> for ExecutionStore {
             tracing::error!(%execution, %error, "failed an execution that cannot be read");
         }
         Ok(claimed)
+    }
+
+    /// The earliest due time after `now` of the running and waiting executions (read through
+    /// the claim's index, written as it is).
+    async fn next_due(&self, now: DateTime<Utc>) -> anyhow::Result<Option<DateTime<Utc>>> {
+        use diesel::sql_types::Bool;
+        let now = DbTime(now);
+        let due = with_conn!(self.db, conn => {
+            workflow_executions::table
+                .filter(diesel::dsl::sql::<Bool>(&format!("status IN ('{RUNNING}', '{WAITING}')")))
+                .filter(workflow_executions::due_at.gt(now))
+                .order(workflow_executions::due_at.asc())
+                .select(workflow_executions::due_at)
+                .first::<DbTime>(conn)
+                .await
+                .optional()
+        })?;
+        Ok(due.map(|t| t.0))
     }
 }
 
@@ -364,7 +388,7 @@ impl ExecutionRepository for ExecutionStore {
             let n = diesel::update(workflow_executions::table
                 .filter(workflow_executions::tenant_id.eq(&tenant))
                 .filter(workflow_executions::id.eq(&id))
-                .filter(workflow_executions::status.eq(RUNNING)))
+                .filter(workflow_executions::status.eq_any(UNFINISHED)))
                 .set((
                     workflow_executions::status.eq(status),
                     workflow_executions::error.eq(&error),
@@ -385,6 +409,64 @@ impl ExecutionRepository for ExecutionStore {
         ))
                     .execute(conn)
                     .await?;
+                // The step that waited fails with the execution's end (whichever waits as
+                // stored: it may have begun to since the execution was read).
+                diesel::update(workflow_step_results::table
+                    .filter(workflow_step_results::execution_id.eq(&id))
+                    .filter(workflow_step_results::status.eq(StepStatus::Waiting.as_str())))
+                    .set((
+                        workflow_step_results::status.eq(StepStatus::Failed.as_str()),
+                        workflow_step_results::error.eq(CANCELLED_WAIT_ERROR),
+                        workflow_step_results::finished_at.eq(finished_at),
+                        workflow_step_results::next_run_at.eq(None::<DbTime>),
+                    ))
+                    .execute(conn)
+                    .await?;
+            }
+            Ok::<_, StoreError>(n == 1)
+        })?;
+        Ok(recorded)
+    }
+
+    async fn record_retry(&self, execution: &Execution) -> anyhow::Result<bool> {
+        let (tenant, id) = (execution.tenant_id.to_string(), execution.id.to_string());
+        let (due_at, at_step) = (DbTime(execution.due_at()), execution.at_step().map(str::to_owned));
+        // The steps it runs again (pending now), written whole: a fresh slate.
+        let again: Vec<StepRow> = execution
+            .steps()
+            .iter()
+            .filter(|s| s.status() == StepStatus::Pending)
+            .map(|s| StepRow::new(&execution.id, 0, s))
+            .collect();
+        let recorded = transaction!(self.db, conn => {
+            let n = diesel::update(workflow_executions::table
+                .filter(workflow_executions::tenant_id.eq(&tenant))
+                .filter(workflow_executions::id.eq(&id))
+                .filter(workflow_executions::status.eq(ExecutionStatus::Failed.as_str())))
+                .set((
+                    workflow_executions::status.eq(RUNNING),
+                    workflow_executions::output.eq(None::<DbJsonAs<serde_json::Value>>),
+                    workflow_executions::error.eq(None::<String>),
+                    workflow_executions::finished_at.eq(None::<DbTime>),
+                    workflow_executions::due_at.eq(due_at),
+                    workflow_executions::at_step.eq(&at_step),
+                    workflow_executions::updated_at.eq(due_at),
+                    workflow_executions::lease_token.eq(None::<String>),
+                    workflow_executions::lease_until.eq(None::<DbTime>),
+                    workflow_executions::claims.eq(0_i64),
+                ))
+                .execute(conn)
+                .await?;
+            if n == 1 {
+                for step in &again {
+                    diesel::update(workflow_step_results::table
+                        .filter(workflow_step_results::execution_id.eq(&id))
+                        .filter(workflow_step_results::step_id.eq(&step.step_id)))
+                        .set(step.changes())
+                        .execute(conn)
+                        .await?;
+                }
+                conn.announce(WorkQueue::Executions).await?;
             }
             Ok::<_, StoreError>(n == 1)
         })?;
@@ -462,11 +544,18 @@ impl ExecutionRepository for ExecutionStore {
         let step = StepRow::new(id, 0, result);
         let (id, token) = (id.to_string(), lease.token.clone());
         let at = DbTime(result.finished_at().unwrap_or_else(Utc::now));
-        let (ends, due_at) = match &after {
-            After::GoOn => (false, None),
-            After::DueAt(due) => (false, Some(DbTime(*due))),
-            After::Finish(_) => (true, None),
+        let (ends, due_at, status) = match &after {
+            After::GoOn => (false, None, RUNNING),
+            After::DueAt(due) => (false, Some(DbTime(*due)), RUNNING),
+            After::Wait { until, .. } => (false, Some(DbTime(*until)), WAITING),
+            After::Finish(_) => (true, None, RUNNING),
         };
+        let waiting_event = match &after {
+            After::Wait { event, .. } => Some(EventRow::from_domain(event)?),
+            _ => None,
+        };
+        // An end or a wait writes an event: the outbox's consumers are woken after it commits.
+        let writes_event = ends || waiting_event.is_some();
         let finish = after
             .into_finish()
             .map(|f| -> anyhow::Result<_> { Ok((EventRow::from_domain(&f.event)?, f)) })
@@ -484,11 +573,15 @@ impl ExecutionRepository for ExecutionStore {
             // would deadlock with it.
             let held = match due_at {
                 // Due again later: the lease goes with this one UPDATE (not counted as a claim
-                // that failed: this one recorded its outcome).
+                // that failed: this one recorded its outcome). A cancel that came meanwhile
+                // keeps the execution cancelled.
                 Some(due_at) => diesel::update(workflow_executions::table
                     .filter(workflow_executions::id.eq(&id))
                     .filter(workflow_executions::lease_token.eq(&token)))
                     .set((
+                        workflow_executions::status.eq(diesel::dsl::sql::<diesel::sql_types::Text>(&format!(
+                            "CASE WHEN status = '{RUNNING}' THEN '{status}' ELSE status END"
+                        ))),
                         workflow_executions::due_at.eq(due_at),
                         workflow_executions::updated_at.eq(at),
                         workflow_executions::lease_token.eq(None::<String>),
@@ -513,6 +606,9 @@ impl ExecutionRepository for ExecutionStore {
                 .set(step.changes())
                 .execute(conn)
                 .await?;
+            if let Some(event) = &waiting_event {
+                diesel::insert_into(events::table).values(event).execute(conn).await?;
+            }
             if let Some((event, f)) = finish {
                 let ended = diesel::update(workflow_executions::table
                     .filter(workflow_executions::id.eq(&id))
@@ -535,7 +631,7 @@ impl ExecutionRepository for ExecutionStore {
             }
             Ok::<_, StoreError>(true)
         })?;
-        if held && ends {
+        if held && writes_event {
             self.db.stored(WorkQueue::Outbox);
         }
         Ok(held)

@@ -44,3 +44,24 @@ pub async fn execute(db: &crate::Database, sql: &str) -> anyhow::Result<()> {
     transaction!(db, conn => Ok::<_, crate::database::StoreError>(conn.batch_execute(&sql).await?))?;
     Ok(())
 }
+
+/// The lease token an execution's row carries (`None`: no worker holds it), for tests that show
+/// a waiting execution holds nothing.
+///
+/// # Errors
+/// When the row cannot be read.
+pub async fn execution_lease(db: &crate::Database, id: &str) -> anyhow::Result<Option<String>> {
+    use diesel::{ExpressionMethods as _, QueryDsl as _};
+    use diesel_async::RunQueryDsl as _;
+
+    use crate::schema::workflow_executions;
+    let id = id.to_owned();
+    let token = with_conn!(db, conn => {
+        workflow_executions::table
+            .filter(workflow_executions::id.eq(&id))
+            .select(workflow_executions::lease_token)
+            .first::<Option<String>>(conn)
+            .await
+    })?;
+    Ok(token)
+}

@@ -209,6 +209,12 @@ impl EventConsumer for MemoryExtraction {
         20
     }
 
+    /// Nobody waits on a fact being learned (the exchange is stored, its reply sent): its
+    /// passes leave the cores to the requests while they queue.
+    fn yields(&self) -> bool {
+        true
+    }
+
     async fn handle(&self, event: &Event) -> anyhow::Result<()> {
         match self.work_of(event).await? {
             Work::Nothing => Ok(()),

@@ -13,8 +13,12 @@
 //!   and tried again with backoff ([`retry_delay`]); after [`MAX_ATTEMPTS`] it is *parked*,
 //!   visible in `agentry events consumers`, until someone retries it. The cursor moves on, and
 //!   the other consumers never see the failure.
+//! - **Background work yields.** A consumer nobody waits on ([`EventConsumer::yields`]: memory
+//!   extraction) defers its passes while requests queue for the cores, at most
+//!   [`MAX_DEFERRAL_MS`] at a time, so its CPU comes from the service's spare time.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
@@ -22,7 +26,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::{Event, EventType};
 use crate::ids::{EventId, IdGenerator, TenantId};
 use crate::time::Clock;
-use crate::work::Lease;
+use crate::work::{Lease, RequestLoad};
 
 /// Failed attempts after which an event is parked rather than tried again.
 pub const MAX_ATTEMPTS: u32 = 6;
@@ -32,6 +36,10 @@ pub const MAX_RETRY_DELAY_SECONDS: i64 = 600;
 
 /// How long a pass holds its consumer: passes are batches, far shorter.
 pub const PASS_LEASE_SECONDS: i64 = 300;
+
+/// Longest a yielding consumer's pass waits for the requests to stop queueing: under a load
+/// that never ends it still makes a pass this often.
+pub const MAX_DEFERRAL_MS: i64 = 1_000;
 
 /// How long after its `attempts`-th failure an event is tried again: 2, 4, 8, … seconds, at
 /// most [`MAX_RETRY_DELAY_SECONDS`]; `None` once it has failed [`MAX_ATTEMPTS`] times (it is
@@ -81,6 +89,8 @@ pub struct Passed {
     pub handled: usize,
     /// Whether events wait to settle: another pass is due shortly, not at the next poll.
     pub unsettled: bool,
+    /// Whether a yielding consumer deferred its pass: another is due shortly.
+    pub deferred: bool,
 }
 
 /// An event a consumer failed, as recorded for it.
@@ -187,6 +197,12 @@ pub trait EventConsumer: Send + Sync {
         100
     }
 
+    /// Whether nobody waits on its work, so that its passes wait while requests queue for the
+    /// cores (see [`ConsumerRunner::yielding_to`]), at most [`MAX_DEFERRAL_MS`] each.
+    fn yields(&self) -> bool {
+        false
+    }
+
     /// Handles one event.
     ///
     /// # Errors
@@ -212,6 +228,10 @@ pub struct ConsumerRunner {
     consumers: Vec<Arc<dyn EventConsumer>>,
     ids: Arc<dyn IdGenerator>,
     clock: Arc<dyn Clock>,
+    /// The requests yielding consumers leave the cores to; none: they never wait.
+    load: Option<Arc<RequestLoad>>,
+    /// When each yielding consumer's last pass started.
+    last_pass: Arc<Mutex<HashMap<&'static str, DateTime<Utc>>>>,
 }
 
 impl std::fmt::Debug for ConsumerRunner {
@@ -229,7 +249,15 @@ impl ConsumerRunner {
         ids: Arc<dyn IdGenerator>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { stream, consumers, ids, clock }
+        Self { stream, consumers, ids, clock, load: None, last_pass: Arc::default() }
+    }
+
+    /// Defers the passes of yielding consumers while `load` is busy (the server's requests;
+    /// tests that drain leave it out, so nothing waits there).
+    #[must_use]
+    pub fn yielding_to(mut self, load: Arc<RequestLoad>) -> Self {
+        self.load = Some(load);
+        self
     }
 
     /// The stream it reads.
@@ -242,6 +270,9 @@ impl ConsumerRunner {
     /// does not stop the others.
     pub async fn run_all(&self) -> Passed {
         let passes = self.consumers.iter().map(|c| async move {
+            if self.defers(c.as_ref()) {
+                return Passed { deferred: true, ..Passed::default() };
+            }
             self.pass(c.as_ref()).await.unwrap_or_else(|e| {
                 tracing::error!(consumer = c.name(), error = ?e, "an event consumer's pass failed");
                 Passed::default()
@@ -250,7 +281,28 @@ impl ConsumerRunner {
         futures_util::future::join_all(passes).await.into_iter().fold(Passed::default(), |all, p| Passed {
             handled: all.handled + p.handled,
             unsettled: all.unsettled || p.unsettled,
+            deferred: all.deferred || p.deferred,
         })
+    }
+
+    /// Whether `consumer` waits this time: it yields, requests queue, and its last pass started
+    /// less than [`MAX_DEFERRAL_MS`] ago. A pass that goes ahead is recorded as its last.
+    fn defers(&self, consumer: &dyn EventConsumer) -> bool {
+        let Some(load) = self.load.as_ref().filter(|_| consumer.yields()) else {
+            return false;
+        };
+        let now = self.clock.now();
+        let mut last_pass = self.last_pass.lock().unwrap_or_else(PoisonError::into_inner);
+        let recent = last_pass
+            .get(consumer.name())
+            .is_some_and(|&at| now - at < Duration::milliseconds(MAX_DEFERRAL_MS));
+        if recent && load.busy() {
+            metrics::counter!(crate::metrics::CONSUMER_PASSES_DEFERRED, "consumer" => consumer.name())
+                .increment(1);
+            return true;
+        }
+        last_pass.insert(consumer.name(), now);
+        false
     }
 
     /// One pass of `consumer`: its due retries, then up to a batch of new events; how many
@@ -301,7 +353,7 @@ impl ConsumerRunner {
                 "another instance took the consumer over; its pass is done again there"
             );
         }
-        Ok(Passed { handled: retried + read.len(), unsettled })
+        Ok(Passed { handled: retried + read.len(), unsettled, deferred: false })
     }
 
     /// The record of `event`'s `attempts`-th failure, logged.

@@ -67,6 +67,8 @@ crate::string_enum! {
         KnowledgeFileIndexed => "knowledge.file.indexed",
         /// A knowledge file could not be read.
         KnowledgeFileFailed => "knowledge.file.failed",
+        /// A workflow execution waits (a `wait` step), holding no worker.
+        WorkflowExecutionWaiting => "workflow.execution.waiting",
     }
 }
 
@@ -208,6 +210,20 @@ pub struct ExecutionFailedData {
     pub duration_ms: u64,
 }
 
+/// `workflow.execution.waiting`: an execution waits at a step until a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionWaitingData {
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// Its workflow.
+    pub workflow_id: WorkflowId,
+    /// The step that waits.
+    pub step_id: String,
+    /// Until when.
+    #[serde(with = "crate::time::rfc3339")]
+    pub until: DateTime<Utc>,
+}
+
 /// The type and data of an event: one variant per event type of the catalogue that the
 /// service emits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -242,6 +258,9 @@ pub enum EventPayload {
     /// `workflow.execution.failed`.
     #[serde(rename = "workflow.execution.failed")]
     WorkflowExecutionFailed(ExecutionFailedData),
+    /// `workflow.execution.waiting`.
+    #[serde(rename = "workflow.execution.waiting")]
+    WorkflowExecutionWaiting(ExecutionWaitingData),
     /// `memory.consolidated`: near-duplicate memories of an agent were merged.
     #[serde(rename = "memory.consolidated")]
     MemoryConsolidated {
@@ -373,6 +392,7 @@ impl EventPayload {
             Self::WorkflowExecutionStarted(_) => EventType::WorkflowExecutionStarted,
             Self::WorkflowExecutionCompleted(_) => EventType::WorkflowExecutionCompleted,
             Self::WorkflowExecutionFailed(_) => EventType::WorkflowExecutionFailed,
+            Self::WorkflowExecutionWaiting(_) => EventType::WorkflowExecutionWaiting,
             Self::MemoryConsolidated { .. } => EventType::MemoryConsolidated,
             Self::MemoryCreated(_) => EventType::MemoryCreated,
             Self::MemoryUpdated(_) => EventType::MemoryUpdated,

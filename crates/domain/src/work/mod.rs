@@ -17,6 +17,7 @@
 //!   generic loop over every kind, and its tests drain due work through the same claims
 //!   ([`Worker::run_due`] is that drain for one kind, as the domain's own tests use it).
 
+mod load;
 mod ports;
 
 #[cfg(test)]
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
+pub use self::load::{InRequest, RequestLoad};
 pub use self::ports::{InstanceRegistry, LeaseQueue};
 #[cfg(any(test, feature = "mock"))]
 pub use self::ports::{MockInstanceRegistry, MockLeaseQueue};
@@ -87,6 +89,8 @@ crate::string_enum! {
         Delivered => "delivered",
         /// It failed this time and is due again later.
         Retry => "retry",
+        /// It waits for a time (a workflow's `wait`), holding no worker.
+        Waiting => "waiting",
         /// It failed for good.
         Failed => "failed",
         /// An execution cancelled while it ran.
@@ -207,6 +211,14 @@ impl<K: WorkKind> Worker<K> {
         let now = self.clock.now();
         let lease = Lease::new(self.ids.as_ref(), now, self.kind.lease());
         self.kind.queue().claim(&lease, now, limit).await
+    }
+
+    /// When the earliest item that is not due yet comes due, as its queue tells.
+    ///
+    /// # Errors
+    /// When the queue fails.
+    pub async fn next_due(&self) -> anyhow::Result<Option<DateTime<Utc>>> {
+        self.kind.queue().next_due(self.clock.now()).await
     }
 
     /// Runs one claimed item — or gives it up, when it has been claimed more often than its kind

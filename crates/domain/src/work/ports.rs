@@ -15,6 +15,18 @@ pub trait LeaseQueue<T: Send + Sync + 'static>: Send + Sync {
     /// lease that ran out or whose instance went silent — writing `lease` and counting a claim
     /// on each. MUST never hand one item to two holders of live leases, also across processes.
     async fn claim(&self, lease: &Lease, now: DateTime<Utc>, limit: u32) -> anyhow::Result<Vec<Claimed<T>>>;
+
+    /// When the earliest item not yet due at `now` comes due (an execution waiting for a time,
+    /// a step backing off), so that a worker that found nothing to claim looks again then
+    /// rather than at its next poll; `None`: nothing waits for a time, or the queue cannot
+    /// tell (its worker polls).
+    ///
+    /// # Errors
+    /// When the queue fails.
+    async fn next_due(&self, now: DateTime<Utc>) -> anyhow::Result<Option<DateTime<Utc>>> {
+        let _ = now;
+        Ok(None)
+    }
 }
 
 /// The running instances of the service, as the leases they take know them: each instance

@@ -1,24 +1,31 @@
 //! An execution of a workflow and the results of its steps: two small state machines. Only a
-//! running execution moves, and a finished one never changes again (so a late cancel cannot undo
-//! a completion, nor a late completion a cancel):
+//! running or waiting execution moves, and a finished one never changes again (so a late cancel
+//! cannot undo a completion, nor a late completion a cancel) — except that a failed one may be
+//! retried from a step:
 //!
 //! ```text
 //!  execution   Running ──complete──▶ Completed
-//!                 ├─────fail───────▶ Failed
-//!                 └─────cancel─────▶ Cancelled
+//!               │  ▲  ├──fail──────▶ Failed ──retry (from a step)──▶ Running
+//!          wait │  │  └──cancel────▶ Cancelled
+//!               ▼  │ resume (a claim, when due)    ▲
+//!              Waiting ──────cancel────────────────┘
 //!
 //!  step        Pending ──start──▶ Running ──complete──▶ Completed ─┐
 //!               ▲  │                 ├──────fail──────▶ Failed ────┤
-//!               │  │                 └──retry──▶ Pending (backing  │
-//!               │  └──────skip──────▶ Skipped      off till due)   │
-//!               └───────────────────rerun (a loop came back)───────┘
+//!               │  │                 ├──retry──▶ Pending (backing  │
+//!               │  │                 │               off till due) │
+//!               │  │                 └──wait──▶ Waiting ─complete─▶│ (its time came)
+//!               │  │                              └──fail (cancel)─┤
+//!               │  └──────skip──────▶ Skipped ─────────────────────┤
+//!               └──rerun (a loop came back, or the execution is retried from here)─┘
 //! ```
 //!
 //! The execution is *at* a step (the one it started last) and *due* at a time: a step that
-//! failed an attempt it may retry goes back to pending with the time of its next attempt, which
-//! becomes the execution's due time, so that it waits as a row in the queue rather than as a
-//! task. Each start counts as a step run; a loop through `next` or `on_error` may not take an
-//! execution past [`MAX_STEP_RUNS`].
+//! failed an attempt it may retry goes back to pending with the time of its next attempt, and a
+//! step that waits (`wait`) keeps waiting until its time; either time becomes the execution's due
+//! time, so that it waits as a row in the queue rather than as a task. A waiting execution is
+//! resumed by the claim that takes it when it is due. Each start counts as a step run; a loop
+//! through `next` or `on_error` may not take an execution past [`MAX_STEP_RUNS`].
 //!
 //! [`Execution`] and [`StepResult`] change state only through their transitions
 //! ([`Execution::start_step`], [`Execution::complete`], …), each refusing a move the machine does
@@ -31,12 +38,15 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+mod origin;
 mod step_result;
+
+pub use self::origin::ExecutionOrigin;
 
 pub use self::step_result::AttemptError;
 pub use self::step_result::{StepRecord, StepResult};
 use super::steps::Step;
-use crate::ids::{AgentId, ExecutionId, IntegrationId, ScheduleId, TenantId, TriggerId, WorkflowId};
+use crate::ids::{ExecutionId, TenantId, WorkflowId};
 
 /// A move a state machine refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -62,13 +72,15 @@ crate::string_enum! {
         Failed => "failed",
         /// Cancelled on request before it finished.
         Cancelled => "cancelled",
+        /// A step waits (for a time): it holds no worker until it is due.
+        Waiting => "waiting",
     }
 }
 
 impl ExecutionStatus {
     /// Whether it has finished for good.
     pub fn is_terminal(self) -> bool {
-        self != Self::Running
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
     }
 }
 
@@ -82,24 +94,33 @@ crate::string_enum! {
         Fail => "fail",
         /// A caller cancelled it.
         Cancel => "cancel",
+        /// A step waits.
+        Wait => "wait",
+        /// A worker took it up when it was due (its claim does this).
+        Resume => "resume",
+        /// A failed execution runs again from one of its steps.
+        Retry => "retry",
     }
 }
 
-/// The status an execution in `from` moves to on `event`: only a running execution moves.
+/// The status an execution in `from` moves to on `event`: a running execution ends or waits,
+/// a waiting one resumes or is cancelled, and a finished one never moves.
 ///
 /// # Errors
-/// [`InvalidTransition`] for a finished execution.
+/// [`InvalidTransition`] for any other pair.
 pub fn transition(
     from: ExecutionStatus,
     event: ExecutionEvent,
 ) -> Result<ExecutionStatus, InvalidTransition> {
+    use ExecutionEvent as E;
+    use ExecutionStatus as S;
     match (from, event) {
-        (ExecutionStatus::Running, ExecutionEvent::Complete) => Ok(ExecutionStatus::Completed),
-        (ExecutionStatus::Running, ExecutionEvent::Fail) => Ok(ExecutionStatus::Failed),
-        (ExecutionStatus::Running, ExecutionEvent::Cancel) => Ok(ExecutionStatus::Cancelled),
-        (ExecutionStatus::Completed | ExecutionStatus::Failed | ExecutionStatus::Cancelled, _) => {
-            Err(InvalidTransition { what: "an execution", from: from.as_str(), event: event.as_str() })
-        }
+        (S::Running, E::Complete) => Ok(S::Completed),
+        (S::Running, E::Fail) => Ok(S::Failed),
+        (S::Running | S::Waiting, E::Cancel) => Ok(S::Cancelled),
+        (S::Running, E::Wait) => Ok(S::Waiting),
+        (S::Waiting, E::Resume) | (S::Failed, E::Retry) => Ok(S::Running),
+        _ => Err(InvalidTransition { what: "an execution", from: from.as_str(), event: event.as_str() }),
     }
 }
 
@@ -117,6 +138,8 @@ crate::string_enum! {
         Failed => "failed",
         /// Never ran: the execution ended (failed or was cancelled) before it.
         Skipped => "skipped",
+        /// Started, and waits for its time (`next_run_at`) without a worker.
+        Waiting => "waiting",
     }
 }
 
@@ -141,25 +164,32 @@ crate::string_enum! {
         Skip => "skip",
         /// It failed an attempt and is tried again later.
         Retry => "retry",
-        /// A loop came back to it after it finished: it runs again.
+        /// A loop came back to it after it finished, or its failed execution is retried from it
+        /// (or an earlier step): it runs again.
         Rerun => "rerun",
+        /// It waits for a time.
+        Wait => "wait",
     }
 }
 
 /// The status a step in `from` moves to on `event`: a pending step starts or is skipped, a
-/// running one completes, fails or waits to be retried, and a completed or failed one is made
-/// pending again when a loop comes back to it; a skipped step never moves.
+/// running one completes, fails, waits to be retried or waits for a time, a waiting one
+/// completes when its time comes (or fails: cancelled), and a finished one (completed, failed
+/// or skipped) is made pending again when a loop comes back to it or a failed execution is
+/// retried from it or an earlier step.
 ///
 /// # Errors
 /// [`InvalidTransition`] for any other pair.
 pub fn step_transition(from: StepStatus, event: StepEvent) -> Result<StepStatus, InvalidTransition> {
+    use StepEvent as E;
+    use StepStatus as S;
     match (from, event) {
-        (StepStatus::Pending, StepEvent::Start) => Ok(StepStatus::Running),
-        (StepStatus::Pending, StepEvent::Skip) => Ok(StepStatus::Skipped),
-        (StepStatus::Running, StepEvent::Complete) => Ok(StepStatus::Completed),
-        (StepStatus::Running, StepEvent::Fail) => Ok(StepStatus::Failed),
-        (StepStatus::Running, StepEvent::Retry)
-        | (StepStatus::Completed | StepStatus::Failed, StepEvent::Rerun) => Ok(StepStatus::Pending),
+        (S::Pending, E::Start) => Ok(S::Running),
+        (S::Pending, E::Skip) => Ok(S::Skipped),
+        (S::Running | S::Waiting, E::Complete) => Ok(S::Completed),
+        (S::Running | S::Waiting, E::Fail) => Ok(S::Failed),
+        (S::Running, E::Wait) => Ok(S::Waiting),
+        (S::Running, E::Retry) | (S::Completed | S::Failed | S::Skipped, E::Rerun) => Ok(S::Pending),
         _ => Err(InvalidTransition { what: "a step", from: from.as_str(), event: event.as_str() }),
     }
 }
@@ -170,6 +200,9 @@ pub const MAX_STEP_RUNS: u32 = 10_000;
 
 /// The error a cancelled execution keeps.
 pub const CANCELLED_ERROR: &str = "cancelled on request";
+
+/// The error of a step that was waiting when its execution was cancelled.
+pub const CANCELLED_WAIT_ERROR: &str = "the execution was cancelled while this step waited";
 
 /// A stored execution whose state no sequence of transitions reaches (a row written by hand, or
 /// by a fault).
@@ -251,58 +284,6 @@ pub struct ExecutionRecord {
     pub step_runs: u32,
 }
 
-/// What started an execution. Written by hand rather than with `string_enum!`: its variants
-/// carry the id of what started it, stored in a column of its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecutionOrigin {
-    /// `POST /workflows/{id}/execute`.
-    Api,
-    /// A call to a trigger URL.
-    Trigger(TriggerId),
-    /// An event at an integration's receiver.
-    Integration(IntegrationId),
-    /// An agent's `run_workflow` tool, during a chat.
-    Agent(AgentId),
-    /// A due tick of a schedule.
-    Schedule(ScheduleId),
-}
-
-impl ExecutionOrigin {
-    /// The stored and shown kind: `api`, `trigger`, `integration`, `agent` or `schedule`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Api => "api",
-            Self::Trigger(_) => "trigger",
-            Self::Integration(_) => "integration",
-            Self::Agent(_) => "agent",
-            Self::Schedule(_) => "schedule",
-        }
-    }
-
-    /// The trigger's, integration's, agent's or schedule's id.
-    pub fn source_id(&self) -> Option<&str> {
-        match self {
-            Self::Api => None,
-            Self::Trigger(id) => Some(id.as_str()),
-            Self::Integration(id) => Some(id.as_str()),
-            Self::Agent(id) => Some(id.as_str()),
-            Self::Schedule(id) => Some(id.as_str()),
-        }
-    }
-
-    /// Reads a stored kind and source id back.
-    pub fn parse(kind: &str, source_id: Option<String>) -> Option<Self> {
-        match (kind, source_id) {
-            ("api", _) => Some(Self::Api),
-            ("trigger", Some(id)) => Some(Self::Trigger(TriggerId::from_string(id))),
-            ("integration", Some(id)) => Some(Self::Integration(IntegrationId::from_string(id))),
-            ("agent", Some(id)) => Some(Self::Agent(AgentId::from_string(id))),
-            ("schedule", Some(id)) => Some(Self::Schedule(ScheduleId::from_string(id))),
-            _ => None,
-        }
-    }
-}
-
 impl Execution {
     /// A new execution of `steps` started at `started_at`: running, every step pending.
     pub fn start(
@@ -364,7 +345,7 @@ impl Execution {
         }
         match (status, &record.error) {
             (ExecutionStatus::Failed, None) => return Err(invalid("says not why")),
-            (ExecutionStatus::Running | ExecutionStatus::Completed, Some(_)) => {
+            (ExecutionStatus::Running | ExecutionStatus::Waiting | ExecutionStatus::Completed, Some(_)) => {
                 return Err(invalid("has an error"));
             }
             _ => {}
@@ -473,7 +454,8 @@ impl Execution {
                 step.attempts = step.attempts.saturating_sub(1);
             }
             StepStatus::Completed | StepStatus::Failed => step.apply(StepEvent::Rerun, at)?,
-            StepStatus::Pending | StepStatus::Skipped => {}
+            // Refused below: a waiting step completes when its time comes, it does not start.
+            StepStatus::Pending | StepStatus::Skipped | StepStatus::Waiting => {}
         }
         step.apply(StepEvent::Start, at)?;
         self.step_runs = self.step_runs.saturating_add(1);
@@ -504,6 +486,67 @@ impl Execution {
         Ok(())
     }
 
+    /// Running step `step_id` waits until `until` (a `wait`), decided at `at` (or a waiting one
+    /// whose execution was woken before its time waits on): the execution waits with it, due
+    /// then, holding no worker.
+    ///
+    /// # Errors
+    /// [`InvalidTransition`] when the execution is not running or the step neither runs nor
+    /// waits.
+    pub fn wait_step(
+        &mut self,
+        step_id: &str,
+        until: DateTime<Utc>,
+        at: DateTime<Utc>,
+    ) -> Result<(), InvalidTransition> {
+        let status = transition(self.status, ExecutionEvent::Wait)?;
+        let step = self.step_mut(step_id, StepEvent::Wait)?;
+        if step.status != StepStatus::Waiting {
+            step.apply(StepEvent::Wait, at)?;
+        }
+        step.next_run_at = Some(until);
+        self.status = status;
+        self.due_at = until;
+        Ok(())
+    }
+
+    /// Runs the failed execution again from step `from` at `at` (`POST /executions/{id}/retry`):
+    /// running and due at once, at `from`, which and every step listed after it start again
+    /// from a fresh slate; the steps before keep their results, whose outputs the later steps
+    /// read. Its step runs go on counting.
+    ///
+    /// # Errors
+    /// [`InvalidTransition`] when it has not failed, or has no step `from`.
+    pub fn retry_from(&mut self, from: &str, at: DateTime<Utc>) -> Result<(), InvalidTransition> {
+        let status = transition(self.status, ExecutionEvent::Retry)?;
+        let first = self.steps.iter().position(|s| s.step_id == from).ok_or(InvalidTransition {
+            what: "a step",
+            from: "absent",
+            event: ExecutionEvent::Retry.as_str(),
+        })?;
+        for step in &mut self.steps[first..] {
+            if step.status != StepStatus::Pending {
+                step.apply(StepEvent::Rerun, at)?;
+            }
+        }
+        self.status = status;
+        self.output = None;
+        self.error = None;
+        self.finished_at = None;
+        self.due_at = at;
+        self.at_step = Some(from.to_owned());
+        Ok(())
+    }
+
+    /// The execution resumes: a worker took it up when it was due (what its claim stores).
+    ///
+    /// # Errors
+    /// [`InvalidTransition`] when it is not waiting.
+    pub fn resume(&mut self) -> Result<(), InvalidTransition> {
+        self.status = transition(self.status, ExecutionEvent::Resume)?;
+        Ok(())
+    }
+
     /// Records on finished step `step_id` that the execution goes on at step `to` rather than
     /// the next in the list (a `next`, an `on_error` route).
     ///
@@ -522,11 +565,11 @@ impl Execution {
         Ok(())
     }
 
-    /// Completes running step `step_id` with `output` at `at` (also when the execution was
-    /// cancelled while it ran: a running step may finish).
+    /// Completes running (or waiting) step `step_id` with `output` at `at` (also when the
+    /// execution was cancelled while it ran: a running step may finish).
     ///
     /// # Errors
-    /// [`InvalidTransition`] when the step is not running.
+    /// [`InvalidTransition`] when the step is neither running nor waiting.
     pub fn complete_step(
         &mut self,
         step_id: &str,
@@ -585,13 +628,19 @@ impl Execution {
         Ok(())
     }
 
-    /// Moves to the end `event` leads to, skipping the steps that never started.
+    /// Moves to the end `event` leads to, skipping the steps that never started and failing
+    /// the one that waited (a waiting execution is cancelled).
     fn end(&mut self, event: ExecutionEvent, at: DateTime<Utc>) -> Result<(), InvalidTransition> {
         self.status = transition(self.status, event)?;
         self.finished_at = Some(at);
         for step in &mut self.steps {
-            if step.status == StepStatus::Pending {
-                step.apply(StepEvent::Skip, at)?;
+            match step.status {
+                StepStatus::Pending => step.apply(StepEvent::Skip, at)?,
+                StepStatus::Waiting => {
+                    step.apply(StepEvent::Fail, at)?;
+                    step.error = Some(CANCELLED_WAIT_ERROR.to_owned());
+                }
+                _ => {}
             }
         }
         Ok(())

@@ -61,6 +61,9 @@ pub enum ExecutionError {
     /// The execution has already finished.
     #[error("the execution has already finished ({0})")]
     Finished(ExecutionStatus),
+    /// Only a failed execution is retried.
+    #[error("only a failed execution can be retried; this one is {0}")]
+    NotFailed(ExecutionStatus),
     /// Started from within executions (an agent's `run_workflow` tool), it would make a cycle
     /// or nest too deep.
     #[error(transparent)]
@@ -164,6 +167,8 @@ crate::string_enum! {
         Released => "released",
         /// A step failed an attempt and backs off: the execution is due again later.
         Retrying => "retry",
+        /// A step waits: the execution is due again when its wait ends.
+        Waiting => "waiting",
     }
 }
 
@@ -176,6 +181,7 @@ impl From<RunOutcome> for crate::work::Outcome {
             RunOutcome::LostLease => Self::LostLease,
             RunOutcome::Released => Self::Released,
             RunOutcome::Retrying => Self::Retry,
+            RunOutcome::Waiting => Self::Waiting,
         }
     }
 }
@@ -392,6 +398,45 @@ impl ExecutionService {
         // It ended between the read and the write.
         let now_stored = executions.get(&caller.tenant_id, id).await?.ok_or(ExecutionError::NotFound)?;
         Err(ExecutionError::Finished(now_stored.status()))
+    }
+
+    /// Runs failed execution `id` again from step `from_step` (default: the step it failed at),
+    /// keeping the results of the steps before it ([`Execution::retry_from`]); a worker takes
+    /// it up at once.
+    ///
+    /// # Errors
+    /// [`ExecutionError::NotFailed`] unless it failed; [`ExecutionError::Invalid`] for a
+    /// `from_step` it does not have; not found in the caller's tenant; forbidden.
+    pub async fn retry(
+        &self,
+        caller: &Principal,
+        id: &ExecutionId,
+        from_step: Option<String>,
+    ) -> Result<Execution, ExecutionError> {
+        caller.require(Permission::WorkflowsExecute)?;
+        let executions = &self.deps.executions;
+        let mut execution = executions.get(&caller.tenant_id, id).await?.ok_or(ExecutionError::NotFound)?;
+        if execution.status() != ExecutionStatus::Failed {
+            return Err(ExecutionError::NotFailed(execution.status()));
+        }
+        let failed_at = execution.at_step().or_else(|| execution.steps().first().map(|s| s.step_id.as_str()));
+        let from = from_step.or_else(|| failed_at.map(str::to_owned)).unwrap_or_default();
+        if execution.step(&from).is_none() {
+            let ids: Vec<&str> = execution.steps().iter().map(|s| s.step_id.as_str()).collect();
+            return Err(ValidationErrors::one(crate::validation::FieldError::new(
+                "from_step",
+                crate::validation::FieldErrorKind::InvalidValue,
+                format!("the execution has no step {from:?}; its steps are: {}", ids.join(", ")),
+            ))
+            .into());
+        }
+        execution.retry_from(&from, self.deps.clock.now()).map_err(|e| anyhow::anyhow!(e))?;
+        if executions.record_retry(&execution).await? {
+            return Ok(execution);
+        }
+        // Retried by someone else between the read and the write.
+        let now_stored = executions.get(&caller.tenant_id, id).await?.ok_or(ExecutionError::NotFound)?;
+        Err(ExecutionError::NotFailed(now_stored.status()))
     }
 }
 

@@ -44,9 +44,9 @@ pub mod triggers;
 mod waiting;
 
 pub use execution_state::{
-    AttemptError, CANCELLED_ERROR, Execution, ExecutionEvent, ExecutionOrigin, ExecutionRecord,
-    ExecutionStatus, InvalidState, InvalidTransition, MAX_STEP_RUNS, StepEvent, StepRecord, StepResult,
-    StepStatus, step_transition, transition,
+    AttemptError, CANCELLED_ERROR, CANCELLED_WAIT_ERROR, Execution, ExecutionEvent, ExecutionOrigin,
+    ExecutionRecord, ExecutionStatus, InvalidState, InvalidTransition, MAX_STEP_RUNS, StepEvent, StepRecord,
+    StepResult, StepStatus, step_transition, transition,
 };
 #[cfg(any(test, feature = "mock"))]
 pub use executions::MockStepPerformer;

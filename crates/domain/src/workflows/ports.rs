@@ -253,6 +253,15 @@ pub enum After {
     /// It is due again at this time (a step backs off before its next attempt): the lease is
     /// given back, and the execution waits as a row, not as a task.
     DueAt(DateTime<Utc>),
+    /// It waits until `until` (a `wait` step), with status `waiting`, telling subscribers with
+    /// `event` (`workflow.execution.waiting`): the lease is given back, and it waits as a row,
+    /// not as a task.
+    Wait {
+        /// When its wait ends.
+        until: DateTime<Utc>,
+        /// Its `workflow.execution.waiting` event.
+        event: Box<Event>,
+    },
     /// It ended.
     Finish(Box<Finish>),
 }
@@ -289,9 +298,10 @@ impl Finish {
     }
 }
 
-/// Executions and their step results, within a tenant. The workers claim running executions
-/// that no live lease holds through the store's [`LeaseQueue`](crate::work::LeaseQueue) of
-/// [`ExecutionRun`]s (across tenants).
+/// Executions and their step results, within a tenant. The workers claim running and waiting
+/// executions that are due and that no live lease holds through the store's
+/// [`LeaseQueue`](crate::work::LeaseQueue) of [`ExecutionRun`]s (across tenants); a claim of a
+/// waiting one stores it `running` again and hands it over so.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 #[async_trait]
 pub trait ExecutionRepository: Send + Sync {
@@ -314,11 +324,17 @@ pub trait ExecutionRepository: Send + Sync {
         page: Page,
     ) -> anyhow::Result<(Vec<Execution>, u64)>;
 
-    /// Stores the end a caller gave a running execution ([`Execution::cancel`]): its status,
-    /// error and end time, and the steps it skipped, in one transaction, only if the stored
-    /// execution of its tenant is still `running` (a running step may still record its
-    /// result); whether it was.
+    /// Stores the end a caller gave a running or waiting execution ([`Execution::cancel`]):
+    /// its status, error and end time, the steps it skipped and the step that waited (failed),
+    /// in one transaction, only if the stored execution of its tenant is still `running` or
+    /// `waiting` (a running step may still record its result); whether it was.
     async fn record_cancel(&self, execution: &Execution) -> anyhow::Result<bool>;
+
+    /// Stores a failed execution retried from a step ([`Execution::retry_from`]): running, due
+    /// at once and free of any lease, with no end, error or output and with its claims counted
+    /// afresh, and the steps it runs again as pending, in one transaction, only if the stored
+    /// execution of its tenant is still `failed`; whether it was. Wakes the workers.
+    async fn record_retry(&self, execution: &Execution) -> anyhow::Result<bool>;
 
     /// Stores step `step` as it started at `now` ([`Execution::start_step`]: running, its
     /// attempt counted, what an earlier run of it left cleared), makes it the step the
@@ -341,7 +357,9 @@ pub trait ExecutionRepository: Send + Sync {
     /// Stores a step's `result` (addressed by its step id) and what becomes of the execution
     /// `after` it, in one transaction and only if the execution carries `lease.token`; `false`
     /// when the lease was lost. [`After::DueAt`] gives the lease back (not counted as a claim
-    /// that failed) with the execution's due time; [`After::Finish`] stores its end, its
+    /// that failed) with the execution's due time; [`After::Wait`] does too, with the status
+    /// `waiting` (the claim that takes it when due makes it `running` again:
+    /// [`Execution::resume`]); [`After::Finish`] stores its end, its
     /// remaining pending steps as `skipped` and the finish event, applied only to a `running`
     /// execution (a cancelled one keeps its status; its running step still records its
     /// result).

@@ -395,7 +395,7 @@ async fn execution(
         .into_iter()
         .map(|step| StepView { output_text: step.output.as_ref().map(pretty), step })
         .collect();
-    let live = shown.status == "running";
+    let live = matches!(shown.status, "running" | "waiting");
     page(
         &c,
         "workflows",

@@ -230,6 +230,7 @@ impl From<ExecutionError> for ApiError {
             ExecutionError::Invalid(errors) => errors.into(),
             e @ (ExecutionError::Inactive
             | ExecutionError::Finished(_)
+            | ExecutionError::NotFailed(_)
             | ExecutionError::Nesting(_)
             | ExecutionError::NotEntitled(_)) => Self::new(ErrorCode::Conflict, e.to_string()),
             ExecutionError::Unexpected(e) => Self::internal(e),

@@ -23,7 +23,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/workflows/{workflow_id}/execute").route(web::post().to(execute)))
         .service(web::resource("/workflows/{workflow_id}/executions").route(web::get().to(list)))
         .service(web::resource("/executions/{execution_id}").route(web::get().to(get)))
-        .service(web::resource("/executions/{execution_id}/cancel").route(web::post().to(cancel)));
+        .service(web::resource("/executions/{execution_id}/cancel").route(web::post().to(cancel)))
+        .service(web::resource("/executions/{execution_id}/retry").route(web::post().to(retry)));
 }
 
 fn workflow_id(raw: String) -> Result<WorkflowId, ApiError> {
@@ -55,6 +56,16 @@ impl ExecuteRequest {
     }
 }
 
+/// Where a failed execution runs again from.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryRequest {
+    /// The step to run again from (it and every step listed after it start afresh; the steps
+    /// before keep their results); default: the step it failed at.
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
+    pub from_step: Option<String>,
+}
+
 /// A started execution (the spec's Workflow execution).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ExecutionStarted {
@@ -82,7 +93,8 @@ pub struct StepResultResponse {
     /// The step's type.
     #[serde(rename = "type")]
     pub step_type: &'static str,
-    /// `pending`, `running`, `completed`, `failed` or `skipped`.
+    /// `pending`, `running`, `waiting` (a `wait` until `next_run_at`), `completed`, `failed` or
+    /// `skipped`.
     pub status: &'static str,
     /// Its output, once completed.
     #[schema(schema_with = crate::schemas::any_json)]
@@ -153,7 +165,7 @@ pub struct ExecutionResponse {
     pub execution_id: String,
     /// Its workflow.
     pub workflow_id: String,
-    /// `running`, `completed`, `failed` or `cancelled`.
+    /// `running`, `waiting` (a step waits), `completed`, `failed` or `cancelled`.
     pub status: &'static str,
     /// What started it: `api`, `trigger`, `integration`, `agent` or `schedule`.
     pub origin: &'static str,
@@ -225,7 +237,8 @@ pub struct ExecutionQuery {
     /// Items per page, 1–100 (default 20).
     #[param(minimum = 1, maximum = 100)]
     pub per_page: Option<i64>,
-    /// Only executions in this status: `running`, `completed`, `failed` or `cancelled`.
+    /// Only executions in this status: `running`, `waiting`, `completed`, `failed` or
+    /// `cancelled`.
     #[param(value_type = Option<String>, pattern = "^(running|completed|failed|cancelled)$")]
     pub status: Option<String>,
 }
@@ -248,7 +261,7 @@ fn status_filter(raw: String) -> Result<ExecutionStatus, FieldError> {
         FieldError::new(
             "status",
             FieldErrorKind::InvalidValue,
-            "status must be one of: running, completed, failed, cancelled",
+            "status must be one of: running, waiting, completed, failed, cancelled",
         )
     })
 }
@@ -342,5 +355,31 @@ pub async fn cancel(
     path: web::Path<String>,
 ) -> Result<Reply<ExecutionResponse>, ApiError> {
     let execution = state.executions.cancel(&caller, &execution_id(path.into_inner())?).await?;
+    Ok(Reply::with_status(StatusCode::ACCEPTED, execution.into()))
+}
+
+/// Run a failed execution again from a step: it and every step listed after it start afresh,
+/// the steps before keep their results (whose outputs the later steps read); a worker takes it
+/// up at once.
+#[utoipa::path(
+    post, path = "/api/v1/executions/{execution_id}/retry", tag = "workflows", operation_id = "retryExecution",
+    security(("bearer" = [])),
+    params(("execution_id" = String, Path, description = "Execution id")),
+    request_body = RetryRequest,
+    responses(
+        (status = 202, description = "Running again", body = ExecutionResponse),
+        (status = 404, description = "`not_found`: no such execution in your tenant"),
+        (status = 409, description = "`conflict`: the execution has not failed"),
+        (status = 422, description = "`validation_error`: the execution has no such step"),
+    )
+)]
+pub async fn retry(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: JsonBody<RetryRequest>,
+) -> Result<Reply<ExecutionResponse>, ApiError> {
+    let id = execution_id(path.into_inner())?;
+    let execution = state.executions.retry(&caller, &id, body.0.from_step).await?;
     Ok(Reply::with_status(StatusCode::ACCEPTED, execution.into()))
 }

@@ -108,8 +108,8 @@ impl BasicSteps {
             StepAction::HttpRequest { method, url, headers, body } => {
                 self.http_request(method, url, headers, body).await
             }
-            StepAction::Condition { .. } => {
-                Err(StepFailure::new("condition steps are decided by the executor"))
+            StepAction::Condition { .. } | StepAction::Wait(_) => {
+                Err(StepFailure::new("condition and wait steps are decided by the executor"))
             }
         }
     }

@@ -1,5 +1,6 @@
 //! Background work is durable: the service is killed (SIGKILL) while a mail waits for its
-//! server, or while webhook deliveries are in flight, and everything goes out after a restart.
+//! server, while webhook deliveries are in flight, while an execution's step runs or while it
+//! waits, and everything goes out after a restart.
 //! Several instances on one database: `scale_out.rs`.
 
 use std::time::Duration;
@@ -277,4 +278,115 @@ async fn an_execution_survives_a_sigkill_on_postgresql() {
         return;
     };
     an_execution_survives_a_kill(&url).await;
+}
+
+/// A workflow that waits 2 s and then calls `/after` is executed; while it waits (holding no
+/// lease) the service is killed, and started again: the wait ends on time and the call is made
+/// once.
+async fn a_wait_survives_a_kill(database_url: &str) {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    const ENV: &[(&str, &str)] = &[
+        ("AGENTRY_WEBHOOK_ALLOW_INSECURE", "true"),
+        ("AGENTRY_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("AGENTRY_WORKFLOW_POLL_INTERVAL_MS", "100"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut first = start_with(port, dir.path(), database_url, ENV, std::process::Stdio::inherit()).await;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/after"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let token = unlimited_tenant(&base, database_url, "ada@example.com").await;
+    let client = reqwest::Client::new();
+    let workflow: serde_json::Value = client
+        .post(format!("{base}/api/v1/workflows"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "Waits", "steps": [
+            {"id": "pause", "type": "wait", "seconds": 2},
+            {"id": "after", "type": "http_request", "method": "POST", "url": format!("{}/after", server.uri()), "body": "x"}
+        ]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let started: serde_json::Value = client
+        .post(format!("{base}/api/v1/workflows/{}/execute", workflow["id"].as_str().unwrap()))
+        .bearer_auth(&token)
+        .json(&json!({"input": {}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = started["execution_id"].as_str().unwrap().to_owned();
+    let show = || async {
+        client
+            .get(format!("{base}/api/v1/executions/{id}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    };
+    let mut shown = serde_json::Value::Null;
+    for _ in 0..200 {
+        shown = show().await;
+        if shown["status"] == "waiting" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(shown["status"], "waiting", "{shown}");
+    let db =
+        agentry_store::Database::connect(&agentry_store::DatabaseSettings::new(database_url)).await.unwrap();
+    assert_eq!(
+        agentry_store::test_support::execution_lease(&db, &id).await.unwrap(),
+        None,
+        "a wait holds no lease"
+    );
+    let until =
+        chrono::DateTime::parse_from_rfc3339(shown["steps"][0]["next_run_at"].as_str().unwrap()).unwrap();
+    first.kill().await.expect("SIGKILL");
+    first.wait().await.unwrap();
+
+    let _second = start_with(port, dir.path(), database_url, ENV, std::process::Stdio::inherit()).await;
+    for _ in 0..300 {
+        shown = show().await;
+        if shown["status"] != "waiting" && shown["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(shown["status"], "completed", "{shown}");
+    let ended =
+        chrono::DateTime::parse_from_rfc3339(shown["steps"][0]["finished_at"].as_str().unwrap()).unwrap();
+    assert!(ended >= until, "the wait ended at {ended}, not before {until}");
+    eprintln!("the wait ended {} ms after its time", (ended - until).num_milliseconds());
+    assert_eq!(server.received_requests().await.unwrap().len(), 1, "the step after the wait ran once");
+}
+
+#[tokio::test]
+async fn a_wait_survives_a_sigkill_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("agentry.db").display());
+    a_wait_survives_a_kill(&url).await;
+}
+
+#[tokio::test]
+async fn a_wait_survives_a_sigkill_on_postgresql() {
+    let Some(url) = agentry_store::test_support::postgres_url().await.unwrap() else {
+        eprintln!("skipping: AGENTRY_TEST_DATABASE_URL is not set");
+        return;
+    };
+    a_wait_survives_a_kill(&url).await;
 }

@@ -236,3 +236,69 @@ async fn routes_to_no_step_and_policies_out_of_range_are_refused_with_their_path
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_failed_execution_is_retried_from_its_failed_step_keeping_what_ran_before() {
+    on_both_databases(loopback, |app| async move {
+        let server = MockServer::start().await;
+        // Down once, then up.
+        Mock::given(method("POST"))
+            .and(path("/first"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"n": 1})))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/flaky"))
+            .respond_with(ResponseTemplate::new(500))
+            .up_to_n_times(1)
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/flaky"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"n": 2})))
+            .with_priority(2)
+            .mount(&server)
+            .await;
+        let token = app.access_token("ada@example.com").await;
+        let workflow = create_workflow(&app, &token, &json!({
+            "name": "Retried",
+            "steps": [
+                {"id": "first", "type": "http_request", "method": "POST", "url": format!("{}/first", server.uri()), "body": "x"},
+                {"id": "flaky", "type": "http_request", "method": "POST", "url": format!("{}/flaky", server.uri()), "body": "x"},
+                {"id": "sum", "type": "transform", "output": "{{ steps.first.output.body.n + steps.flaky.output.body.n }}"}
+            ]
+        })).await;
+        let id = execute(&app, &token, &workflow, json!({})).await["execution_id"].as_str().unwrap().to_owned();
+        let failed = finished(&app, &token, &id).await;
+        assert_eq!(failed["status"], "failed", "{failed}");
+        let retry = |body: Value| {
+            let (app, token, id) = (&app, &token, &id);
+            async move { app.post_json_with_token(&format!("/api/v1/executions/{id}/retry"), token, &body).await }
+        };
+        // A step it does not have is refused.
+        let refused = json_with_status(retry(json!({"from_step": "nope"})).await, 422).await;
+        assert_eq!(refused["details"][0]["field"], "from_step", "{refused}");
+
+        let running = json_with_status(retry(json!({})).await, 202).await;
+        assert_eq!(running["status"], "running", "{running}");
+        let statuses: Vec<&str> =
+            running["steps"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+        assert_eq!(statuses, ["completed", "pending", "pending"], "from the step it failed at");
+        let done = finished(&app, &token, &id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["output"], 3, "the first step's output kept, the retried step's new one");
+        let hits = |p: &'static str| {
+            let requests = &server;
+            async move { requests.received_requests().await.unwrap().iter().filter(|r| r.url.path() == p).count() }
+        };
+        assert_eq!((hits("/first").await, hits("/flaky").await), (1, 2), "what completed before ran once");
+
+        // Only a failed execution is retried; from a named step, that step and the later run again.
+        assert_eq!(retry(json!({})).await.status(), 409);
+        let other = app.access_token("bob@example.com").await;
+        let r = app.post_json_with_token(&format!("/api/v1/executions/{id}/retry"), &other, &json!({})).await;
+        assert_eq!(r.status(), 404, "another tenant's execution");
+    })
+    .await;
+}

@@ -42,5 +42,6 @@ mod streaming;
 mod teams;
 mod tools;
 mod triggers;
+mod waits;
 mod webhooks;
 mod workflows;

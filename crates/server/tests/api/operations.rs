@@ -75,7 +75,8 @@ async fn a_workflow_steps_schema_takes_each_types_parameters_and_nothing_else() 
                 "memory_search",
                 "memory_add",
                 "knowledge_search",
-                "condition"
+                "condition",
+                "wait"
             ]
         );
     }

@@ -96,7 +96,7 @@ pub(super) async fn setup(db: &Database) -> ExecutionStore {
     ExecutionStore::new(db.clone())
 }
 
-async fn events_of(db: &Database, tenant: &str) -> Vec<String> {
+pub(super) async fn events_of(db: &Database, tenant: &str) -> Vec<String> {
     use agentry_domain::events::EventLog as _;
     let events = EventStore::new(db.clone()).recent(&TenantId::from_string(tenant), 100).await.unwrap();
     events.iter().map(|e| e.event_type().as_str().to_owned()).collect()

@@ -12,6 +12,8 @@ mod chat;
 mod consumers;
 mod credits;
 mod execution_due_times;
+mod execution_retries;
+mod execution_waits;
 mod executions;
 mod harness;
 mod jobs;

@@ -34,6 +34,7 @@ fn streamed(position: i64, id: &str) -> StreamedEvent {
 struct Recorder {
     fails: Vec<&'static str>,
     handled: Mutex<Vec<String>>,
+    yields: bool,
 }
 
 #[async_trait]
@@ -44,6 +45,10 @@ impl EventConsumer for Recorder {
 
     fn wants(&self, event_type: EventType) -> bool {
         event_type == EventType::BillingCreditsLow
+    }
+
+    fn yields(&self) -> bool {
+        self.yields
     }
 
     async fn handle(&self, event: &Event) -> anyhow::Result<()> {
@@ -68,7 +73,7 @@ fn runner(stream: MockEventStream) -> ConsumerRunner {
 }
 
 fn recorder(fails: Vec<&'static str>) -> Recorder {
-    Recorder { fails, handled: Mutex::default() }
+    Recorder { fails, handled: Mutex::default(), yields: false }
 }
 
 #[test]
@@ -101,7 +106,10 @@ async fn a_pass_handles_new_events_in_order_and_moves_the_cursor_past_the_last()
         .times(1)
         .returning(|_, _, _, _| Ok(true));
     let consumer = recorder(Vec::new());
-    assert_eq!(runner(stream).pass(&consumer).await.unwrap(), Passed { handled: 3, unsettled: false });
+    assert_eq!(
+        runner(stream).pass(&consumer).await.unwrap(),
+        Passed { handled: 3, unsettled: false, deferred: false }
+    );
     assert_eq!(*consumer.handled.lock().unwrap(), ["evt_b", "evt_c", "evt_d"]);
 }
 
@@ -157,7 +165,10 @@ async fn due_failures_are_tried_again_recovered_or_parked_after_the_last_attempt
         .times(1)
         .returning(|_, _, _, _| Ok(true));
     let consumer = recorder(vec!["evt_bad"]);
-    assert_eq!(runner(stream).pass(&consumer).await.unwrap(), Passed { handled: 2, unsettled: true });
+    assert_eq!(
+        runner(stream).pass(&consumer).await.unwrap(),
+        Passed { handled: 2, unsettled: true, deferred: false }
+    );
 }
 
 #[tokio::test]
@@ -222,6 +233,52 @@ async fn one_consumers_failing_pass_does_not_stop_the_others() {
     let working = Arc::new(recorder(Vec::new()));
     let mut runner = runner(stream);
     runner.consumers = vec![Arc::new(Broken), working.clone()];
-    assert_eq!(runner.run_all().await, Passed { handled: 1, unsettled: false });
+    assert_eq!(runner.run_all().await, Passed { handled: 1, unsettled: false, deferred: false });
     assert_eq!(*working.handled.lock().unwrap(), ["evt_a"]);
+}
+
+#[tokio::test]
+async fn a_yielding_consumer_defers_its_passes_while_requests_queue_for_at_most_the_deferral() {
+    let mut stream = MockEventStream::new();
+    stream.expect_acquire().returning(|_, _, _| Ok(Some(StreamPosition::default())));
+    stream.expect_due_failures().returning(|_, _, _| Ok(Vec::new()));
+    stream.expect_read_after().returning(|_, _| Ok(batch(vec![streamed(1, "evt_a")])));
+    stream.expect_commit().returning(|_, _, _, _| Ok(true));
+    let mut ids = MockIdGenerator::new();
+    ids.expect_generate().returning(|p| format!("{p}_1"));
+    let now = Arc::new(Mutex::new(t0()));
+    let mut clock = MockClock::new();
+    clock.expect_now().returning({
+        let now = now.clone();
+        move || *now.lock().unwrap()
+    });
+    let load = Arc::new(RequestLoad::new(1));
+    let (yielding, urgent) = (
+        Arc::new(Recorder { yields: true, ..recorder(Vec::new()) }),
+        Arc::new(Recorder { yields: false, ..recorder(Vec::new()) }),
+    );
+    let runner = ConsumerRunner::new(
+        Arc::new(stream),
+        vec![yielding.clone(), urgent.clone()],
+        Arc::new(ids),
+        Arc::new(clock),
+    )
+    .yielding_to(load.clone());
+    let handled = |r: &Recorder| r.handled.lock().unwrap().len();
+
+    // Its first pass goes ahead whatever the load: nothing says it ran lately.
+    let requests = (load.enter(), load.enter());
+    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred: false });
+    // Requests queue: it waits, the consumer somebody waits on does not.
+    *now.lock().unwrap() += Duration::milliseconds(MAX_DEFERRAL_MS - 1);
+    assert_eq!(runner.run_all().await, Passed { handled: 1, unsettled: false, deferred: true });
+    assert_eq!((handled(&yielding), handled(&urgent)), (1, 2));
+    // The queue stays, but its pass has waited the longest it may.
+    *now.lock().unwrap() += Duration::milliseconds(1);
+    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred: false });
+    assert_eq!((handled(&yielding), handled(&urgent)), (2, 3));
+    // Once the requests are served it goes ahead at once.
+    drop(requests);
+    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred: false });
+    assert_eq!((handled(&yielding), handled(&urgent)), (3, 4));
 }

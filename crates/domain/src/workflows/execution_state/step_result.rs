@@ -56,7 +56,8 @@ pub struct StepRecord {
     pub finished_at: Option<DateTime<Utc>>,
     /// Attempts of its current run (0 before the first).
     pub attempts: u32,
-    /// When it is tried again, while it backs off after a failed attempt.
+    /// When it is tried again, while it backs off after a failed attempt; when its wait ends,
+    /// while it waits.
     pub next_run_at: Option<DateTime<Utc>>,
     /// The step the execution went on at after it, when that was not simply the next one in
     /// the list (a `next`, an `on_error` route).
@@ -91,7 +92,10 @@ impl StepResult {
             status: status.as_str(),
             problem,
         };
-        let ran = matches!(status, StepStatus::Running | StepStatus::Completed | StepStatus::Failed);
+        let ran = matches!(
+            status,
+            StepStatus::Running | StepStatus::Waiting | StepStatus::Completed | StepStatus::Failed
+        );
         let ended = matches!(status, StepStatus::Completed | StepStatus::Failed);
         if record.started_at.is_some() != ran {
             return Err(invalid(if ran { "has no start time" } else { "has a start time" }));
@@ -105,8 +109,11 @@ impl StepResult {
         if record.error.is_some() != (status == StepStatus::Failed) {
             return Err(invalid(if status == StepStatus::Failed { "says not why" } else { "has an error" }));
         }
-        if record.next_run_at.is_some() && status != StepStatus::Pending {
+        if record.next_run_at.is_some() && !matches!(status, StepStatus::Pending | StepStatus::Waiting) {
             return Err(invalid("has a next run"));
+        }
+        if record.next_run_at.is_none() && status == StepStatus::Waiting {
+            return Err(invalid("waits for no time"));
         }
         if ran && record.attempts == 0 {
             return Err(invalid("counts no attempt"));
@@ -177,7 +184,7 @@ impl StepResult {
         self.attempts
     }
 
-    /// When it is tried again, while it backs off.
+    /// When it is tried again, while it backs off; when its wait ends, while it waits.
     pub fn next_run_at(&self) -> Option<DateTime<Utc>> {
         self.next_run_at
     }
@@ -202,10 +209,15 @@ impl StepResult {
                 self.attempts += 1;
                 self.next_run_at = None;
             }
-            StepEvent::Complete | StepEvent::Fail => self.finished_at = Some(at),
+            StepEvent::Complete | StepEvent::Fail => {
+                self.finished_at = Some(at);
+                self.next_run_at = None;
+            }
             StepEvent::Retry => {
                 self.started_at = None;
             }
+            // Its time is set by the execution's transition (`wait_step`).
+            StepEvent::Wait => {}
             StepEvent::Rerun => {
                 self.output = None;
                 self.error = None;

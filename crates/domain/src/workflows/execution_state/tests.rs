@@ -41,13 +41,27 @@ fn every_execution_transition_is_as_drawn() {
             let expected = match (from, event) {
                 (ExecutionStatus::Running, ExecutionEvent::Complete) => Some(ExecutionStatus::Completed),
                 (ExecutionStatus::Running, ExecutionEvent::Fail) => Some(ExecutionStatus::Failed),
-                (ExecutionStatus::Running, ExecutionEvent::Cancel) => Some(ExecutionStatus::Cancelled),
+                (ExecutionStatus::Running | ExecutionStatus::Waiting, ExecutionEvent::Cancel) => {
+                    Some(ExecutionStatus::Cancelled)
+                }
+                (ExecutionStatus::Running, ExecutionEvent::Wait) => Some(ExecutionStatus::Waiting),
+                (ExecutionStatus::Waiting, ExecutionEvent::Resume)
+                | (ExecutionStatus::Failed, ExecutionEvent::Retry) => Some(ExecutionStatus::Running),
                 _ => None,
             };
             match (transition(from, event), expected) {
                 (Ok(to), Some(want)) => assert_eq!(to, want, "{from} + {}", event.as_str()),
                 (Err(e), None) => {
-                    assert!(from.is_terminal());
+                    let unfinished_refusal = matches!(
+                        (from, event),
+                        (ExecutionStatus::Running, ExecutionEvent::Resume | ExecutionEvent::Retry)
+                            | (ExecutionStatus::Waiting, ExecutionEvent::Retry)
+                            | (
+                                ExecutionStatus::Waiting,
+                                ExecutionEvent::Complete | ExecutionEvent::Fail | ExecutionEvent::Wait
+                            )
+                    );
+                    assert!(from.is_terminal() || unfinished_refusal, "{from} + {}", event.as_str());
                     assert_eq!((e.from, e.event), (from.as_str(), event.as_str()));
                 }
                 (got, want) => panic!("{from} + {}: got {got:?}, want {want:?}", event.as_str()),
@@ -65,16 +79,18 @@ fn every_step_transition_is_as_drawn() {
             let expected = match (from, event) {
                 (StepStatus::Pending, StepEvent::Start) => Some(StepStatus::Running),
                 (StepStatus::Pending, StepEvent::Skip) => Some(StepStatus::Skipped),
-                (StepStatus::Running, StepEvent::Complete) => Some(StepStatus::Completed),
-                (StepStatus::Running, StepEvent::Fail) => Some(StepStatus::Failed),
+                (StepStatus::Running | StepStatus::Waiting, StepEvent::Complete) => {
+                    Some(StepStatus::Completed)
+                }
+                (StepStatus::Running | StepStatus::Waiting, StepEvent::Fail) => Some(StepStatus::Failed),
                 (StepStatus::Running, StepEvent::Retry) => Some(StepStatus::Pending),
-                (StepStatus::Completed | StepStatus::Failed, StepEvent::Rerun) => Some(StepStatus::Pending),
+                (StepStatus::Running, StepEvent::Wait) => Some(StepStatus::Waiting),
+                (StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped, StepEvent::Rerun) => {
+                    Some(StepStatus::Pending)
+                }
                 _ => None,
             };
             assert_eq!(step_transition(from, event).ok(), expected, "{from} + {}", event.as_str());
-            if from == StepStatus::Skipped {
-                assert!(step_transition(from, event).is_err());
-            }
         }
     }
 }
@@ -283,4 +299,78 @@ fn a_stored_step_that_says_it_ran_without_an_attempt_or_waits_without_being_pend
     let mut record = e.into_record();
     record.steps[0].next_run_at = Some(t(5));
     assert_eq!(Execution::restore(record).unwrap_err().problem, "has a next run");
+}
+
+#[test]
+fn a_waiting_step_waits_with_its_execution_and_completes_when_resumed() {
+    let mut e = execution();
+    e.start_step("a", t(1)).unwrap();
+    e.wait_step("a", t(61), t(1)).unwrap();
+    assert_eq!((e.status(), e.due_at()), (ExecutionStatus::Waiting, t(61)));
+    let a = &e.steps()[0];
+    assert_eq!((a.status(), a.next_run_at(), a.started_at()), (StepStatus::Waiting, Some(t(61)), Some(t(1))));
+    assert!(e.start_step("a", t(2)).is_err(), "a waiting step does not start again");
+    assert!(e.wait_step("a", t(90), t(2)).is_err(), "a waiting execution cannot wait twice");
+    // Stored and read back as it is.
+    assert_eq!(Execution::restore(e.clone().into_record()).unwrap(), e);
+    e.resume().unwrap();
+    assert!(e.resume().is_err(), "only a waiting execution resumes");
+    e.complete_step("a", json!({"waited_until": "…"}), t(61)).unwrap();
+    let a = &e.steps()[0];
+    assert_eq!((a.status(), a.next_run_at(), a.attempts()), (StepStatus::Completed, None, 1));
+}
+
+#[test]
+fn cancelling_a_waiting_execution_fails_the_step_that_waited_and_skips_the_rest() {
+    let mut e = execution();
+    e.start_step("a", t(1)).unwrap();
+    e.wait_step("a", t(61), t(1)).unwrap();
+    e.cancel(t(5)).unwrap();
+    assert_eq!(e.status(), ExecutionStatus::Cancelled);
+    assert_eq!(statuses(&e), [StepStatus::Failed, StepStatus::Skipped, StepStatus::Skipped]);
+    let a = &e.steps()[0];
+    assert_eq!((a.error(), a.finished_at(), a.next_run_at()), (Some(CANCELLED_WAIT_ERROR), Some(t(5)), None));
+    assert_eq!(Execution::restore(e.clone().into_record()).unwrap(), e);
+}
+
+#[test]
+fn a_stored_waiting_step_must_say_until_when() {
+    let mut e = execution();
+    e.start_step("a", t(1)).unwrap();
+    e.wait_step("a", t(61), t(1)).unwrap();
+    let mut record = e.into_record();
+    record.steps[0].next_run_at = None;
+    let refused = Execution::restore(record).unwrap_err();
+    assert_eq!(refused.to_string(), "stored step a is waiting but waits for no time");
+}
+
+#[test]
+fn a_failed_execution_is_retried_from_a_step_keeping_the_results_before_it() {
+    let mut e = execution();
+    e.start_step("a", t(1)).unwrap();
+    e.complete_step("a", json!("a"), t(2)).unwrap();
+    e.start_step("b", t(3)).unwrap();
+    e.fail_step("b", "down".into(), t(4)).unwrap();
+    e.fail("step b failed: down".into(), t(4)).unwrap();
+    assert_eq!(statuses(&e), [StepStatus::Completed, StepStatus::Failed, StepStatus::Skipped]);
+    let mut refused = e.clone();
+    assert!(refused.retry_from("nope", t(5)).is_err(), "a step it does not have");
+    assert_eq!(refused, e, "a refused retry changes nothing");
+
+    e.retry_from("b", t(5)).unwrap();
+    assert_eq!(
+        (e.status(), e.error(), e.finished_at(), e.due_at()),
+        (ExecutionStatus::Running, None, None, t(5))
+    );
+    assert_eq!(
+        (e.at_step(), e.step_runs()),
+        (Some("b"), 2),
+        "at the step it runs from; its runs go on counting"
+    );
+    assert_eq!(statuses(&e), [StepStatus::Completed, StepStatus::Pending, StepStatus::Pending]);
+    assert_eq!(e.steps()[0].output(), Some(&json!("a")), "the step before keeps its result");
+    let b = &e.steps()[1];
+    assert_eq!((b.error(), b.attempts(), b.started_at()), (None, 0, None), "a fresh slate");
+    assert_eq!(Execution::restore(e.clone().into_record()).unwrap(), e);
+    assert!(e.retry_from("a", t(6)).is_err(), "only a failed execution is retried");
 }

@@ -15,7 +15,7 @@ use super::super::ports::{After, ClaimedExecution, ExecutionRun, Finish, StepFai
 use super::super::steps::{OnError, Step, StepAction};
 use super::super::template::TemplateContext;
 use super::{EXECUTION_QUEUE, ExecutionService, ExecutionSettings, RunOutcome};
-use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailedData};
+use crate::events::{Event, EventPayload, ExecutionCompletedData, ExecutionFailedData, ExecutionWaitingData};
 use crate::storable;
 use crate::tenancy::{Credential, Permission, Plan, Principal, current_role};
 use crate::work::{Claimed, Lease, LeaseQueue, Ran, WorkKind};
@@ -34,13 +34,29 @@ enum Next {
     Recover { failure: StepFailure, to: Option<String> },
     /// The step failed: so does the execution.
     Fail(StepFailure),
+    /// The step waits until `until` (a `wait`), and the execution with it.
+    Wait { until: DateTime<Utc> },
+}
+
+impl Next {
+    /// What the run led to, as `/metrics` counts step runs.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Done { .. } => "done",
+            Self::Retry { .. } => "retry",
+            Self::Recover { .. } => "recovered",
+            Self::Fail(_) => "failed",
+            Self::Wait { .. } => "waiting",
+        }
+    }
 }
 
 /// What the run of `step`, at its attempt `attempt`, leads to at `now`.
 /// `run` is the step's output and the step it chose to lead to (a `condition`), or its failure.
 fn decide(step: &Step, run: Result<Produced, StepFailure>, attempt: u32, now: DateTime<Utc>) -> Next {
     let failure = match run {
-        Ok(Produced { output, chose }) => {
+        Ok(Produced { wait_until: Some(until), .. }) => return Next::Wait { until },
+        Ok(Produced { output, chose, wait_until: None }) => {
             return Next::Done { output, to: chose.or_else(|| step.next().map(str::to_owned)) };
         }
         Err(failure) => failure,
@@ -56,10 +72,23 @@ fn decide(step: &Step, run: Result<Produced, StepFailure>, attempt: u32, now: Da
     }
 }
 
-/// What a step's run produced: its output, and the step it chose to lead to (a `condition`).
+/// What a step's run produced: its output, and the step it chose to lead to (a `condition`),
+/// or the time it waits for (a `wait` whose time has not come).
 struct Produced {
     output: Value,
     chose: Option<String>,
+    wait_until: Option<DateTime<Utc>>,
+}
+
+impl Produced {
+    fn output(output: Value) -> Self {
+        Self { output, chose: None, wait_until: None }
+    }
+}
+
+/// The output of a `wait` that waited until `until`.
+fn waited(until: DateTime<Utc>) -> Value {
+    serde_json::json!({ "waited_until": until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) })
 }
 
 /// What applying a [`Next`] did.
@@ -70,6 +99,13 @@ struct Applied {
     end: Option<RunOutcome>,
     /// The position of the step the execution goes on at.
     then: Option<usize>,
+}
+
+/// What starting a step came to: what its run leads to and the lease to record its result
+/// under, or how the execution's run stopped before it ran.
+enum StepStart {
+    Ran(Next, Lease),
+    Stopped(RunOutcome),
 }
 
 /// How a run of a claimed execution ended, and when it is due again if a step backs off.
@@ -141,46 +177,46 @@ impl ExecutionService {
                 d.executions.release(&execution.id, &lease).await?;
                 return Ok(RunOutcome::Released.into());
             }
-            let over_limit = execution.step_runs() >= MAX_STEP_RUNS;
-            let started_at = d.clock.now();
-            execution.start_step(step.id(), started_at)?;
-            let step_lease =
-                Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
-            let Some(started) = execution.step(step.id()) else { break };
-            if !d.executions.start_step(&execution.id, &step_lease, started, started_at).await? {
-                return Ok(self.why_stopped(&execution).await.into());
-            }
-            let attempt = started.attempts();
-            // Each step acts with its starter's role now, not the one they had when it started:
-            // a starter who was removed, or demoted below running workflows, stops it here.
-            let entitled = match &given_up {
-                Some(failure) => Err(failure.clone()),
-                None if over_limit => Err(StepFailure::new(format!(
-                    "the execution stopped: it made {MAX_STEP_RUNS} step runs, the most one may (does a loop through next or on_error never end?)"
-                ))),
-                None => current_role(
-                    d.members.as_ref(),
-                    &caller.tenant_id,
-                    &caller.user_id,
-                    Permission::WorkflowsExecute,
-                )
-                .await?
-                .map_err(|lost| StepFailure::new(format!("the execution stopped: {lost}"))),
-            };
-            let next = match entitled {
-                // Not the step's own failure: no retry or route applies.
-                Err(failure) => Next::Fail(failure),
-                Ok(role) => {
-                    caller.role = role;
-                    let run = self.perform(&caller, step, &context).await;
-                    decide(step, run, attempt, d.clock.now())
+            let (next, step_lease) = match waiting_until(&execution, step) {
+                // The wait this claim resumes (the execution came due): it ends now, unless
+                // the execution was woken before its time.
+                Some(until) => {
+                    let now = d.clock.now();
+                    let next = match &given_up {
+                        Some(failure) => Next::Fail(failure.clone()),
+                        None if until <= now => {
+                            Next::Done { output: waited(until), to: step.next().map(str::to_owned) }
+                        }
+                        None => Next::Wait { until },
+                    };
+                    (next, lease.clone())
+                }
+                None => {
+                    let start = self.start_and_run(
+                        &mut execution,
+                        step,
+                        &lease,
+                        given_up.as_ref(),
+                        &mut caller,
+                        &context,
+                    );
+                    match start.await? {
+                        StepStart::Ran(next, step_lease) => (next, step_lease),
+                        StepStart::Stopped(outcome) => return Ok(outcome.into()),
+                    }
                 }
             };
+            metrics::counter!(
+                crate::metrics::WORKFLOW_STEP_RUNS,
+                "type" => step.step_type().as_str(),
+                "outcome" => next.label()
+            )
+            .increment(1);
             let applied =
                 self.apply(&mut execution, &steps, step, next, following, &mut context, d.clock.now())?;
             let Some(result) = execution.step(step.id()) else { break };
             let due_again = match &applied.after {
-                After::DueAt(due) => Some(*due),
+                After::DueAt(due) | After::Wait { until: due, .. } => Some(*due),
                 _ => None,
             };
             if !d.executions.record_step(&execution.id, &step_lease, result, applied.after).await? {
@@ -199,6 +235,59 @@ impl ExecutionService {
         // Every step had completed before this claim (the result that ended it was stored but
         // its end was not: impossible, as both are one transaction).
         Ok(RunOutcome::Completed.into())
+    }
+
+    /// Starts `step` of `execution` under `lease` and runs it (unless the execution was given
+    /// up, or made too many step runs): what it leads to and the lease its result is recorded
+    /// under, or why the run stopped before it (a cancel, a lost lease).
+    async fn start_and_run(
+        &self,
+        execution: &mut Execution,
+        step: &Step,
+        lease: &Lease,
+        given_up: Option<&StepFailure>,
+        caller: &mut Principal,
+        context: &TemplateContext,
+    ) -> anyhow::Result<StepStart> {
+        let d = &self.deps;
+        let over_limit = execution.step_runs() >= MAX_STEP_RUNS;
+        let started_at = d.clock.now();
+        execution.start_step(step.id(), started_at)?;
+        let step_lease =
+            Lease { token: lease.token.clone(), until: started_at + step_window(step, &self.settings) };
+        let Some(started) = execution.step(step.id()) else {
+            anyhow::bail!("step {} is not among the execution's results", step.id());
+        };
+        if !d.executions.start_step(&execution.id, &step_lease, started, started_at).await? {
+            return Ok(StepStart::Stopped(self.why_stopped(execution).await));
+        }
+        let attempt = started.attempts();
+        // Each step acts with its starter's role now, not the one they had when it started:
+        // a starter who was removed, or demoted below running workflows, stops it here.
+        let entitled = match given_up {
+            Some(failure) => Err(failure.clone()),
+            None if over_limit => Err(StepFailure::new(format!(
+                "the execution stopped: it made {MAX_STEP_RUNS} step runs, the most one may (does a loop through next or on_error never end?)"
+            ))),
+            None => current_role(
+                d.members.as_ref(),
+                &caller.tenant_id,
+                &caller.user_id,
+                Permission::WorkflowsExecute,
+            )
+            .await?
+            .map_err(|lost| StepFailure::new(format!("the execution stopped: {lost}"))),
+        };
+        let next = match entitled {
+            // Not the step's own failure: no retry or route applies.
+            Err(failure) => Next::Fail(failure),
+            Ok(role) => {
+                caller.role = role;
+                let run = self.perform(caller, step, context).await;
+                decide(step, run, attempt, d.clock.now())
+            }
+        };
+        Ok(StepStart::Ran(next, step_lease))
     }
 
     /// Applies `next`, what the run of `step` decided, to `execution` at `at`: the step's
@@ -240,6 +329,15 @@ impl ExecutionService {
                 execution.retry_step(step.id(), failure.message, due, at)?;
                 return Ok(Applied { after: After::DueAt(due), end: Some(RunOutcome::Retrying), then: None });
             }
+            Next::Wait { until } => {
+                execution.wait_step(step.id(), until, at)?;
+                let event = Box::new(self.waiting_event(execution, step, until, at));
+                return Ok(Applied {
+                    after: After::Wait { until, event },
+                    end: Some(RunOutcome::Waiting),
+                    then: None,
+                });
+            }
             Next::Fail(failure) => {
                 execution.fail_step(step.id(), failure.message.clone(), at)?;
                 let error = format!("step {} failed: {}", step.id(), failure.message);
@@ -269,6 +367,23 @@ impl ExecutionService {
         Event::new(self.deps.ids.as_ref(), &execution.tenant_id, payload, at)
     }
 
+    /// The event of an execution that waits at `step` until `until`, from `at`.
+    fn waiting_event(
+        &self,
+        execution: &Execution,
+        step: &Step,
+        until: DateTime<Utc>,
+        at: DateTime<Utc>,
+    ) -> Event {
+        let payload = EventPayload::WorkflowExecutionWaiting(ExecutionWaitingData {
+            execution_id: execution.id.clone(),
+            workflow_id: execution.workflow_id.clone(),
+            step_id: step.id().to_owned(),
+            until,
+        });
+        Event::new(self.deps.ids.as_ref(), &execution.tenant_id, payload, at)
+    }
+
     /// The event of an execution that failed at `step` with `error` at `at`.
     fn failed_event(&self, execution: &Execution, step: &Step, error: String, at: DateTime<Utc>) -> Event {
         let payload = EventPayload::WorkflowExecutionFailed(ExecutionFailedData {
@@ -291,8 +406,21 @@ impl ExecutionService {
     ) -> Result<Produced, StepFailure> {
         let deadline = Instant::now() + step.timeout();
         let action = render_off_runtime(step, context, deadline).await?;
-        if let StepAction::Condition { case, next } = action {
-            return Ok(Produced { output: serde_json::json!({"case": case, "next": next}), chose: next });
+        match action {
+            StepAction::Condition { case, next } => {
+                let output = serde_json::json!({"case": case, "next": next});
+                return Ok(Produced { output, chose: next, wait_until: None });
+            }
+            StepAction::Wait(wait) => {
+                let now = self.deps.clock.now();
+                let until = wait.ends(now);
+                return Ok(if until <= now {
+                    Produced::output(waited(until))
+                } else {
+                    Produced { output: Value::Null, chose: None, wait_until: Some(until) }
+                });
+            }
+            _ => {}
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         // Outputs and failures quote remote answers (an HTTP response, a model's reply): stored
@@ -302,7 +430,7 @@ impl ExecutionService {
             Err(failure) => return Err(StepFailure { message: storable::text(failure.message), ..failure }),
         };
         output_size(&output).map_err(|e| StepFailure::new(e.to_string()))?;
-        Ok(Produced { output, chose: None })
+        Ok(Produced::output(output))
     }
 
     async fn status_of(&self, execution: &Execution) -> Option<ExecutionStatus> {
@@ -414,6 +542,11 @@ fn resume_at(execution: &Execution, steps: &[Step]) -> Resume {
         Some((StepStatus::Completed | StepStatus::Failed, None)) => Resume::At(Some(at + 1)),
         _ => Resume::At(Some(at)),
     }
+}
+
+/// When the wait of `step` ends, if `execution` waits at it (a claim resumed it).
+fn waiting_until(execution: &Execution, step: &Step) -> Option<DateTime<Utc>> {
+    execution.step(step.id()).filter(|r| r.status() == StepStatus::Waiting).and_then(|r| r.next_run_at())
 }
 
 /// How long a claim must hold an execution while `step` runs: its timeout and the lease.

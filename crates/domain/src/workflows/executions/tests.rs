@@ -542,3 +542,4 @@ async fn an_automation_starts_nothing_for_a_maker_who_lost_the_right() {
 }
 
 mod flow;
+mod waits;

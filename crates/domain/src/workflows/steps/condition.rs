@@ -16,8 +16,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, de};
 
 use super::StepId;
-use super::decode;
-use crate::decode::Object;
+use crate::decode::{self, Object};
 use crate::validation::FieldErrorKind;
 use crate::workflows::template::{self, RenderError, Renderer};
 

@@ -10,6 +10,7 @@ use crate::decode::{Object, Refusal, read, read_fields};
 
 use super::condition::ConditionStep;
 use super::flow::{OnError, RetryPolicy};
+use super::wait::WaitStep;
 use super::{
     AgentChatStep, HttpRequestStep, KnowledgeSearchStep, MemoryAddStep, MemorySearchStep, Step, StepId,
     StepKind, StepType, TimeoutSeconds, TransformStep, references,
@@ -132,5 +133,19 @@ fn kind(
             read_as::<KnowledgeSearchStep>(params, at, &takes, refused, StepKind::KnowledgeSearch)
         }
         StepType::Condition => read_as::<ConditionStep>(params, at, &takes, refused, StepKind::Condition),
+        StepType::Wait => {
+            let (read, passed) = read_fields::<WaitStep>(params, at, &takes, refused);
+            let read = read.and_then(|wait| match wait.check() {
+                Ok(()) => Some(StepKind::Wait(wait)),
+                Err(message) => {
+                    let field = format!("{at}.seconds");
+                    let error =
+                        FieldError::new(&field, FieldErrorKind::InvalidValue, format!("{field}: {message}"));
+                    refused.push(Refusal { field: Some("seconds".to_owned()), missing: false, error });
+                    None
+                }
+            });
+            (read, passed)
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, de};
 
 use super::StepId;
-use super::decode;
+use crate::decode;
 use crate::validation::FieldErrorKind;
 use crate::workflows::failure::{FailureKind, StepFailure};
 

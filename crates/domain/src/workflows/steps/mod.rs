@@ -13,6 +13,7 @@
 //! | `memory_search` | `query`, `agent_id?`, `memory_type?`, `top_k?` | `{results}` |
 //! | `memory_add` | `content`, `memory_type`, `agent_id?`, `metadata?` | the entry |
 //! | `condition` | `cases` (`[{when, next}]`), `default?` | `{case, next}` ([`condition`]) |
+//! | `wait` | `seconds` or `until` | `{waited_until}` ([`wait`]) |
 //!
 //! Each kind is a struct of typed parameters ([`params`]): every string in them is a
 //! [`Template`], checked to parse when read; a parameter that takes an object or a number
@@ -32,6 +33,7 @@ pub mod flow;
 pub mod params;
 mod references;
 mod render;
+pub mod wait;
 
 use std::fmt;
 use std::time::Duration;
@@ -43,6 +45,7 @@ pub use self::condition::{ConditionCase, ConditionStep, Expression};
 pub use self::flow::{OnError, RetryOn, RetryPolicy};
 pub use self::params::{Headers, JsonTemplate, Metadata, Template, Text, TextValue, TopK};
 pub use self::render::StepAction;
+pub use self::wait::{WaitFor, WaitSeconds, WaitStep, WaitTime};
 use crate::memory::MemoryType;
 use crate::validation::{FieldError, FieldErrorKind};
 
@@ -75,6 +78,8 @@ crate::string_enum! {
         KnowledgeSearch => "knowledge_search",
         /// Chooses the step the execution goes on at.
         Condition => "condition",
+        /// Pauses the execution for a while or until a time.
+        Wait => "wait",
     }
 }
 
@@ -90,6 +95,7 @@ impl StepType {
             Self::MemoryAdd => decode::field_names::<MemoryAddStep>(),
             Self::KnowledgeSearch => decode::field_names::<KnowledgeSearchStep>(),
             Self::Condition => decode::field_names::<ConditionStep>(),
+            Self::Wait => decode::field_names::<WaitStep>(),
         }
     }
 }
@@ -334,6 +340,8 @@ pub enum StepKind {
     KnowledgeSearch(KnowledgeSearchStep),
     /// `condition`.
     Condition(ConditionStep),
+    /// `wait`.
+    Wait(WaitStep),
 }
 
 impl StepKind {
@@ -347,6 +355,7 @@ impl StepKind {
             Self::MemoryAdd(_) => StepType::MemoryAdd,
             Self::KnowledgeSearch(_) => StepType::KnowledgeSearch,
             Self::Condition(_) => StepType::Condition,
+            Self::Wait(_) => StepType::Wait,
         }
     }
 }

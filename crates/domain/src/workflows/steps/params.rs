@@ -16,8 +16,8 @@ use serde::Serialize;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde_json::{Map, Value};
 
-use super::decode::{Fault, fault, missing};
 use super::{HttpMethod, MAX_TOP_K};
+use crate::decode::{Fault, fault, missing};
 use crate::memory::MemoryType;
 use crate::validation::{FieldErrorKind, TextKind, check_text};
 use crate::workflows::template;

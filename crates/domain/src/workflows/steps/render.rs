@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::params::{Headers, JsonTemplate, Metadata, Template, Text, TextValue, TopK};
+use super::wait::WaitFor;
 use super::{HttpMethod, MAX_KNOWLEDGE_TOP_K, MAX_TOP_K, Step, StepKind};
 use crate::ids::{AgentId, KnowledgeBaseId};
 use crate::memory::MemoryType;
@@ -70,6 +71,9 @@ pub enum StepAction {
         /// The step it leads to.
         next: Option<String>,
     },
+    /// Pause the execution: decided by the executor, which keeps the time the wait ends with
+    /// the step, never performed.
+    Wait(WaitFor),
     /// Add a memory entry; output the entry.
     MemoryAdd {
         /// The text.
@@ -139,6 +143,13 @@ impl Step {
                 let (case, next) = c.decide(&r)?;
                 StepAction::Condition { case, next }
             }
+            StepKind::Wait(w) => StepAction::Wait(match (&w.seconds, &w.until) {
+                (Some(seconds), _) => WaitFor::Seconds(seconds.get()),
+                (None, Some(until)) => WaitFor::Until(until.render(&r, "until")?.0),
+                (None, None) => {
+                    return Err(RenderError::new("seconds", "a wait step takes seconds or until"));
+                }
+            }),
             StepKind::MemoryAdd(s) => StepAction::MemoryAdd {
                 content: s.content.render(&r, "content")?,
                 memory_type: s.memory_type.render(&r, "memory_type")?,

@@ -447,6 +447,7 @@ fn one_of_each() -> Vec<Value> {
                "metadata": {"k": "v"}}),
         json!({"id": "k", "type": "knowledge_search", "knowledge_base_ids": ["kb_1"], "query": "q", "top_k": 2}),
         json!({"id": "r", "type": "condition", "cases": [{"when": "input.a > 0", "next": "t"}], "default": "t"}),
+        json!({"id": "w", "type": "wait", "seconds": 5}),
     ]
 }
 

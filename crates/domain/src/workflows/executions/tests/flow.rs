@@ -17,7 +17,7 @@ use crate::workflows::steps::{StepAction, validate_steps};
 use crate::workflows::{ExecutionStatus, MockStepPerformer};
 
 /// A claimed execution of `steps` on `{}`, changed by `prepare` before it is claimed.
-fn claimed_of(steps: Value, prepare: impl FnOnce(&mut Execution)) -> ClaimedExecution {
+pub(super) fn claimed_of(steps: Value, prepare: impl FnOnce(&mut Execution)) -> ClaimedExecution {
     let steps = validate_steps(&steps).unwrap();
     let mut execution = Execution::start(
         ExecutionId::from_string("exe_1"),
@@ -43,7 +43,7 @@ fn claimed_of(steps: Value, prepare: impl FnOnce(&mut Execution)) -> ClaimedExec
 
 /// Each step's run answers with the next of `answers` (a transform's own output once they run
 /// out), and says which it performed.
-fn answering(
+pub(super) fn answering(
     performer: &mut MockStepPerformer,
     answers: Vec<Result<Value, StepFailure>>,
 ) -> Arc<Mutex<Vec<Value>>> {
@@ -58,9 +58,9 @@ fn answering(
 }
 
 /// Every result stored, with what became of the execution after it.
-type Recorded = Arc<Mutex<Vec<(StepResult, After)>>>;
+pub(super) type Recorded = Arc<Mutex<Vec<(StepResult, After)>>>;
 
-fn recording(m: &mut Mocks) -> Recorded {
+pub(super) fn recording(m: &mut Mocks) -> Recorded {
     let recorded: Recorded = Arc::default();
     let r = recorded.clone();
     m.executions.expect_start_step().returning(|_, _, _, _| Ok(true));
