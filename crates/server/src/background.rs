@@ -45,7 +45,7 @@ pub(crate) fn start_background_work(
             Cadence { wake_delay: MAIL_WAKE_DELAY, ..woken(WorkQueue::Jobs, config.job_poll_interval_ms) },
         ),
         (
-            Arc::new(Consumers(services.consumers.clone())),
+            Arc::new(Consumers::new(services.consumers.clone())),
             woken(WorkQueue::Outbox, config.webhook_poll_interval_ms),
         ),
         (

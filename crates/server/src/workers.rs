@@ -91,7 +91,18 @@ impl<K: WorkKind> Source for Worker<K> {
 /// [`WorkSet::drain`], take again at once); the deliveries the fan-out made wake the delivery
 /// loop through the store.
 #[derive(Debug, Clone)]
-pub(crate) struct Consumers(pub(crate) ConsumerRunner);
+pub(crate) struct Consumers {
+    runner: ConsumerRunner,
+    /// When the pass a yielding consumer deferred is due (what [`Source::next_due`] tells the
+    /// loop: a deferral is no unit, so [`WorkSet::drain`] never waits on one).
+    deferred_until: Arc<std::sync::Mutex<Option<DateTime<Utc>>>>,
+}
+
+impl Consumers {
+    pub(crate) fn new(runner: ConsumerRunner) -> Self {
+        Self { runner, deferred_until: Arc::default() }
+    }
+}
 
 #[async_trait]
 impl Source for Consumers {
@@ -104,26 +115,29 @@ impl Source for Consumers {
     }
 
     async fn take(&self, _limit: usize, _keep_going: KeepGoing) -> anyhow::Result<Vec<Unit>> {
-        let passed = self.0.run_all().await;
+        let passed = self.runner.run_all().await;
+        *self.deferred_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            passed.deferred_until;
         Ok(if passed.handled > 0 {
             vec![async { None }.boxed()]
-        } else if passed.unsettled || passed.deferred {
+        } else if passed.unsettled {
             // Committed events wait behind a transaction that began before theirs (PostgreSQL):
-            // it ends in moments, so the loop looks again shortly, not at its next poll. So
-            // does a consumer that deferred its pass while requests queued.
-            let again = if passed.unsettled { UNSETTLED_RETRY } else { DEFERRED_RETRY };
-            vec![tokio::time::sleep(again).map(|()| None).boxed()]
+            // it ends in moments, so the loop looks again shortly, not at its next poll.
+            vec![tokio::time::sleep(UNSETTLED_RETRY).map(|()| None).boxed()]
         } else {
             Vec::new()
         })
+    }
+
+    /// A consumer that deferred its pass while requests queued is due when its deferral ends
+    /// (each new event wakes the loop before that, and the pass goes ahead once they stop).
+    async fn next_due(&self) -> Option<DateTime<Utc>> {
+        *self.deferred_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
 /// How soon the consumers look again at events that wait to settle.
 const UNSETTLED_RETRY: Duration = Duration::from_millis(5);
-
-/// How soon the consumers look again whether the requests still queue, when one deferred.
-const DEFERRED_RETRY: Duration = Duration::from_millis(20);
 
 /// Starts the executions of due schedules: one pass per take. A pass that handled any comes
 /// back at once (more may be due, and the executions it started are work for the other loops,

@@ -607,7 +607,29 @@ impl ExecutionRepository for ExecutionStore {
                 .execute(conn)
                 .await?;
             if let Some(event) = &waiting_event {
-                diesel::insert_into(events::table).values(event).execute(conn).await?;
+                // A cancel that came while the step ran kept the execution cancelled: the step
+                // that would wait fails as a cancel leaves a waiting step, and nobody is told it
+                // waits.
+                let now_status: String = workflow_executions::table
+                    .filter(workflow_executions::id.eq(&id))
+                    .select(workflow_executions::status)
+                    .first(conn)
+                    .await?;
+                if now_status == WAITING {
+                    diesel::insert_into(events::table).values(event).execute(conn).await?;
+                } else {
+                    diesel::update(workflow_step_results::table
+                        .filter(workflow_step_results::execution_id.eq(&id))
+                        .filter(workflow_step_results::step_id.eq(&step.step_id)))
+                        .set((
+                            workflow_step_results::status.eq(StepStatus::Failed.as_str()),
+                            workflow_step_results::error.eq(CANCELLED_WAIT_ERROR),
+                            workflow_step_results::finished_at.eq(Some(at)),
+                            workflow_step_results::next_run_at.eq(None::<DbTime>),
+                        ))
+                        .execute(conn)
+                        .await?;
+                }
             }
             if let Some((event, f)) = finish {
                 let ended = diesel::update(workflow_executions::table

@@ -89,8 +89,9 @@ pub struct Passed {
     pub handled: usize,
     /// Whether events wait to settle: another pass is due shortly, not at the next poll.
     pub unsettled: bool,
-    /// Whether a yielding consumer deferred its pass: another is due shortly.
-    pub deferred: bool,
+    /// When the pass a yielding consumer deferred is due at the latest (the loop looks again
+    /// then, if nothing wakes it before).
+    pub deferred_until: Option<DateTime<Utc>>,
 }
 
 /// An event a consumer failed, as recorded for it.
@@ -252,8 +253,7 @@ impl ConsumerRunner {
         Self { stream, consumers, ids, clock, load: None, last_pass: Arc::default() }
     }
 
-    /// Defers the passes of yielding consumers while `load` is busy (the server's requests;
-    /// tests that drain leave it out, so nothing waits there).
+    /// Defers the passes of yielding consumers while `load` is busy (the server's requests).
     #[must_use]
     pub fn yielding_to(mut self, load: Arc<RequestLoad>) -> Self {
         self.load = Some(load);
@@ -270,8 +270,8 @@ impl ConsumerRunner {
     /// does not stop the others.
     pub async fn run_all(&self) -> Passed {
         let passes = self.consumers.iter().map(|c| async move {
-            if self.defers(c.as_ref()) {
-                return Passed { deferred: true, ..Passed::default() };
+            if let Some(until) = self.defers(c.as_ref()) {
+                return Passed { deferred_until: Some(until), ..Passed::default() };
             }
             self.pass(c.as_ref()).await.unwrap_or_else(|e| {
                 tracing::error!(consumer = c.name(), error = ?e, "an event consumer's pass failed");
@@ -281,28 +281,31 @@ impl ConsumerRunner {
         futures_util::future::join_all(passes).await.into_iter().fold(Passed::default(), |all, p| Passed {
             handled: all.handled + p.handled,
             unsettled: all.unsettled || p.unsettled,
-            deferred: all.deferred || p.deferred,
+            deferred_until: match (all.deferred_until, p.deferred_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
         })
     }
 
-    /// Whether `consumer` waits this time: it yields, requests queue, and its last pass started
-    /// less than [`MAX_DEFERRAL_MS`] ago. A pass that goes ahead is recorded as its last.
-    fn defers(&self, consumer: &dyn EventConsumer) -> bool {
-        let Some(load) = self.load.as_ref().filter(|_| consumer.yields()) else {
-            return false;
-        };
+    /// Until when `consumer` waits this time, if it does: it yields, requests queue, and its
+    /// last pass started less than [`MAX_DEFERRAL_MS`] ago. A pass that goes ahead is recorded
+    /// as its last.
+    fn defers(&self, consumer: &dyn EventConsumer) -> Option<DateTime<Utc>> {
+        let load = self.load.as_ref().filter(|_| consumer.yields())?;
         let now = self.clock.now();
         let mut last_pass = self.last_pass.lock().unwrap_or_else(PoisonError::into_inner);
-        let recent = last_pass
+        let until = last_pass
             .get(consumer.name())
-            .is_some_and(|&at| now - at < Duration::milliseconds(MAX_DEFERRAL_MS));
-        if recent && load.busy() {
+            .map(|&at| at + Duration::milliseconds(MAX_DEFERRAL_MS))
+            .filter(|&until| now < until);
+        if let Some(until) = until.filter(|_| load.busy()) {
             metrics::counter!(crate::metrics::CONSUMER_PASSES_DEFERRED, "consumer" => consumer.name())
                 .increment(1);
-            return true;
+            return Some(until);
         }
         last_pass.insert(consumer.name(), now);
-        false
+        None
     }
 
     /// One pass of `consumer`: its due retries, then up to a batch of new events; how many
@@ -353,7 +356,7 @@ impl ConsumerRunner {
                 "another instance took the consumer over; its pass is done again there"
             );
         }
-        Ok(Passed { handled: retried + read.len(), unsettled, deferred: false })
+        Ok(Passed { handled: retried + read.len(), unsettled, deferred_until: None })
     }
 
     /// The record of `event`'s `attempts`-th failure, logged.

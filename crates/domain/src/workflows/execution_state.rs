@@ -512,8 +512,8 @@ impl Execution {
 
     /// Runs the failed execution again from step `from` at `at` (`POST /executions/{id}/retry`):
     /// running and due at once, at `from`, which and every step listed after it start again
-    /// from a fresh slate; the steps before keep their results, whose outputs the later steps
-    /// read. Its step runs go on counting.
+    /// from a fresh slate (and so does any step skipped before it); the steps before keep their
+    /// results, whose outputs the later steps read. Its step runs go on counting.
     ///
     /// # Errors
     /// [`InvalidTransition`] when it has not failed, or has no step `from`.
@@ -524,8 +524,10 @@ impl Execution {
             from: "absent",
             event: ExecutionEvent::Retry.as_str(),
         })?;
-        for step in &mut self.steps[first..] {
-            if step.status != StepStatus::Pending {
+        // A step before `from` that was skipped never ran: it is pending again too, so that a
+        // jump back to it runs it.
+        for (index, step) in self.steps.iter_mut().enumerate() {
+            if step.status == StepStatus::Skipped || (index >= first && step.status != StepStatus::Pending) {
                 step.apply(StepEvent::Rerun, at)?;
             }
         }

@@ -405,8 +405,9 @@ impl ExecutionService {
     /// it up at once.
     ///
     /// # Errors
-    /// [`ExecutionError::NotFailed`] unless it failed; [`ExecutionError::Invalid`] for a
-    /// `from_step` it does not have; not found in the caller's tenant; forbidden.
+    /// [`ExecutionError::NotFailed`] unless it failed; [`ExecutionError::Inactive`] when its
+    /// workflow is inactive (or gone); [`ExecutionError::Invalid`] for a `from_step` it does
+    /// not have; not found in the caller's tenant; forbidden.
     pub async fn retry(
         &self,
         caller: &Principal,
@@ -419,6 +420,11 @@ impl ExecutionService {
         if execution.status() != ExecutionStatus::Failed {
             return Err(ExecutionError::NotFailed(execution.status()));
         }
+        // An inactive workflow runs nothing, retried or new.
+        let workflow = self.deps.workflows.get(&caller.tenant_id, &execution.workflow_id).await?;
+        if !workflow.is_some_and(|w| w.is_active) {
+            return Err(ExecutionError::Inactive);
+        }
         let failed_at = execution.at_step().or_else(|| execution.steps().first().map(|s| s.step_id.as_str()));
         let from = from_step.or_else(|| failed_at.map(str::to_owned)).unwrap_or_default();
         if execution.step(&from).is_none() {
@@ -430,7 +436,9 @@ impl ExecutionService {
             ))
             .into());
         }
-        execution.retry_from(&from, self.deps.clock.now()).map_err(|e| anyhow::anyhow!(e))?;
+        // A step left running or waiting (an execution failed unread) cannot start afresh.
+        let status = execution.status();
+        execution.retry_from(&from, self.deps.clock.now()).map_err(|_| ExecutionError::NotFailed(status))?;
         if executions.record_retry(&execution).await? {
             return Ok(execution);
         }

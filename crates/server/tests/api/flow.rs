@@ -280,6 +280,20 @@ async fn a_failed_execution_is_retried_from_its_failed_step_keeping_what_ran_bef
         let refused = json_with_status(retry(json!({"from_step": "nope"})).await, 422).await;
         assert_eq!(refused["details"][0]["field"], "from_step", "{refused}");
 
+        // Nor is an execution of an inactive workflow.
+        let active = |on: bool| {
+            let (app, token, workflow) = (&app, &token, &workflow);
+            async move {
+                let r = app
+                    .patch_json_with_token(&format!("/api/v1/workflows/{workflow}"), token, &json!({"is_active": on}))
+                    .await;
+                assert_eq!(r.status(), 200);
+            }
+        };
+        active(false).await;
+        assert_eq!(retry(json!({})).await.status(), 409);
+        active(true).await;
+
         let running = json_with_status(retry(json!({})).await, 202).await;
         assert_eq!(running["status"], "running", "{running}");
         let statuses: Vec<&str> =

@@ -52,6 +52,7 @@ async fn waiting_until(
 crate::contract!(
     a_waiting_execution_holds_no_lease_and_the_claim_that_takes_it_when_due_resumes_it,
     cancelling_a_waiting_execution_fails_the_step_that_waited,
+    a_wait_recorded_after_a_cancel_fails_its_step_and_tells_nobody,
 );
 
 async fn a_waiting_execution_holds_no_lease_and_the_claim_that_takes_it_when_due_resumes_it(db: Database) {
@@ -116,4 +117,37 @@ async fn cancelling_a_waiting_execution_fails_the_step_that_waited(db: Database)
     // Its due time passes: nothing takes it up.
     assert!(store.claim(&lease("l2", until + Duration::seconds(30)), until, 10).await.unwrap().is_empty());
     assert!(!store.record_cancel(&cancelled).await.unwrap(), "a cancelled execution is not cancelled twice");
+}
+
+async fn a_wait_recorded_after_a_cancel_fails_its_step_and_tells_nobody(db: Database) {
+    let store = setup(&db).await;
+    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
+    store.create(&new).await.unwrap();
+    let (id, tenant) = (&new.execution.id, &new.execution.tenant_id);
+    let held = lease("l1", t0() + Duration::seconds(30));
+    store.claim(&held, t0(), 10).await.unwrap();
+    let mut run = new.execution.clone();
+    run.start_step("find", t0()).unwrap();
+    assert!(store.start_step(id, &held, run.step("find").unwrap(), t0()).await.unwrap());
+    // Cancelled while the step runs: the running step is left to record its result.
+    let mut cancelled = store.get(tenant, id).await.unwrap().unwrap();
+    cancelled.cancel(t0() + Duration::seconds(1)).unwrap();
+    assert!(store.record_cancel(&cancelled).await.unwrap());
+    // Its result is a wait.
+    let until = t0() + Duration::seconds(60);
+    run.wait_step("find", until, t0() + Duration::seconds(2)).unwrap();
+    assert!(store.record_step(id, &held, run.step("find").unwrap(), waiting(&run, until)).await.unwrap());
+
+    let stored = store.get(tenant, id).await.unwrap().unwrap();
+    assert_eq!(stored.status(), ExecutionStatus::Cancelled);
+    let find = stored.step("find").unwrap();
+    assert_eq!(
+        (find.status(), find.error(), find.next_run_at()),
+        (StepStatus::Failed, Some(CANCELLED_WAIT_ERROR), None)
+    );
+    assert!(
+        !events_of(&db, "ten_1").await.contains(&"workflow.execution.waiting".to_owned()),
+        "nobody is told it waits"
+    );
+    assert!(store.claim(&lease("l2", until + Duration::seconds(30)), until, 10).await.unwrap().is_empty());
 }

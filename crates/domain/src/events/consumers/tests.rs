@@ -108,7 +108,7 @@ async fn a_pass_handles_new_events_in_order_and_moves_the_cursor_past_the_last()
     let consumer = recorder(Vec::new());
     assert_eq!(
         runner(stream).pass(&consumer).await.unwrap(),
-        Passed { handled: 3, unsettled: false, deferred: false }
+        Passed { handled: 3, unsettled: false, deferred_until: None }
     );
     assert_eq!(*consumer.handled.lock().unwrap(), ["evt_b", "evt_c", "evt_d"]);
 }
@@ -167,7 +167,7 @@ async fn due_failures_are_tried_again_recovered_or_parked_after_the_last_attempt
     let consumer = recorder(vec!["evt_bad"]);
     assert_eq!(
         runner(stream).pass(&consumer).await.unwrap(),
-        Passed { handled: 2, unsettled: true, deferred: false }
+        Passed { handled: 2, unsettled: true, deferred_until: None }
     );
 }
 
@@ -233,7 +233,7 @@ async fn one_consumers_failing_pass_does_not_stop_the_others() {
     let working = Arc::new(recorder(Vec::new()));
     let mut runner = runner(stream);
     runner.consumers = vec![Arc::new(Broken), working.clone()];
-    assert_eq!(runner.run_all().await, Passed { handled: 1, unsettled: false, deferred: false });
+    assert_eq!(runner.run_all().await, Passed { handled: 1, unsettled: false, deferred_until: None });
     assert_eq!(*working.handled.lock().unwrap(), ["evt_a"]);
 }
 
@@ -268,17 +268,18 @@ async fn a_yielding_consumer_defers_its_passes_while_requests_queue_for_at_most_
 
     // Its first pass goes ahead whatever the load: nothing says it ran lately.
     let requests = (load.enter(), load.enter());
-    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred: false });
+    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred_until: None });
     // Requests queue: it waits, the consumer somebody waits on does not.
     *now.lock().unwrap() += Duration::milliseconds(MAX_DEFERRAL_MS - 1);
-    assert_eq!(runner.run_all().await, Passed { handled: 1, unsettled: false, deferred: true });
+    let until = t0() + Duration::milliseconds(MAX_DEFERRAL_MS);
+    assert_eq!(runner.run_all().await, Passed { handled: 1, unsettled: false, deferred_until: Some(until) });
     assert_eq!((handled(&yielding), handled(&urgent)), (1, 2));
     // The queue stays, but its pass has waited the longest it may.
     *now.lock().unwrap() += Duration::milliseconds(1);
-    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred: false });
+    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred_until: None });
     assert_eq!((handled(&yielding), handled(&urgent)), (2, 3));
     // Once the requests are served it goes ahead at once.
     drop(requests);
-    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred: false });
+    assert_eq!(runner.run_all().await, Passed { handled: 2, unsettled: false, deferred_until: None });
     assert_eq!((handled(&yielding), handled(&urgent)), (3, 4));
 }

@@ -374,3 +374,19 @@ fn a_failed_execution_is_retried_from_a_step_keeping_the_results_before_it() {
     assert_eq!(Execution::restore(e.clone().into_record()).unwrap(), e);
     assert!(e.retry_from("a", t(6)).is_err(), "only a failed execution is retried");
 }
+
+#[test]
+fn a_retry_makes_a_step_skipped_before_it_pending_so_a_jump_back_runs_it() {
+    let mut e = execution();
+    // a led to c, jumping over b; c failed: b was skipped with the rest.
+    e.start_step("a", t(1)).unwrap();
+    e.complete_step("a", json!("a"), t(2)).unwrap();
+    e.branch_from("a", "c").unwrap();
+    e.start_step("c", t(3)).unwrap();
+    e.fail_step("c", "down".into(), t(4)).unwrap();
+    e.fail("step c failed: down".into(), t(4)).unwrap();
+    assert_eq!(statuses(&e), [StepStatus::Completed, StepStatus::Skipped, StepStatus::Failed]);
+    e.retry_from("c", t(5)).unwrap();
+    assert_eq!(statuses(&e), [StepStatus::Completed, StepStatus::Pending, StepStatus::Pending]);
+    e.start_step("b", t(6)).unwrap();
+}

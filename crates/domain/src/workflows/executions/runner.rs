@@ -206,12 +206,6 @@ impl ExecutionService {
                     }
                 }
             };
-            metrics::counter!(
-                crate::metrics::WORKFLOW_STEP_RUNS,
-                "type" => step.step_type().as_str(),
-                "outcome" => next.label()
-            )
-            .increment(1);
             let applied =
                 self.apply(&mut execution, &steps, step, next, following, &mut context, d.clock.now())?;
             let Some(result) = execution.step(step.id()) else { break };
@@ -287,6 +281,13 @@ impl ExecutionService {
                 decide(step, run, attempt, d.clock.now())
             }
         };
+        // A run, counted once: a wait that ends later completes without running again.
+        metrics::counter!(
+            crate::metrics::WORKFLOW_STEP_RUNS,
+            "type" => step.step_type().as_str(),
+            "outcome" => next.label()
+        )
+        .increment(1);
         Ok(StepStart::Ran(next, step_lease))
     }
 
