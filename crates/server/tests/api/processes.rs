@@ -10,9 +10,23 @@ use tokio::process::{Child, Command};
 
 use crate::helpers::JWT_SECRET;
 
-/// A port nothing listens on yet.
+/// A port nothing listens on yet, below the range the system hands out for port 0 (from
+/// 32768 on Linux): a listener another test opens on port 0 cannot take it between this check
+/// and the child's own bind, as it could take a port the system handed out here.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const PORTS: u32 = 12_000;
+    // Each test process starts at a place of its own; each call in it takes the next port.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() % PORTS;
+    loop {
+        let port = FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % PORTS;
+        let port = u16::try_from(port).unwrap_or(u16::MAX);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// The `agentry` binary serving on `port`, with `env` on top of the test settings and its log
