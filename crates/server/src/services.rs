@@ -202,7 +202,8 @@ pub fn build_services(
     // offline models learn by the rules.
     let extraction = (extractor, config.llm() == LlmProvider::Openai);
     // Requests in flight, counted by the HTTP layer: memory extraction yields to them.
-    let load = Arc::new(RequestLoad::of_this_machine());
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let load = Arc::new(RequestLoad::new(cores));
     let consumers = event_consumers(db, &webhooks, &memory, extraction, (ids.clone(), clock.clone()))
         .yielding_to(load.clone());
     let executions_worker = Worker::new(Arc::new(executions.clone()), ids, clock.clone());

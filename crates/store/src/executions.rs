@@ -121,6 +121,21 @@ macro_rules! skip_pending {
     };
 }
 
+/// Inside a transaction (`$conn` of either backend): writes a step's whole result over the
+/// stored one of execution `$execution`, addressed by the step's id.
+macro_rules! write_step {
+    ($conn:expr, $execution:expr, $step:expr) => {{
+        let step: &StepRow = $step;
+        diesel::update(
+            workflow_step_results::table
+                .filter(workflow_step_results::execution_id.eq($execution))
+                .filter(workflow_step_results::step_id.eq(&step.step_id)),
+        )
+        .set(step.changes())
+        .execute($conn)
+    }};
+}
+
 /// Inside a connection (`$conn` of either backend): the executions with these ids, with their
 /// step results, in the order given. Evaluates to `Result<Vec<Execution>, StoreError>`.
 macro_rules! load_executions {
@@ -459,12 +474,7 @@ impl ExecutionRepository for ExecutionStore {
                 .await?;
             if n == 1 {
                 for step in &again {
-                    diesel::update(workflow_step_results::table
-                        .filter(workflow_step_results::execution_id.eq(&id))
-                        .filter(workflow_step_results::step_id.eq(&step.step_id)))
-                        .set(step.changes())
-                        .execute(conn)
-                        .await?;
+                    write_step!(conn, &id, step).await?;
                 }
                 conn.announce(WorkQueue::Executions).await?;
             }
@@ -499,12 +509,7 @@ impl ExecutionRepository for ExecutionStore {
                 return Ok(false);
             }
             // The whole result: a step run again (a loop) starts from a fresh slate.
-            diesel::update(workflow_step_results::table
-                .filter(workflow_step_results::execution_id.eq(&id))
-                .filter(workflow_step_results::step_id.eq(&step.step_id)))
-                .set(step.changes())
-                .execute(conn)
-                .await?;
+            write_step!(conn, &id, &step).await?;
             Ok::<_, StoreError>(true)
         })?;
         Ok(held)
@@ -600,12 +605,7 @@ impl ExecutionRepository for ExecutionStore {
             if !held {
                 return Ok(false);
             }
-            diesel::update(workflow_step_results::table
-                .filter(workflow_step_results::execution_id.eq(&id))
-                .filter(workflow_step_results::step_id.eq(&step.step_id)))
-                .set(step.changes())
-                .execute(conn)
-                .await?;
+            write_step!(conn, &id, &step).await?;
             if let Some(event) = &waiting_event {
                 // A cancel that came while the step ran kept the execution cancelled: the step
                 // that would wait fails as a cancel leaves a waiting step, and nobody is told it

@@ -14,15 +14,11 @@ pub struct RequestLoad {
 }
 
 impl RequestLoad {
-    /// Busy while more than `busy_above` requests are in flight.
+    /// Busy while more than `busy_above` requests are in flight (the server passes its
+    /// machine's cores: more requests than that wait for a core, and background work would
+    /// lengthen their wait).
     pub fn new(busy_above: usize) -> Self {
         Self { in_flight: AtomicUsize::new(0), busy_above }
-    }
-
-    /// Busy while more requests are in flight than this machine has cores: the others then
-    /// wait for a core, and background work would lengthen their wait.
-    pub fn of_this_machine() -> Self {
-        Self::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
     /// Counts one request until the guard is dropped (also when its future is dropped).

@@ -2,26 +2,18 @@
 //! its claims counted afresh, the steps it runs again pending, only while it is still failed.
 
 use agentry_domain::work::LeaseQueue as _;
-use agentry_domain::workflows::{
-    After, ExecutionOrigin, ExecutionRepository, ExecutionStatus, Finish, StepStatus,
-};
+use agentry_domain::workflows::{After, ExecutionRepository, ExecutionStatus, Finish, StepStatus};
 use agentry_store::Database;
 use chrono::Duration;
 
-use super::executions::{lease, new_execution, setup, t0};
+use super::executions::{lease, started_under, t0};
 
 crate::contract!(a_failed_execution_retried_from_a_step_is_claimed_again_with_its_earlier_results,);
 
 async fn a_failed_execution_retried_from_a_step_is_claimed_again_with_its_earlier_results(db: Database) {
-    let store = setup(&db).await;
-    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
-    store.create(&new).await.unwrap();
-    let (id, tenant) = (&new.execution.id, &new.execution.tenant_id);
     let held = lease("l1", t0() + Duration::seconds(30));
-    store.claim(&held, t0(), 10).await.unwrap();
-    let mut run = new.execution.clone();
-    run.start_step("find", t0()).unwrap();
-    assert!(store.start_step(id, &held, run.step("find").unwrap(), t0()).await.unwrap());
+    let (store, mut run) = started_under(&db, &held).await;
+    let (id, tenant) = (&run.id.clone(), &run.tenant_id.clone());
     run.fail_step("find", "down".into(), t0() + Duration::seconds(1)).unwrap();
     run.fail("step find failed: down".into(), t0() + Duration::seconds(1)).unwrap();
     let event = agentry_domain::events::Event {

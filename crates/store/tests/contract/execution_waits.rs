@@ -4,12 +4,12 @@
 
 use agentry_domain::work::LeaseQueue as _;
 use agentry_domain::workflows::{
-    After, CANCELLED_WAIT_ERROR, ExecutionOrigin, ExecutionRepository, ExecutionStatus, StepStatus,
+    After, CANCELLED_WAIT_ERROR, ExecutionRepository, ExecutionStatus, StepStatus,
 };
 use agentry_store::Database;
 use chrono::Duration;
 
-use super::executions::{events_of, lease, new_execution, setup, t0};
+use super::executions::{events_of, lease, started_under, t0};
 
 /// What a step that waits until `until` leaves of `execution`, with its event.
 fn waiting(execution: &agentry_domain::workflows::Execution, until: chrono::DateTime<chrono::Utc>) -> After {
@@ -36,16 +36,9 @@ async fn waiting_until(
     until: chrono::DateTime<chrono::Utc>,
     held: &agentry_domain::work::Lease,
 ) -> (agentry_store::ExecutionStore, agentry_domain::workflows::Execution) {
-    let store = setup(db).await;
-    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
-    store.create(&new).await.unwrap();
-    let id = &new.execution.id;
-    assert_eq!(store.claim(held, t0(), 10).await.unwrap().len(), 1);
-    let mut run = new.execution.clone();
-    run.start_step("find", t0()).unwrap();
-    assert!(store.start_step(id, held, run.step("find").unwrap(), t0()).await.unwrap());
+    let (store, mut run) = started_under(db, held).await;
     run.wait_step("find", until, t0()).unwrap();
-    assert!(store.record_step(id, held, run.step("find").unwrap(), waiting(&run, until)).await.unwrap());
+    assert!(store.record_step(&run.id, held, run.step("find").unwrap(), waiting(&run, until)).await.unwrap());
     (store, run)
 }
 
@@ -120,15 +113,9 @@ async fn cancelling_a_waiting_execution_fails_the_step_that_waited(db: Database)
 }
 
 async fn a_wait_recorded_after_a_cancel_fails_its_step_and_tells_nobody(db: Database) {
-    let store = setup(&db).await;
-    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
-    store.create(&new).await.unwrap();
-    let (id, tenant) = (&new.execution.id, &new.execution.tenant_id);
     let held = lease("l1", t0() + Duration::seconds(30));
-    store.claim(&held, t0(), 10).await.unwrap();
-    let mut run = new.execution.clone();
-    run.start_step("find", t0()).unwrap();
-    assert!(store.start_step(id, &held, run.step("find").unwrap(), t0()).await.unwrap());
+    let (store, mut run) = started_under(&db, &held).await;
+    let (id, tenant) = (&run.id.clone(), &run.tenant_id.clone());
     // Cancelled while the step runs: the running step is left to record its result.
     let mut cancelled = store.get(tenant, id).await.unwrap().unwrap();
     cancelled.cancel(t0() + Duration::seconds(1)).unwrap();

@@ -88,6 +88,19 @@ pub(super) fn started(execution: &Execution, step_id: &str) -> StepResult {
     run.step(step_id).unwrap().clone()
 }
 
+/// Execution `exe_1` of `ten_1`, stored, claimed under `held` and with its step `find`
+/// started through the store, as a worker holds it: the store and the execution.
+pub(super) async fn started_under(db: &Database, held: &Lease) -> (ExecutionStore, Execution) {
+    let store = setup(db).await;
+    let new = new_execution("exe_1", "ten_1", t0(), ExecutionOrigin::Api, None);
+    store.create(&new).await.unwrap();
+    assert_eq!(store.claim(held, t0(), 10).await.unwrap().len(), 1);
+    let mut run = new.execution;
+    run.start_step("find", t0()).unwrap();
+    assert!(store.start_step(&run.id, held, run.step("find").unwrap(), t0()).await.unwrap());
+    (store, run)
+}
+
 pub(super) async fn setup(db: &Database) -> ExecutionStore {
     let workflows = super::workflows::setup(db).await;
     for tenant in ["ten_1", "ten_2"] {
